@@ -1,0 +1,156 @@
+"""BapItem: one Builder Action Prediction example, and its JSON form.
+
+An item is everything a model may look at (dialogue history with the Builder's earlier actions,
+the structure before, the Builder's pose at the last utterance) plus the reference: the
+action sequence the human Builder performed next and the structure it led to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple
+
+from bapjax import grid
+from bapjax.grid import Action, Block
+
+
+class ChatTurn(NamedTuple):
+    speaker: str  # "Architect" or "Builder"
+    text: str
+
+
+class BuilderPose(NamedTuple):
+    x: float
+    y: float
+    z: float
+    yaw: float
+    pitch: float
+
+
+# A history event is a ChatTurn or an Action (the Builder's earlier actions, in order).
+HistoryEvent = ChatTurn | Action
+
+
+@dataclasses.dataclass(frozen=True)
+class BapItem:
+    item_id: str  # "<game dir>:<k>"
+    game_id: str  # the game directory name
+    target_id: str  # "C<n>"
+    split: str  # train / val / test (or a simulator's split)
+    history: tuple[HistoryEvent, ...]  # chat turns with earlier Builder actions interleaved
+    prev_structure: tuple[Block, ...]
+    reference_actions: tuple[Action, ...]
+    next_structure: tuple[Block, ...]
+    builder_pose: BuilderPose
+    dataset: str = "mc"  # which data set the item came from: mc, bs, ss, r, ...
+
+    @property
+    def is_empty_board(self) -> bool:
+        return not self.prev_structure
+
+    @property
+    def dialogue(self) -> tuple[ChatTurn, ...]:
+        return tuple(e for e in self.history if isinstance(e, ChatTurn))
+
+    def to_json(self) -> dict[str, Any]:
+        """The export record (see README, "Item export format")."""
+        history = []
+        for event in self.history:
+            if isinstance(event, ChatTurn):
+                history.append({"speaker": event.speaker, "text": event.text})
+            else:
+                history.append({"action": grid.action_to_dict(event)})
+        return {
+            "item_id": self.item_id,
+            "game_id": self.game_id,
+            "target_id": self.target_id,
+            "split": self.split,
+            "dataset": self.dataset,
+            "is_empty_board": self.is_empty_board,
+            "prev_structure": [grid.block_to_dict(b) for b in self.prev_structure],
+            "reference_actions": [grid.action_to_dict(a) for a in self.reference_actions],
+            "next_structure": [grid.block_to_dict(b) for b in self.next_structure],
+            "dialogue": [{"speaker": t.speaker, "text": t.text} for t in self.dialogue],
+            "history": history,
+            "builder_pose": self.builder_pose._asdict(),
+        }
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any], where: str = "item") -> "BapItem":
+        """Inverse of ``to_json``; ``next_structure`` and ``history`` are optional."""
+        for field in ("item_id", "prev_structure", "reference_actions"):
+            if field not in record:
+                raise ValueError(f"{where}: missing field {field!r}")
+        item_id = str(record["item_id"])
+        where = f"{where} {item_id}"
+        prev = tuple(
+            grid.block_from_dict(b, f"{where} prev_structure[{i}]")
+            for i, b in enumerate(record["prev_structure"])
+        )
+        actions = tuple(
+            grid.action_from_dict(a, f"{where} reference_actions[{i}]")
+            for i, a in enumerate(record["reference_actions"])
+        )
+        if "next_structure" in record:
+            nxt = tuple(
+                grid.block_from_dict(b, f"{where} next_structure[{i}]")
+                for i, b in enumerate(record["next_structure"])
+            )
+        else:
+            from bapjax.actions import apply_sequence, as_blocks
+
+            nxt = as_blocks(apply_sequence(prev, actions))
+        if "history" in record:
+            history = tuple(
+                grid.action_from_dict(e["action"], f"{where} history[{i}]")
+                if "action" in e
+                else ChatTurn(e["speaker"], e["text"])
+                for i, e in enumerate(record["history"])
+            )
+        else:
+            history = tuple(ChatTurn(t["speaker"], t["text"]) for t in record.get("dialogue", []))
+        pose = record.get("builder_pose") or {}
+        game_id = str(record.get("game_id", item_id.rsplit(":", 1)[0]))
+        return cls(
+            item_id=item_id,
+            game_id=game_id,
+            target_id=str(record.get("target_id", "")),
+            split=str(record.get("split", "")),
+            history=history,
+            prev_structure=prev,
+            reference_actions=actions,
+            next_structure=nxt,
+            builder_pose=BuilderPose(*(float(pose.get(k, 0.0)) for k in BuilderPose._fields)),
+            dataset=str(record.get("dataset", "mc")),
+        )
+
+
+@dataclasses.dataclass
+class ItemizedCorpus:
+    """All items of a corpus by split (what the item cache stores)."""
+
+    root: Path
+    dataset: str
+    items: dict[str, list[BapItem]]  # split -> items, in game order
+    skipped_out_of_region: dict[str, int]
+    games: dict[str, int]  # split -> number of games
+
+    def split(self, name: str) -> list[BapItem]:
+        if name not in self.items:
+            raise KeyError(f"split {name!r} is not in the corpus at {self.root}; "
+                           f"it has {', '.join(self.items) or 'no splits'}")
+        return self.items[name]
+
+    def stats(self) -> dict:
+        out = {}
+        for split, items in self.items.items():
+            actions = [len(i.reference_actions) for i in items]
+            out[split] = {
+                "items": len(items),
+                "empty_board": sum(i.is_empty_board for i in items),
+                "mean_actions": round(sum(actions) / len(actions), 4) if actions else 0.0,
+                "games": self.games.get(split, 0),
+                "skipped_out_of_region": self.skipped_out_of_region.get(split, 0),
+            }
+        return out

@@ -1,0 +1,511 @@
+"""Read the Minecraft Dialogue Corpus (or a simulator corpus in its layout) into BAP items.
+
+    python -m bapjax.corpus.mdc stats  --corpus PATH
+    python -m bapjax.corpus.mdc export --corpus PATH --split S --out FILE
+
+PATH is the corpus directory (the one holding ``data/``), its ``data/`` directory, the
+``.tar.xz`` archive, or a directory holding exactly one such archive (as ``../shared/mdc``).
+An archive is unpacked once into the cache directory (``$BAPJAX_CACHE`` or ``~/.cache/bapjax``),
+and the itemized corpus is cached there too, so a second load does not reparse any game.
+
+The extraction rule (DESIGN.md, "BAP items from a game log") in one place: ``game_timeline``
+turns world states into action/chat events, ``itemize_game`` cuts items from the events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import pickle
+import re
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from absl import app, flags, logging
+
+from bapjax import grid
+from bapjax.actions import apply_sequence, as_blocks
+from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn, ItemizedCorpus
+from bapjax.grid import PLACE, REMOVE, Action
+
+# Bump when the itemizer's output changes, so stale caches are not reused.
+ITEMIZER_VERSION = 5
+SPLITS = ("train", "val", "test")
+_CHAT_LINE = re.compile(r"^<(\w+)>\s?(.*)$", re.DOTALL)
+_TARGET_IN_GAME = re.compile(r"(?:^|-)(C\d+)(?:-|$)")
+
+
+class CorpusError(ValueError):
+    """A corpus file is missing or malformed; the message names the file."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WorldState:
+    blocks: dict  # {(x, y, z): color}; may hold cells outside the build region
+    chat: tuple[str, ...]
+    pose: BuilderPose
+
+
+@dataclasses.dataclass(frozen=True)
+class Game:
+    game_id: str  # the game directory name
+    target_id: str  # "C<n>"
+    path: Path
+    world_states: tuple[WorldState, ...]  # states with a null BuilderPosition already dropped
+
+
+# --------------------------------------------------------------------------------------------
+# Locating and unpacking the corpus
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("BAPJAX_CACHE", Path.home() / ".cache" / "bapjax"))
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _unpack_archive(archive: Path) -> Path:
+    """Unpack once into the cache; returns the directory holding ``data/``."""
+    target = cache_root() / f"corpus-{_file_digest(archive)[:16]}"
+    if (target / ".complete").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    logging.info("unpacking %s into %s (once)", archive, target)
+    staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            tar.extractall(staging, filter="data")
+        roots = [p.parents[2] for p in staging.rglob("data/logs/splits.json")]
+        if len(roots) != 1:
+            raise CorpusError(f"{archive}: expected one data/logs/splits.json inside, found {len(roots)}")
+        (roots[0] / ".complete").write_text(str(archive))
+        if target.exists():
+            shutil.rmtree(target)
+        roots[0].rename(target)
+    except (tarfile.TarError, OSError, EOFError) as err:
+        raise CorpusError(f"{archive}: cannot unpack the corpus archive: {err}") from err
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def resolve_corpus(path: str | os.PathLike) -> Path:
+    """The directory that holds ``data/logs/splits.json`` for any accepted form of PATH."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise CorpusError(f"corpus path {path} does not exist")
+    if path.is_file():
+        if path.name.endswith((".tar.xz", ".tar.gz", ".tgz", ".tar")):
+            return _unpack_archive(path)
+        raise CorpusError(f"corpus path {path} is a file but not a .tar.xz archive")
+    if (path / "data" / "logs" / "splits.json").exists():
+        return path
+    if (path / "logs" / "splits.json").exists() and path.name == "data":
+        return path.parent
+    archives = sorted(path.glob("*.tar.xz"))
+    if len(archives) == 1:
+        return _unpack_archive(archives[0])
+    raise CorpusError(
+        f"corpus path {path} holds neither data/logs/splits.json nor exactly one .tar.xz archive"
+    )
+
+
+def corpus_dataset_name(root: Path) -> str:
+    """The data set tag: 'mc' for the MDC, or the name a simulator wrote in data/dataset.json."""
+    meta = root / "data" / "dataset.json"
+    if meta.exists():
+        try:
+            return str(json.loads(meta.read_text())["name"])
+        except (json.JSONDecodeError, KeyError) as err:
+            raise CorpusError(f"{meta}: expected JSON with a 'name' field ({err})") from err
+    return "mc"
+
+
+def read_splits(root: Path) -> dict[str, str]:
+    """{target id: split} from data/logs/splits.json."""
+    path = root / "data" / "logs" / "splits.json"
+    try:
+        splits = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise CorpusError(f"{path}: not valid JSON ({err})") from err
+    except OSError as err:
+        raise CorpusError(f"{path}: cannot read the splits file ({err})") from err
+    if not isinstance(splits, dict):
+        raise CorpusError(f"{path}: expected an object {{split: [target ids]}}")
+    target_split = {}
+    for split, targets in splits.items():
+        for target in targets:
+            if target in target_split:
+                raise CorpusError(f"{path}: target {target} is in both {target_split[target]} and {split}")
+            target_split[target] = split
+    return target_split
+
+
+def game_files(root: Path) -> list[Path]:
+    return sorted((root / "data" / "logs").glob("*/logs/*/postprocessed-observations.json"))
+
+
+def target_of_game(game_id: str) -> str:
+    match = _TARGET_IN_GAME.search(game_id)
+    if not match:
+        raise CorpusError(f"game directory {game_id} names no target C<number>")
+    return match.group(1)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading one game
+
+
+def _parse_pose(raw, where: str) -> BuilderPose | None:
+    if raw is None:
+        return None
+    try:
+        return BuilderPose(*(float(raw[k]) for k in ("X", "Y", "Z", "Yaw", "Pitch")))
+    except (KeyError, TypeError, ValueError) as err:
+        raise CorpusError(f"{where}: BuilderPosition lacks X, Y, Z, Yaw or Pitch ({err!r})") from err
+
+
+def _parse_blocks(raw, where: str) -> dict:
+    blocks = {}
+    if not isinstance(raw, list):
+        raise CorpusError(f"{where}: BlocksInGrid is not a list")
+    for n, block in enumerate(raw):
+        try:
+            coords = block["AbsoluteCoordinates"]
+            cell = (int(coords["X"]), int(coords["Y"]), int(coords["Z"]))
+            color = grid.color_id(block["Type"])
+        except (KeyError, TypeError) as err:
+            raise CorpusError(f"{where}: BlocksInGrid[{n}] lacks {err}") from err
+        except ValueError as err:
+            raise CorpusError(f"{where}: BlocksInGrid[{n}]: {err}") from err
+        blocks[cell] = color
+    return blocks
+
+
+def read_game(path: str | os.PathLike) -> Game:
+    """Parse one postprocessed-observations.json; errors name the file and the state."""
+    path = Path(path)
+    game_id = path.parent.name
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except json.JSONDecodeError as err:
+        raise CorpusError(f"{path}: not valid JSON ({err})") from err
+    except (OSError, UnicodeDecodeError) as err:
+        raise CorpusError(f"{path}: cannot read the game log ({err})") from err
+    if not isinstance(raw, dict) or not isinstance(raw.get("WorldStates"), list):
+        raise CorpusError(f"{path}: missing key 'WorldStates' (a list of world states)")
+    states = []
+    for n, state in enumerate(raw["WorldStates"]):
+        where = f"{path}: WorldStates[{n}]"
+        if not isinstance(state, dict):
+            raise CorpusError(f"{where} is not an object")
+        for key in ("BuilderPosition", "ChatHistory", "BlocksInGrid"):
+            if key not in state:
+                raise CorpusError(f"{where}: missing key {key!r}")
+        pose = _parse_pose(state["BuilderPosition"], where)
+        if pose is None:
+            continue
+        if not isinstance(state["ChatHistory"], list):
+            raise CorpusError(f"{where}: ChatHistory is not a list")
+        states.append(WorldState(_parse_blocks(state["BlocksInGrid"], where),
+                                 tuple(str(line) for line in state["ChatHistory"]), pose))
+    return Game(game_id, target_of_game(game_id), path, tuple(states))
+
+
+# --------------------------------------------------------------------------------------------
+# Events and items
+
+
+def parse_chat_line(line: str) -> ChatTurn:
+    match = _CHAT_LINE.match(line)
+    if match:
+        return ChatTurn(match.group(1), match.group(2))
+    return ChatTurn("", line)
+
+
+def order_placements(structure: dict, placements: Sequence[Action]) -> list[Action]:
+    """Order one transition's placements so each is supported where possible, lower y first.
+
+    Greedy: repeatedly take the first placement in (y, x, z, color) order that is on the ground
+    or face-adjacent to a block; if none is, take the first one as recorded (kept, never dropped).
+    """
+    remaining = sorted(placements, key=lambda a: (a.y, a.x, a.z, a.color))
+    current = dict(structure)
+    ordered = []
+    while remaining:
+        pick = 0
+        for n, action in enumerate(remaining):
+            x, y, z = action.cell
+            if y == grid.Y_MIN or any(
+                c in current for c in ((x + 1, y, z), (x - 1, y, z), (x, y + 1, z), (x, y - 1, z),
+                                       (x, y, z + 1), (x, y, z - 1))
+            ):
+                pick = n
+                break
+        action = remaining.pop(pick)
+        current[action.cell] = action.color
+        ordered.append(action)
+    return ordered
+
+
+def transition_actions(before: dict, after: dict) -> list[Action]:
+    """One logged transition as actions: placements (ordered for support), then removals.
+
+    A cell whose color changed is a removal of the old block then a placement of the new one;
+    that removal goes first so the placement is into an empty cell.
+    """
+    recolored = sorted(c for c in after if c in before and before[c] != after[c])
+    first = [Action(REMOVE, before[c], *c) for c in recolored]
+    placed = [Action(PLACE, color, *cell) for cell, color in after.items()
+              if cell not in before]
+    placed += [Action(PLACE, after[c], *c) for c in recolored]
+    removed = sorted(
+        (Action(REMOVE, color, *cell) for cell, color in before.items() if cell not in after),
+        key=lambda a: (a.x, a.y, a.z, a.color),
+    )
+    start = apply_sequence(before, first)
+    return first + order_placements(start, placed) + removed
+
+
+def game_timeline(game: Game) -> list[tuple[object, int]]:
+    """Events (Action or ChatTurn, index of the world state that produced it), in order.
+
+    As the original BAP loader does, the walk starts at the second kept world state: it
+    contributes its whole chat history, with the blocks already on its grid placed first
+    (normally none; a handful of MDC games have one). Each later state contributes its
+    transition's actions, then its new chat lines. This reproduces the paper's item counts.
+    """
+    events: list[tuple[object, int]] = []
+    if len(game.world_states) < 2:
+        return events
+    first = game.world_states[1]
+    events += [(a, 1) for a in transition_actions({}, first.blocks)]
+    events += [(parse_chat_line(line), 1) for line in first.chat]
+    for n in range(2, len(game.world_states)):
+        before, after = game.world_states[n - 1], game.world_states[n]
+        events += [(a, n) for a in transition_actions(before.blocks, after.blocks)]
+        events += [(parse_chat_line(line), n) for line in after.chat[len(before.chat):]]
+    return events
+
+
+def _out_of_region_count(structure: dict) -> int:
+    return sum(1 for cell in structure if not grid.in_region(*cell))
+
+
+def itemize_game(game: Game, split: str, dataset: str = "mc") -> tuple[list[BapItem], int]:
+    """BAP items of one game, and how many were skipped for blocks outside the build region."""
+    events = game_timeline(game)
+    items: list[BapItem] = []
+    skipped = 0
+    structure: dict = {}
+    history: list = []
+    pose = game.world_states[min(1, len(game.world_states) - 1)].pose if game.world_states else BuilderPose(0, 0, 0, 0, 0)
+    n = 0
+    while n < len(events):
+        event, state_index = events[n]
+        if isinstance(event, ChatTurn):
+            history.append(event)
+            pose = game.world_states[state_index].pose
+            n += 1
+            continue
+        # A maximal run of action events starting here.
+        end = n
+        while end < len(events) and isinstance(events[end][0], Action):
+            end += 1
+        run = [e for e, _ in events[n:end]]
+        before = structure
+        outside = _out_of_region_count(before) > 0
+        for action in run:
+            structure = apply_sequence(structure, [action])
+            outside = outside or _out_of_region_count(structure) > 0
+        if outside:
+            skipped += 1
+        else:
+            items.append(BapItem(
+                item_id=f"{game.game_id}:{len(items)}",
+                game_id=game.game_id,
+                target_id=game.target_id,
+                split=split,
+                history=tuple(history),
+                prev_structure=as_blocks(before),
+                reference_actions=tuple(run),
+                next_structure=as_blocks(structure),
+                builder_pose=pose,
+                dataset=dataset,
+            ))
+        history.extend(run)
+        n = end
+    return items, skipped
+
+
+# --------------------------------------------------------------------------------------------
+# The whole corpus, cached
+
+
+def _corpus_fingerprint(root: Path, files: Sequence[Path]) -> str:
+    digest = hashlib.sha256(f"v{ITEMIZER_VERSION}".encode())
+    for path in [root / "data" / "logs" / "splits.json", *files]:
+        st = path.stat()
+        digest.update(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    meta = root / "data" / "dataset.json"
+    if meta.exists():
+        digest.update(meta.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def _itemize_file(args):
+    path, split, dataset = args
+    return itemize_game(read_game(path), split, dataset)
+
+
+def itemize_corpus(root: Path, processes: int = 1, progress: bool = False) -> ItemizedCorpus:
+    """Parse and itemize every game whose target is in splits.json (no cache)."""
+    target_split = read_splits(root)
+    dataset = corpus_dataset_name(root)
+    files = game_files(root)
+    if not files:
+        raise CorpusError(f"{root}: no game logs under data/logs/*/logs/*/postprocessed-observations.json")
+    jobs = []
+    for path in files:
+        target = target_of_game(path.parent.name)
+        if target in target_split:
+            jobs.append((path, target_split[target], dataset))
+    items = {s: [] for s in dict.fromkeys([*SPLITS, *sorted(set(target_split.values()))])}
+    skipped = {s: 0 for s in items}
+    games = {s: 0 for s in items}
+    start = time.time()
+    if processes > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            results = pool.imap(_itemize_file, jobs, chunksize=4)
+            results = list(_with_progress(results, len(jobs), start, progress))
+    else:
+        results = list(_with_progress(map(_itemize_file, jobs), len(jobs), start, progress))
+    for (path, split, _), (game_items, game_skipped) in zip(jobs, results):
+        items[split].extend(game_items)
+        skipped[split] += game_skipped
+        games[split] += 1
+    items = {s: v for s, v in items.items() if v or s in SPLITS}
+    return ItemizedCorpus(root, dataset, items, skipped, games)
+
+
+def _with_progress(results: Iterable, total: int, start: float, progress: bool):
+    for n, result in enumerate(results, 1):
+        if progress and (n % 50 == 0 or n == total):
+            rate = n / max(time.time() - start, 1e-9)
+            logging.info("itemized %d/%d games (%.1f games/s, ETA %.0f s)", n, total, rate,
+                         (total - n) / rate)
+        yield result
+
+
+def load_corpus(path: str | os.PathLike, use_cache: bool = True, processes: int | None = None,
+                progress: bool = False) -> ItemizedCorpus:
+    """Itemized corpus from any accepted PATH, through the on-disk cache."""
+    root = resolve_corpus(path)
+    files = game_files(root)
+    cache_file = cache_root() / "items" / f"{_corpus_fingerprint(root, files)}.pkl"
+    if use_cache and cache_file.exists():
+        try:
+            with open(cache_file, "rb") as f:
+                corpus = pickle.load(f)
+            corpus.root = root
+            return corpus
+        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
+            logging.warning("ignoring unreadable item cache %s (%s)", cache_file, err)
+    if processes is None:
+        processes = min(os.cpu_count() or 1, 8)
+    corpus = itemize_corpus(root, processes=processes, progress=progress)
+    if use_cache:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
+        with open(tmp, "wb") as f:
+            pickle.dump(corpus, f, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(cache_file)
+    return corpus
+
+
+def load_items(path: str | os.PathLike, split: str, **kwargs) -> list[BapItem]:
+    return load_corpus(path, **kwargs).split(split)
+
+
+def load_gold_structure(root: Path, target_id: str) -> dict:
+    """Target structure {(x, y, z): color} from data/gold-configurations/C<n>.xml."""
+    path = root / "data" / "gold-configurations" / f"{target_id}.xml"
+    import xml.etree.ElementTree as ET
+
+    try:
+        tree = ET.parse(path)
+    except (ET.ParseError, OSError) as err:
+        raise CorpusError(f"{path}: cannot read the gold configuration ({err})") from err
+    blocks = {}
+    for n, node in enumerate(tree.getroot().iter("DrawBlock")):
+        try:
+            cell = (int(node.get("x")) - 100, int(node.get("y")), int(node.get("z")) - 100)
+            blocks[cell] = grid.color_id(node.get("type"))
+        except (TypeError, ValueError) as err:
+            raise CorpusError(f"{path}: DrawBlock {n}: {err}") from err
+    return blocks
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive.")
+flags.DEFINE_string("split", None, "Split to export (train, val, test).")
+flags.DEFINE_string("out", None, "Output JSONL file for export ('-' for stdout).")
+flags.DEFINE_bool("no_cache", False, "Reparse every game instead of using the item cache.")
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 2 or argv[1] not in ("stats", "export"):
+        raise app.UsageError("usage: python -m bapjax.corpus.mdc {stats|export} --corpus PATH ...")
+    if not FLAGS.corpus:
+        raise app.UsageError("--corpus is required")
+    try:
+        corpus = load_corpus(FLAGS.corpus, use_cache=not FLAGS.no_cache, progress=True)
+    except CorpusError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if argv[1] == "stats":
+        stats = corpus.stats()
+        for split, s in stats.items():
+            print(f"{split:>6}: {s['items']:5d} items ({s['empty_board']} empty-board) from "
+                  f"{s['games']} games, mean {s['mean_actions']:.2f} actions, "
+                  f"{s['skipped_out_of_region']} skipped (blocks outside the build region)")
+        print(json.dumps(stats))
+        return 0
+    if not FLAGS.split or not FLAGS.out:
+        raise app.UsageError("export needs --split and --out")
+    try:
+        items = corpus.split(FLAGS.split)
+    except KeyError as err:
+        print(f"error: {err.args[0]}", file=sys.stderr)
+        return 2
+    out = sys.stdout if FLAGS.out == "-" else open(FLAGS.out, "w", encoding="utf-8")
+    with out if out is not sys.stdout else open(os.devnull, "w"):
+        for item in items:
+            out.write(json.dumps(item.to_json()) + "\n")
+    if FLAGS.out != "-":
+        print(f"wrote {len(items)} {FLAGS.split} items to {FLAGS.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)
