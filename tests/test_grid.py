@@ -105,7 +105,7 @@ def test_structure_grid_round_trip():
 def test_feasible_mask_matches_oracle_on_random_grids():
     rng = np.random.default_rng(2)
     structures = [random_structure(rng, int(n), gravity=bool(n % 2))
-                  for n in rng.integers(0, 130, size=64)]
+                  for n in rng.integers(0, 130, size=1000)]
     # Inventory edge cases: exactly 19 and 20 blocks of one color.
     for count in (19, 20):
         s = {}
