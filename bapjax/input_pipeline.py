@@ -1,0 +1,478 @@
+"""Featurize BAP items into fixed-shape arrays, and iterate over them in seeded, resumable batches.
+
+Two layers:
+
+* ``featurize_items`` turns items into a compact ``FeaturizedItems`` table (token ids, S_prev
+  grid, the cells of the last Builder actions, the Builder pose, action ids) once; it can be
+  cached on disk. ``expand_batch`` turns rows of that table into the model's arrays (dense
+  recent-action weights and Builder-perspective coordinates are computed per batch, vectorized,
+  so the cache stays small).
+* ``DataIterator`` walks the table in passes: with a curriculum ``schedule`` pass p uses stage p's
+  indices (then the last stage repeats); without one every pass is all items. Order within a
+  pass is a permutation drawn from (seed, pass); the iterator's position is (pass, batch), so
+  ``get_state``/``set_state`` resume exactly. Each host takes its own rows of every global batch.
+
+Model inputs (per item; batches stack to [B, ...]), see ``FEATURE_SPECS``:
+``text_tokens`` int32 [L], ``text_mask`` bool [L], ``grid`` int8 [11, 9, 11] (S_prev colors,
+0 empty), ``recent`` float32 [11, 9, 11], ``perspective`` float32 [11, 9, 11, 3],
+``actions`` int32 [T] (reference ids, then STOP, padded with STOP), ``action_mask`` bool [T]
+(True on the reference actions and the one STOP), ``weight`` float32 [] (1 real, 0 padding).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+from absl import logging
+
+from bapjax import grid
+from bapjax.corpus.items import BapItem, ChatTurn
+from bapjax.grid import Action
+from bapjax.text import tokenizer
+from bapjax.text.vocab import Vocabulary
+
+FEATURIZER_VERSION = 1
+EYE_HEIGHT = 1.62  # Minecraft player eye height above the feet position the logs record
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureConfig:
+    """Static shapes and feature options (read from ``config.features`` or a flat config)."""
+
+    max_text_tokens: int = 256  # L: history tokens kept (the most recent)
+    max_actions: int = 20  # T = max_actions + 1 action slots (the last for STOP)
+    recent_window: int = 10  # how many of the Builder's last actions the recent channel marks
+    recent_decay: float = 0.5  # weight of the k-th most recent action is decay**k (k = 0 newest)
+    perspective_scale: float = 0.1  # Builder-frame coordinates are multiplied by this
+
+    @property
+    def num_action_slots(self) -> int:
+        return self.max_actions + 1
+
+    @classmethod
+    def from_config(cls, cfg: Any | None) -> "FeatureConfig":
+        """From an ml_collections ConfigDict (or mapping); missing fields keep their default."""
+        if cfg is None:
+            return cls()
+        if hasattr(cfg, "get") and cfg.get("features", None) is not None and not hasattr(cfg, "max_text_tokens"):
+            cfg = cfg.get("features")
+        values = {}
+        for field in dataclasses.fields(cls):
+            value = cfg.get(field.name, None) if hasattr(cfg, "get") else getattr(cfg, field.name, None)
+            if value is not None:
+                values[field.name] = type(field.default)(value)
+        config = cls(**values)
+        if config.max_text_tokens < 1 or config.max_actions < 1:
+            raise ValueError(f"feature config needs max_text_tokens >= 1 and max_actions >= 1, got {config}")
+        return config
+
+    def fingerprint(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+
+def feature_specs(config: FeatureConfig) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Per-item shape and dtype of every model input."""
+    gx, gy, gz = grid.GRID_SHAPE
+    return {
+        "text_tokens": ((config.max_text_tokens,), np.dtype(np.int32)),
+        "text_mask": ((config.max_text_tokens,), np.dtype(bool)),
+        "grid": ((gx, gy, gz), np.dtype(np.int8)),
+        "recent": ((gx, gy, gz), np.dtype(np.float32)),
+        "perspective": ((gx, gy, gz, 3), np.dtype(np.float32)),
+        "actions": ((config.num_action_slots,), np.dtype(np.int32)),
+        "action_mask": ((config.num_action_slots,), np.dtype(bool)),
+        "weight": ((), np.dtype(np.float32)),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Compact per-item table
+
+
+@dataclasses.dataclass
+class FeaturizedItems:
+    """Compact features of N items; row N (the last) is an all-padding row."""
+
+    text_tokens: np.ndarray  # int32 [N+1, L]
+    text_length: np.ndarray  # int32 [N+1]
+    grid: np.ndarray  # int8 [N+1, 11, 9, 11]
+    recent_cells: np.ndarray  # int16 [N+1, W] flat cell index of the k-th newest action, -1 none
+    pose: np.ndarray  # float32 [N+1, 5] x, y, z, yaw, pitch
+    actions: np.ndarray  # int32 [N+1, T]
+    num_actions: np.ndarray  # int32 [N+1] reference actions kept (<= T)
+    item_ids: list[str]
+    truncated_actions: int  # items whose reference was longer than T - 1 (cut, no STOP)
+    truncated_text: int  # items whose history was longer than L tokens
+
+    def __len__(self) -> int:
+        return len(self.item_ids)
+
+    @property
+    def padding_row(self) -> int:
+        return len(self.item_ids)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if isinstance(getattr(self, f.name), np.ndarray)}
+
+    def save(self, path: str | os.PathLike) -> None:
+        tmp = Path(f"{path}.tmp{os.getpid()}.npz")
+        np.savez(tmp, item_ids=np.array(self.item_ids, dtype=object).astype(str),
+                 counts=np.array([self.truncated_actions, self.truncated_text]), **self.arrays())
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "FeaturizedItems":
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        counts = arrays.pop("counts")
+        return cls(item_ids=[str(s) for s in arrays.pop("item_ids")], truncated_actions=int(counts[0]),
+                   truncated_text=int(counts[1]), **arrays)
+
+
+def _cell_flat(x: int, y: int, z: int) -> int:
+    i, j, k = grid.cell_to_index(x, y, z)
+    return (i * grid.GRID_SHAPE[1] + j) * grid.GRID_SHAPE[2] + k
+
+
+class _SegmentCache:
+    """Token ids of each distinct history event (chat turns repeat across a game's items)."""
+
+    def __init__(self, vocab: Vocabulary):
+        self.vocab = vocab
+        self.cache: dict = {}
+
+    def __call__(self, event) -> list[int]:
+        ids = self.cache.get(event)
+        if ids is None:
+            if isinstance(event, Action):
+                ids = self.vocab.ids(tokenizer.action_tokens(event))
+            elif isinstance(event, ChatTurn):
+                ids = self.vocab.ids(tokenizer.utterance_tokens(event.speaker, event.text))
+            else:
+                raise TypeError(f"history event {event!r} is neither a ChatTurn nor an Action")
+            self.cache[event] = ids
+        return ids
+
+
+def _truncated_history_ids(item: BapItem, segment_ids: _SegmentCache, max_tokens: int) -> tuple[list[int], bool]:
+    """``tokenizer.truncate_history`` on ids, reading only the events that can fit."""
+    kept: list[list[int]] = []
+    used = 0
+    truncated = False
+    for event in reversed(item.history):
+        segment = segment_ids(event)
+        if used + len(segment) <= max_tokens:
+            kept.append(segment)
+            used += len(segment)
+            continue
+        truncated = True
+        room = max_tokens - used
+        if room >= 2:
+            kept.append([segment[0], *segment[len(segment) - (room - 1):]])
+        elif room == 1 and not kept:
+            kept.append(segment[-1:])
+        break
+    return [t for segment in reversed(kept) for t in segment], truncated
+
+
+def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: FeatureConfig,
+                    progress: bool = False) -> FeaturizedItems:
+    """Compact features of every item (one Python pass; the dense inputs are built per batch)."""
+    n = len(items)
+    L, T, W = config.max_text_tokens, config.num_action_slots, config.recent_window
+    text = np.zeros((n + 1, L), np.int32)
+    text_length = np.zeros((n + 1,), np.int32)
+    grids = np.zeros((n + 1, *grid.GRID_SHAPE), np.int8)
+    recent = np.full((n + 1, max(W, 1)), -1, np.int16)
+    pose = np.zeros((n + 1, 5), np.float32)
+    actions = np.full((n + 1, T), grid.STOP, np.int32)
+    num_actions = np.zeros((n + 1,), np.int32)
+    segment_ids = _SegmentCache(vocab)
+    truncated_actions = truncated_text = 0
+    start = time.time()
+    for row, item in enumerate(items):
+        where = f"item {item.item_id}"
+        ids, cut = _truncated_history_ids(item, segment_ids, L)
+        truncated_text += cut
+        text[row, :len(ids)] = ids
+        text_length[row] = len(ids)
+        for block in item.prev_structure:
+            if not grid.in_region(block.x, block.y, block.z):
+                raise ValueError(f"{where}: S_prev block {tuple(block)} is outside the build region")
+            i, j, k = grid.cell_to_index(block.x, block.y, block.z)
+            grids[row, i, j, k] = block.color
+        if W > 0:
+            age = 0
+            for event in reversed(item.history):
+                if isinstance(event, Action):
+                    if grid.in_region(event.x, event.y, event.z):
+                        recent[row, age] = _cell_flat(event.x, event.y, event.z)
+                    age += 1
+                    if age >= W:
+                        break
+        pose[row] = item.builder_pose
+        reference = item.reference_actions
+        if len(reference) > T - 1:
+            truncated_actions += 1
+        kept = reference[:T]
+        try:
+            actions[row, :len(kept)] = [grid.encode_action(a) for a in kept]
+        except (ValueError, IndexError) as err:
+            raise ValueError(f"{where}: reference action cannot be encoded ({err})") from err
+        num_actions[row] = len(kept)
+        if progress and (row + 1) % 10000 == 0:
+            rate = (row + 1) / max(time.time() - start, 1e-9)
+            logging.info("featurized %d/%d items (%.0f items/s, ETA %.0f s)", row + 1, n, rate,
+                         (n - row - 1) / rate)
+    return FeaturizedItems(text, text_length, grids, recent, pose, actions, num_actions,
+                           [item.item_id for item in items], truncated_actions, truncated_text)
+
+
+def featurize_items_cached(items: Sequence[BapItem], vocab: Vocabulary, config: FeatureConfig,
+                           cache_dir: str | os.PathLike | None = None, progress: bool = False) -> FeaturizedItems:
+    """``featurize_items`` through an on-disk cache keyed by item content, vocab and config."""
+    if cache_dir is None:
+        return featurize_items(items, vocab, config, progress)
+    digest = hashlib.sha256(f"v{FEATURIZER_VERSION}\n{config.fingerprint()}\n".encode())
+    digest.update("\n".join(vocab.tokens).encode())
+    for item in items:
+        digest.update(json.dumps(item.to_json(), sort_keys=True).encode())
+    path = Path(cache_dir) / f"features-{digest.hexdigest()[:20]}.npz"
+    if path.exists():
+        return FeaturizedItems.load(path)
+    features = featurize_items(items, vocab, config, progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    features.save(path)
+    return features
+
+
+# --------------------------------------------------------------------------------------------
+# Dense model inputs from rows of the table
+
+_CELL_CENTERS = np.stack(np.meshgrid(
+    np.arange(grid.X_MIN, grid.X_MAX + 1), np.arange(grid.Y_MIN, grid.Y_MAX + 1),
+    np.arange(grid.Z_MIN, grid.Z_MAX + 1), indexing="ij"), axis=-1).reshape(-1, 3).astype(np.float32) + 0.5
+
+
+def perspective_coordinates(pose: np.ndarray, scale: float = 0.1) -> np.ndarray:
+    """float32 [B, 11, 9, 11, 3]: each cell's center in the Builder's view frame, times ``scale``.
+
+    Minecraft's frame: yaw 0 looks along +z, yaw 90 along -x; positive pitch looks down. The
+    frame is translated to the Builder's eye and rotated by yaw then pitch, so the third
+    coordinate is the distance along the gaze (this is how the logs' PerspectiveCoordinates
+    are oriented).
+    """
+    pose = np.asarray(pose, np.float32).reshape(-1, 5)
+    eye = pose[:, None, :3] + np.array([0.0, EYE_HEIGHT, 0.0], np.float32)
+    v = _CELL_CENTERS[None] - eye  # [B, C, 3]
+    yaw = np.radians(pose[:, 3])[:, None]
+    pitch = np.radians(pose[:, 4])[:, None]
+    cy, sy, cp, sp = np.cos(yaw), np.sin(yaw), np.cos(pitch), np.sin(pitch)
+    x = cy * v[..., 0] + sy * v[..., 2]
+    z = -sy * v[..., 0] + cy * v[..., 2]
+    y = v[..., 1]
+    out = np.stack([x, cp * y + sp * z, -sp * y + cp * z], axis=-1) * np.float32(scale)
+    return out.reshape(-1, *grid.GRID_SHAPE, 3).astype(np.float32)
+
+
+def recent_weights(recent_cells: np.ndarray, decay: float) -> np.ndarray:
+    """float32 [B, 11, 9, 11]: decay**k on the cell of the k-th newest action (max over k)."""
+    recent_cells = np.asarray(recent_cells)
+    batch, window = recent_cells.shape
+    out = np.zeros((batch, grid.NUM_CELLS), np.float32)
+    weights = np.power(np.float32(decay), np.arange(window, dtype=np.float32))
+    # Newest last, so for a cell hit several times the newest (largest) weight wins.
+    for k in range(window - 1, -1, -1):
+        cells = recent_cells[:, k]
+        valid = np.nonzero(cells >= 0)[0]
+        out[valid, cells[valid]] = weights[k]
+    return out.reshape(batch, *grid.GRID_SHAPE)
+
+
+def expand_batch(features: FeaturizedItems, rows: np.ndarray, config: FeatureConfig) -> dict[str, np.ndarray]:
+    """Model inputs for ``rows`` of the table (the padding row gives weight 0 everywhere)."""
+    rows = np.asarray(rows, np.int64)
+    L, T = config.max_text_tokens, config.num_action_slots
+    text_tokens = features.text_tokens[rows]
+    num_actions = features.num_actions[rows]
+    slots = np.arange(T)
+    action_mask = slots[None, :] <= num_actions[:, None]
+    real = rows != features.padding_row
+    action_mask &= real[:, None]
+    return {
+        "text_tokens": text_tokens.astype(np.int32, copy=False),
+        "text_mask": np.arange(L)[None, :] < features.text_length[rows][:, None],
+        "grid": features.grid[rows],
+        "recent": recent_weights(features.recent_cells[rows], config.recent_decay),
+        "perspective": perspective_coordinates(features.pose[rows], config.perspective_scale),
+        "actions": features.actions[rows],
+        "action_mask": action_mask,
+        "weight": real.astype(np.float32),
+    }
+
+
+def featurize(item: BapItem, vocab: Vocabulary, config: FeatureConfig | None = None) -> dict[str, np.ndarray]:
+    """Model inputs of one item (unbatched shapes; see the module docstring)."""
+    config = config or FeatureConfig()
+    table = featurize_items([item], vocab, config)
+    return {k: v[0] for k, v in expand_batch(table, np.array([0]), config).items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Iterator
+
+
+class DataIterator:
+    """Seeded, resumable, host-sharded batches over featurized items.
+
+    ``batch_size`` is the global batch size; each of the ``process_count`` hosts yields
+    ``batch_size // process_count`` rows of every global batch (its own slice), so all hosts
+    take the same number of steps. ``schedule`` is a list of index arrays (curriculum stages):
+    pass p goes once over stage min(p, last) in a seeded random order; without a schedule every
+    pass is one epoch over all items. ``num_epochs`` bounds the number of passes (None: endless).
+    With ``drop_remainder=False`` the last partial batch of a pass is filled with padding rows
+    (weight 0).
+    """
+
+    def __init__(self, items: Sequence[BapItem] | FeaturizedItems, vocab: Vocabulary | None,
+                 feature_config: FeatureConfig | None, batch_size: int, seed: int,
+                 shuffle: bool = True, process_index: int = 0, process_count: int = 1,
+                 schedule: Sequence[np.ndarray] | None = None, drop_remainder: bool = True,
+                 num_epochs: int | None = None, cache_dir: str | os.PathLike | None = None):
+        self.config = feature_config or FeatureConfig()
+        if isinstance(items, FeaturizedItems):
+            self.features = items
+        else:
+            if vocab is None:
+                raise ValueError("DataIterator needs a vocabulary to featurize items")
+            self.features = featurize_items_cached(items, vocab, self.config, cache_dir)
+        if batch_size % process_count:
+            raise ValueError(f"global batch size {batch_size} is not divisible by process_count {process_count}")
+        if not 0 <= process_index < process_count:
+            raise ValueError(f"process_index {process_index} not in [0, {process_count})")
+        self.batch_size = batch_size
+        self.local_batch_size = batch_size // process_count
+        self.seed = int(seed)
+        self.shuffle = shuffle
+        self.process_index = process_index
+        self.process_count = process_count
+        self.drop_remainder = drop_remainder
+        self.num_epochs = num_epochs
+        n = len(self.features)
+        if schedule is None:
+            schedule = [np.arange(n)]
+        self.schedule = [np.asarray(stage, np.int64) for stage in schedule]
+        for s, stage in enumerate(self.schedule):
+            if stage.size and (stage.min() < 0 or stage.max() >= n):
+                raise ValueError(f"schedule stage {s} has indices outside [0, {n})")
+        if not any(len(stage) >= (batch_size if drop_remainder else 1) for stage in self.schedule):
+            raise ValueError(f"no schedule stage has a full batch of {batch_size} items")
+        self._pass = 0
+        self._batch = 0
+        self._order_cache: tuple[int, np.ndarray] | None = None
+
+    # -- position -------------------------------------------------------------------------
+    def get_state(self) -> dict:
+        """JSON-serializable position; store it with the checkpoint."""
+        return {"pass": self._pass, "batch": self._batch, "seed": self.seed,
+                "num_items": len(self.features), "batch_size": self.batch_size,
+                "num_stages": len(self.schedule)}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        for key, mine in (("seed", self.seed), ("num_items", len(self.features)),
+                          ("batch_size", self.batch_size), ("num_stages", len(self.schedule))):
+            if key in state and int(state[key]) != mine:
+                raise ValueError(f"iterator state has {key}={state[key]} but this iterator has {mine}; "
+                                 "it belongs to another data set or configuration")
+        self._pass = int(state["pass"])
+        self._batch = int(state["batch"])
+
+    # -- order ----------------------------------------------------------------------------
+    def stage_of_pass(self, pass_index: int) -> int:
+        return min(pass_index, len(self.schedule) - 1)
+
+    def pass_order(self, pass_index: int) -> np.ndarray:
+        """Global row order of one pass, padded (or cut) to whole global batches."""
+        if self._order_cache is not None and self._order_cache[0] == pass_index:
+            return self._order_cache[1]
+        stage = self.schedule[self.stage_of_pass(pass_index)]
+        if self.shuffle:
+            rng = np.random.default_rng([self.seed, pass_index])
+            order = stage[rng.permutation(len(stage))]
+        else:
+            order = stage
+        whole = len(order) // self.batch_size * self.batch_size
+        if self.drop_remainder:
+            order = order[:whole]
+        elif whole < len(order):
+            pad = self.batch_size - (len(order) - whole)
+            order = np.concatenate([order, np.full(pad, self.features.padding_row, np.int64)])
+        self._order_cache = (pass_index, order)
+        return order
+
+    def batches_in_pass(self, pass_index: int) -> int:
+        return len(self.pass_order(pass_index)) // self.batch_size
+
+    # -- iteration ------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        return self
+
+    def next_rows(self) -> np.ndarray:
+        """This host's table rows of the next batch (advances the position)."""
+        while True:
+            if self.num_epochs is not None and self._pass >= self.num_epochs:
+                raise StopIteration
+            order = self.pass_order(self._pass)
+            if self._batch < len(order) // self.batch_size:
+                break
+            self._pass += 1
+            self._batch = 0
+        start = self._batch * self.batch_size + self.process_index * self.local_batch_size
+        self._batch += 1
+        return order[start:start + self.local_batch_size]
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        return expand_batch(self.features, self.next_rows(), self.config)
+
+
+def prefetch_to_device(iterator: Iterator[Mapping[str, np.ndarray]], size: int = 2,
+                       sharding=None) -> Iterator[dict]:
+    """Batches already on device: a thread builds and transfers ``size`` batches ahead.
+
+    ``sharding`` (e.g. a NamedSharding over the data axis) is passed to ``jax.device_put``;
+    for multi-host runs use ``jax.make_array_from_process_local_data`` on each host's batch
+    instead. The iterator's own position runs ahead by up to ``size`` batches: save the state
+    of the batches consumed, not of the iterator, when checkpointing with prefetch.
+    """
+    import jax
+
+    buffer: queue.Queue = queue.Queue(maxsize=size)
+    done = object()
+
+    def produce():
+        try:
+            for batch in iterator:
+                buffer.put(jax.device_put(dict(batch), sharding) if sharding is not None
+                           else jax.device_put(dict(batch)))
+        except Exception as err:  # surface producer errors in the consumer
+            buffer.put(err)
+        buffer.put(done)
+
+    threading.Thread(target=produce, daemon=True).start()
+    while True:
+        item = buffer.get()
+        if item is done:
+            return
+        if isinstance(item, Exception):
+            raise item
+        yield item
