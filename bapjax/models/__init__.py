@@ -1,0 +1,5 @@
+"""Flax models for Builder Action Prediction: world CNN, text encoders, action decoders, builder."""
+
+from bapjax.models.builder import BuilderModel, build_model, teacher_forcing_logits
+
+__all__ = ["BuilderModel", "build_model", "teacher_forcing_logits"]

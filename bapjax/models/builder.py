@@ -1,0 +1,236 @@
+"""The builder model: dialogue encoder + world CNN + action decoder + per-cell action head.
+
+Action logits come from unit (1x1x1) convolutions over [world features ; decoder state] at every
+cell, 7 per cell (slots 0..5 place color 1..6, slot 6 remove), flattened cell-major so index
+cell * 7 + slot is exactly `bapjax.grid`'s action id; a STOP logit comes from the decoder state
+and a max-pool of the world features. Teacher forcing encodes the world after the gold actions
+< t for decoder step t; only the (item, step) pairs that carry a target are encoded ("packing"),
+because the world CNN dominates the cost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+
+from bapjax import grid as G
+from bapjax.models.decoders import GRUActionDecoder, TransformerActionDecoder
+from bapjax.models.text_encoder import GRUTextEncoder
+from bapjax.models.world_cnn import WorldCNN, world_channels
+
+START = G.NUM_ACTIONS_WITH_STOP  # 7624: the decoder's input before the first action
+ACTION_FEATURES = 13
+
+
+def action_features(action_ids: jax.Array) -> jax.Array:
+    """Feature vectors [..., 13] for action ids (or START/STOP): start, stop, place, remove,
+    one-hot color (6), x/5, (y-5)/4, z/5 of the cell."""
+    ids = action_ids.astype(jnp.int32)
+    is_start = ids == START
+    is_stop = ids == G.STOP
+    is_action = (ids >= 0) & (ids < G.NUM_ACTIONS)
+    safe = jnp.where(is_action, ids, 0)
+    cell, slot = safe // G.ACTIONS_PER_CELL, safe % G.ACTIONS_PER_CELL
+    is_remove = is_action & (slot == G.REMOVE_SLOT)
+    is_place = is_action & ~is_remove
+    color = jax.nn.one_hot(jnp.where(is_place, slot, -1), G.NUM_COLORS)
+    nz = G.GRID_SHAPE[2]
+    ny = G.GRID_SHAPE[1]
+    i, rest = cell // (ny * nz), cell % (ny * nz)
+    j, k = rest // nz, rest % nz
+    coords = jnp.stack([(i - 5) / 5.0, (j - 4) / 4.0, (k - 5) / 5.0], -1) * is_action[..., None]
+    flags = jnp.stack([is_start, is_stop, is_place, is_remove], -1).astype(jnp.float32)
+    return jnp.concatenate([flags, color, coords.astype(jnp.float32)], -1)
+
+
+class BuilderModel(nn.Module):
+    """See the module docstring. All sizes come from `config.model` via `build_model`."""
+
+    vocab_size: int
+    embedding_dim: int = 50
+    text_hidden: int = 300
+    bidirectional: bool = False
+    world_features: int = 300
+    world_layers: int = 3
+    kernel_size: int = 3
+    use_perspective: bool = True
+    action_embedding: int = 300
+    decoder: str = "gru"
+    decoder_hidden: int = 300
+    transformer_layers: int = 5
+    transformer_width: int = 256
+    transformer_heads: int = 4
+    transformer_mlp: int = 1024
+    head_hidden: int = 300
+    head_layers: int = 1
+
+    def setup(self):
+        self.text_encoder = GRUTextEncoder(self.vocab_size, self.embedding_dim, self.text_hidden,
+                                           self.bidirectional, name="text_encoder")
+        self.world_cnn = WorldCNN(self.world_features, self.world_layers, self.kernel_size, name="world_cnn")
+        self.action_in = nn.Dense(self.action_embedding, name="action_in")
+        self.action_out = nn.Dense(self.action_embedding, name="action_out")
+        if self.decoder == "gru":
+            self.action_decoder = GRUActionDecoder(self.decoder_hidden, name="decoder")
+        elif self.decoder == "transformer":
+            self.action_decoder = TransformerActionDecoder(
+                self.transformer_layers, self.transformer_width, self.transformer_heads,
+                self.transformer_mlp, hidden=self.decoder_hidden, name="decoder")
+        else:
+            raise ValueError(f"config.model.decoder must be 'gru' or 'transformer', got {self.decoder!r}")
+        self.head_world = [nn.Dense(self.head_hidden, name=f"head_world{i}") for i in range(self.head_layers)]
+        self.head_state = nn.Dense(self.head_hidden, use_bias=False, name="head_state")
+        self.head_out = nn.Dense(G.ACTIONS_PER_CELL, name="head_out")
+        self.stop_hidden = nn.Dense(self.head_hidden, name="stop_hidden")
+        self.stop_out = nn.Dense(1, name="stop_out")
+
+    # -- pieces (used by teacher forcing and by greedy decoding) --------------------------------
+    def encode_text(self, tokens, mask):
+        return self.text_encoder(tokens, mask)
+
+    def embed_actions(self, action_ids):
+        return self.action_out(nn.relu(self.action_in(action_features(action_ids))))
+
+    def init_decoder(self, summary, token_states, token_mask, max_steps: int):
+        return self.action_decoder.initial_state(summary, token_states, token_mask, max_steps,
+                                                 self.action_embedding)
+
+    def decoder_step(self, state, t, prev_ids, token_states, token_mask):
+        return self.action_decoder.step(state, t, self.embed_actions(prev_ids), token_states, token_mask)
+
+    def decoder_sequence(self, state, prev_ids, token_states, token_mask):
+        return self.action_decoder.sequence(state, self.embed_actions(prev_ids), token_states, token_mask)
+
+    def encode_world(self, grids, recent, perspective):
+        return self.world_cnn(world_channels(grids, recent, perspective if self.use_perspective else None))
+
+    def action_logits(self, world_feats, dec_out):
+        """[N, 11, 9, 11, C] world features and [N, H] decoder outputs -> [N, 7624] logits."""
+        h = world_feats
+        for layer in self.head_world[:-1]:
+            h = nn.relu(layer(h))
+        h = self.head_world[-1](h) + self.head_state(dec_out)[:, None, None, None, :]
+        per_cell = self.head_out(nn.relu(h))  # [N, 11, 9, 11, 7], cell-major like the codec
+        pooled = world_feats.max(axis=(1, 2, 3))
+        stop = self.stop_out(nn.relu(self.stop_hidden(jnp.concatenate([dec_out, pooled], -1))))
+        return jnp.concatenate([per_cell.reshape(per_cell.shape[0], -1), stop], -1)
+
+    # -- teacher forcing --------------------------------------------------------------------------
+    def __call__(self, batch: dict, num_packed: int):
+        """Logits [K, 7624] for the K packed (item, step) pairs, plus the pack (targets, weights).
+
+        batch: text_tokens [B, L], text_mask [B, L], grid [B, 11, 9, 11], recent [B, 11, 9, 11],
+        perspective [B, 11, 9, 11, 3], actions [B, T], action_mask [B, T], weight [B].
+        """
+        actions = batch["actions"].astype(jnp.int32)
+        bsz, steps = actions.shape
+        token_states, summary = self.encode_text(batch["text_tokens"], batch["text_mask"])
+        prev = jnp.concatenate([jnp.full((bsz, 1), START, jnp.int32), actions[:, :-1]], axis=1)
+        state = self.init_decoder(summary, token_states, batch["text_mask"], steps)
+        dec_out = self.decoder_sequence(state, prev, token_states, batch["text_mask"])  # [B, T, H]
+        worlds = worlds_before_each_step(batch["grid"], actions)  # [B, T, 11, 9, 11]
+        pack = pack_steps(batch["action_mask"], batch["weight"], num_packed)
+        b, t = pack["item"], pack["step"]
+        feats = self.encode_world(worlds[b, t], batch["recent"][b], batch["perspective"][b])
+        logits = self.action_logits(feats, dec_out[b, t])
+        return logits, {"targets": actions[b, t], "weights": pack["weights"], "item": b, "step": t}
+
+
+def worlds_before_each_step(grids: jax.Array, actions: jax.Array) -> jax.Array:
+    """[B, 11, 9, 11] start grids, [B, T] gold ids -> [B, T, 11, 9, 11]: world before step t."""
+
+    def one(grid, ids):
+        def body(current, action_id):
+            return G.apply_action(current, action_id), current
+
+        _, before = jax.lax.scan(body, grid, ids)
+        return before
+
+    return jax.vmap(one)(grids, actions)
+
+
+def pack_steps(action_mask: jax.Array, weight: jax.Array, num_packed: int) -> dict:
+    """Indices of the first `num_packed` (item, step) pairs with a target, in row-major order.
+
+    Slots beyond the real count point at (0, 0) with weight 0. `num_packed` must be >= the
+    number of targets (choose it with `packed_size`), otherwise targets are dropped.
+    """
+    bsz, steps = action_mask.shape
+    flat = (action_mask & (weight[:, None] > 0)).reshape(-1)
+    (idx,) = jnp.nonzero(flat, size=num_packed, fill_value=0)
+    valid = jnp.arange(num_packed) < flat.sum()
+    item, step = idx // steps, idx % steps
+    return {"item": item, "step": step, "weights": valid.astype(jnp.float32) * weight[item]}
+
+
+def packed_size(action_mask: np.ndarray, weight: np.ndarray, multiple: int = 32) -> int:
+    """Host-side: the pack size for a batch, rounded up to a power-of-two multiple of `multiple`
+    (few distinct sizes, so few recompilations)."""
+    needed = int((np.asarray(action_mask) & (np.asarray(weight)[:, None] > 0)).sum())
+    size = multiple
+    while size < needed:
+        size *= 2
+    return min(size, max(multiple, int(np.asarray(action_mask).size)))
+
+
+def loss_from_logits(logits: jax.Array, pack: dict) -> tuple[jax.Array, dict]:
+    """Weighted mean cross entropy over packed steps (actions + STOP). The feasibility mask is
+    NOT applied: references unsupported as recorded stay in the loss and it stays finite."""
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), pack["targets"])
+    w = pack["weights"]
+    total = jnp.maximum(w.sum(), 1e-9)
+    correct = (jnp.argmax(logits, -1) == pack["targets"]).astype(jnp.float32)
+    loss = (ce * w).sum() / total
+    return loss, {"loss": loss, "step_accuracy": (correct * w).sum() / total, "num_steps": w.sum()}
+
+
+def teacher_forcing_logits(model: BuilderModel, params, batch, num_packed: int):
+    return model.apply({"params": params}, batch, num_packed)
+
+
+def build_model(model_config: ml_collections.ConfigDict, vocab_size: int) -> BuilderModel:
+    """BuilderModel from `config.model` (see configs/baseline.py for the fields)."""
+    c = model_config
+    return BuilderModel(
+        vocab_size=vocab_size, embedding_dim=c.embedding_dim, text_hidden=c.text_hidden,
+        bidirectional=c.get("bidirectional", False), world_features=c.world_features,
+        world_layers=c.world_layers, kernel_size=c.get("kernel_size", 3),
+        use_perspective=c.use_perspective, action_embedding=c.action_embedding, decoder=c.decoder,
+        decoder_hidden=c.decoder_hidden, transformer_layers=c.get("transformer_layers", 5),
+        transformer_width=c.get("transformer_width", 256), transformer_heads=c.get("transformer_heads", 4),
+        transformer_mlp=c.get("transformer_mlp", 1024), head_hidden=c.head_hidden,
+        head_layers=c.get("head_layers", 1))
+
+
+def dummy_batch(batch_size: int = 2, text_len: int = 8, steps: int = 4) -> dict[str, Any]:
+    """Zero batch with the input pipeline's keys and shapes (for init and tests)."""
+    return {
+        "text_tokens": np.zeros((batch_size, text_len), np.int32),
+        "text_mask": np.ones((batch_size, text_len), bool),
+        "grid": np.zeros((batch_size,) + G.GRID_SHAPE, np.int8),
+        "recent": np.zeros((batch_size,) + G.GRID_SHAPE, np.float32),
+        "perspective": np.zeros((batch_size,) + G.GRID_SHAPE + (3,), np.float32),
+        "actions": np.full((batch_size, steps), G.STOP, np.int32),
+        "action_mask": np.eye(1, steps, dtype=bool).repeat(batch_size, 0),
+        "weight": np.ones((batch_size,), np.float32),
+    }
+
+
+def init_params(model: BuilderModel, rng: jax.Array, embedding_matrix: np.ndarray | None = None):
+    """Initialise parameters; put the GloVe matrix [V, E] into the word embedding table."""
+    params = model.init(rng, dummy_batch(), 8)["params"]
+    if embedding_matrix is not None:
+        table = params["text_encoder"]["embed"]["embedding"]
+        matrix = np.asarray(embedding_matrix, np.float32)
+        if matrix.shape != table.shape:
+            raise ValueError(f"embedding matrix shape {matrix.shape} != model's table {table.shape} "
+                             "(config.model.embedding_dim must match the vocabulary's vectors)")
+        params = jax.tree_util.tree_map(lambda x: x, params)
+        params["text_encoder"]["embed"]["embedding"] = jnp.asarray(matrix)
+    return params
