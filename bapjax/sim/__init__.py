@@ -1,0 +1,1 @@
+"""Simulators for BAP v2's synthetic data: target structures, the Builder planner, dialogues."""

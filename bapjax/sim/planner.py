@@ -1,0 +1,404 @@
+"""The low-level Builder: a feasible action sequence from one structure to another.
+
+Like BabyAI's bot, this is the simulated human in the loop: it knows the world rules
+(``bapjax.grid``: a block goes on the ground or face-next to another block, a removal names the
+block's color, at most 20 blocks of each color are in the world) and turns a target ("make the
+board look like ``goal``") into concrete actions, including the temporary support blocks a
+human puts under a floating block and takes away afterwards.
+
+Algorithm (``plan_actions``; see docs/structures.md for the long form):
+
+1. Diff.  ``recolor`` cells hold a block of the wrong color, ``pure`` removals hold a block the
+   goal does not have, ``pending`` cells are goal cells still to fill, ranked by ``order``.
+2. Removals.  Recolored cells and pure removals go first, top-down.  In "deferred" mode the
+   pure removals that touch a pending cell stay as scaffolding and go at the end (unless their
+   color is needed for the goal's inventory).  ``defer_removals=None`` plans both ways and keeps
+   the shorter plan (ties: removals first, the more natural order).
+3. Placements, one step at a time:
+   a. the first pending cell (in preference order) if it is supported (ground or face-neighbour);
+   b. else, if a chain of pending cells links it to a supported pending cell, that chain from the
+      supported end (no extra actions);
+   c. else the earliest supported pending cell (placing goal blocks never hurts: it only adds
+      support);
+   d. else (every pending cell floats) a 0-1 Dijkstra search from all pending cells over empty
+      cells, where stepping into a pending cell costs 0 and into any other cell costs 1 (a
+      temporary block), to the nearest cell that is on the ground or face-next to a block.  The
+      path is built from that end: its non-goal cells become temporary supports, its goal cells
+      get their goal color.  Ties go to the pending cell earliest in ``order``.  Supports stay
+      until the end, so later floating blocks reuse them (a column down to the ground, a bridge
+      to the nearest block: whichever is shorter).
+   Support color: the plan's support color if it has enough inventory left after reserving what
+   the goal still needs, else a color the goal does not use, else any color with room (mixed
+   if no single color has room).  If the inventory is too tight, all temporary supports and
+   deferred removals are taken away first and the search is redone.
+4. Clean-up.  Temporary supports are removed in reverse placement order (top-down for a
+   column), then the deferred removals.
+
+Every support costs exactly two extra actions (place, remove).  The search is greedy per
+floating component (a shortest path each time), not a Steiner-tree optimum; the tests compare
+it against brute force on tiny cases.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from bapjax import grid
+from bapjax.grid import Action, INVENTORY_PER_COLOR, NUM_COLORS, PLACE, REMOVE, Y_MIN
+
+Cell = tuple[int, int, int]
+Structure = Mapping[Cell, int]
+
+FACE_OFFSETS = ((0, -1, 0), (1, 0, 0), (-1, 0, 0), (0, 0, 1), (0, 0, -1), (0, 1, 0))
+
+
+class PlanningError(ValueError):
+    """The goal cannot be reached under the grid rules (region or inventory)."""
+
+
+def _as_dict(structure) -> dict[Cell, int]:
+    if isinstance(structure, Mapping):
+        return {tuple(int(v) for v in cell): int(color) for cell, color in structure.items()}
+    return {(int(b[0]), int(b[1]), int(b[2])): int(b[3]) for b in structure}
+
+
+def _check_structure(structure: dict[Cell, int], name: str) -> None:
+    counts = [0] * (NUM_COLORS + 1)
+    for cell, color in structure.items():
+        if not grid.in_region(*cell):
+            raise PlanningError(f"{name}: cell {cell} is outside the build region")
+        if not 1 <= color <= NUM_COLORS:
+            raise PlanningError(f"{name}: cell {cell} has color id {color}, expected 1..{NUM_COLORS}")
+        counts[color] += 1
+    for color in range(1, NUM_COLORS + 1):
+        if counts[color] > INVENTORY_PER_COLOR:
+            raise PlanningError(
+                f"{name}: {counts[color]} {grid.color_name(color)} blocks, more than the "
+                f"inventory of {INVENTORY_PER_COLOR}"
+            )
+
+
+class _Planner:
+    """State of one planning run (one pass; see the module docstring)."""
+
+    def __init__(self, start, goal, ranked_pending, rng, defer_removals):
+        self.start = start
+        self.goal = goal
+        self.rng = rng
+        self.current = dict(start)
+        self.counts = [0] * (NUM_COLORS + 1)
+        for color in self.current.values():
+            self.counts[color] += 1
+        self.actions: list[Action] = []
+        self.pending: list[Cell] = list(ranked_pending)
+        self.pending_set = set(self.pending)
+        self.rank = {cell: r for r, cell in enumerate(self.pending)}
+        self.need = [0] * (NUM_COLORS + 1)
+        for cell in self.pending:
+            self.need[goal[cell]] += 1
+        self.goal_colors = set(goal.values())
+        self.temps: list[Cell] = []
+        self.deferred: list[Cell] = []
+        self.support_color: int | None = None
+        self.defer_removals = defer_removals
+
+    # -- primitive actions --------------------------------------------------------------------
+    def _place(self, cell: Cell, color: int) -> None:
+        self.actions.append(Action(PLACE, color, *cell))
+        self.current[cell] = color
+        self.counts[color] += 1
+
+    def _remove(self, cell: Cell) -> None:
+        color = self.current.pop(cell)
+        self.counts[color] -= 1
+        self.actions.append(Action(REMOVE, color, *cell))
+
+    def _place_goal(self, cell: Cell) -> None:
+        color = self.goal[cell]
+        self._place(cell, color)
+        self.need[color] -= 1
+        self.pending_set.discard(cell)
+        self.pending.remove(cell)
+
+    def _supported(self, cell: Cell) -> bool:
+        x, y, z = cell
+        if y == Y_MIN:
+            return True
+        current = self.current
+        for dx, dy, dz in FACE_OFFSETS:
+            if (x + dx, y + dy, z + dz) in current:
+                return True
+        return False
+
+    @staticmethod
+    def _top_down(cells: Iterable[Cell]) -> list[Cell]:
+        return sorted(cells, key=lambda c: (-c[1], c[0], c[2]))
+
+    # -- phases -------------------------------------------------------------------------------
+    def removals(self) -> None:
+        start, goal = self.start, self.goal
+        recolor = [c for c, color in start.items() if c in goal and goal[c] != color]
+        pure = [c for c in start if c not in goal]
+        deferred: set[Cell] = set()
+        if self.defer_removals:
+            for cell in pure:
+                x, y, z = cell
+                if any((x + dx, y + dy, z + dz) in self.pending_set for dx, dy, dz in FACE_OFFSETS):
+                    deferred.add(cell)
+        first = [c for c in recolor] + [c for c in pure if c not in deferred]
+        # Inventory: what stays until the end must leave room for the goal's blocks.
+        after = list(self.counts)
+        for cell in first:
+            after[start[cell]] -= 1
+        for cell in self._top_down(deferred):
+            color = start[cell]
+            if after[color] + self.need[color] > INVENTORY_PER_COLOR:
+                deferred.discard(cell)
+                first.append(cell)
+                after[color] -= 1
+        for cell in self._top_down(first):
+            self._remove(cell)
+        self.deferred = self._top_down(deferred)
+
+    def _pending_chain(self, source: Cell) -> list[Cell] | None:
+        """Pending cells linking ``source`` to a supported pending cell, supported end first."""
+        parent = {source: None}
+        frontier = [source]
+        while frontier:
+            nxt = []
+            for cell in frontier:
+                x, y, z = cell
+                for dx, dy, dz in FACE_OFFSETS:
+                    n = (x + dx, y + dy, z + dz)
+                    if n in self.pending_set and n not in parent:
+                        parent[n] = cell
+                        if self._supported(n):
+                            chain = [n]
+                            while parent[chain[-1]] is not None:
+                                chain.append(parent[chain[-1]])
+                            return chain
+                        nxt.append(n)
+            frontier = nxt
+        return None
+
+    def _support_path(self) -> tuple[list[Cell], int]:
+        """0-1 Dijkstra from all pending cells to the nearest supported empty cell.
+
+        Returns the path from the supported end to the pending source, and its cost (number of
+        non-goal cells, i.e. temporary supports).
+        """
+        heap = []
+        best: dict[Cell, tuple] = {}
+        parent: dict[Cell, Cell | None] = {}
+        counter = 0
+        for cell in self.pending:
+            key = (0, self.rank[cell], counter)
+            counter += 1
+            best[cell] = key
+            parent[cell] = None
+            heap.append((key, cell))
+        heapq.heapify(heap)
+        current, pending_set = self.current, self.pending_set
+        rng = self.rng
+        while heap:
+            key, cell = heapq.heappop(heap)
+            if best.get(cell) != key:
+                continue
+            cost, rank, _ = key
+            if cell not in pending_set and self._supported(cell):
+                path = [cell]
+                while parent[path[-1]] is not None:
+                    path.append(parent[path[-1]])
+                return path, cost
+            x, y, z = cell
+            offsets = FACE_OFFSETS
+            if rng is not None:
+                offsets = [FACE_OFFSETS[i] for i in rng.permutation(len(FACE_OFFSETS))]
+            for dx, dy, dz in offsets:
+                n = (x + dx, y + dy, z + dz)
+                if n in current or not grid.in_region(*n):
+                    continue
+                step = 0 if n in pending_set else 1
+                new_key = (cost + step, rank, counter)
+                counter += 1
+                old = best.get(n)
+                if old is None or new_key[:2] < old[:2]:
+                    best[n] = new_key
+                    parent[n] = cell
+                    heapq.heappush(heap, (new_key, n))
+        raise PlanningError("no cell of the build region can support the remaining blocks")
+
+    def _available(self) -> list[int]:
+        return [0] + [
+            INVENTORY_PER_COLOR - self.counts[c] - self.need[c] for c in range(1, NUM_COLORS + 1)
+        ]
+
+    def _support_colors(self, count: int) -> list[int] | None:
+        """A color for each of ``count`` temporary blocks, or None when the inventory is short."""
+        if count == 0:
+            return []
+        available = self._available()
+        if self.support_color is not None and available[self.support_color] >= count:
+            return [self.support_color] * count
+        roomy = [c for c in range(1, NUM_COLORS + 1) if available[c] >= count]
+        if roomy:
+            unused = [c for c in roomy if c not in self.goal_colors]
+            tier = unused or roomy
+            if self.rng is not None:
+                color = int(tier[self.rng.integers(len(tier))])
+            else:
+                color = max(tier, key=lambda c: (available[c], -c))
+            self.support_color = color
+            return [color] * count
+        if sum(max(a, 0) for a in available) < count:
+            return None
+        colors: list[int] = []
+        for c in sorted(range(1, NUM_COLORS + 1), key=lambda c: -available[c]):
+            take = min(max(available[c], 0), count - len(colors))
+            colors.extend([c] * take)
+        return colors
+
+    def _flush(self) -> bool:
+        """Take away all temporary supports and deferred removals (frees inventory)."""
+        if not self.temps and not self.deferred:
+            return False
+        for cell in reversed(self.temps):
+            self._remove(cell)
+        self.temps = []
+        for cell in self.deferred:
+            self._remove(cell)
+        self.deferred = []
+        return True
+
+    def placements(self) -> None:
+        while self.pending:
+            first = self.pending[0]
+            if self._supported(first):
+                self._place_goal(first)
+                continue
+            chain = self._pending_chain(first)
+            if chain is not None:
+                for cell in chain:
+                    self._place_goal(cell)
+                continue
+            candidate = next((c for c in self.pending if self._supported(c)), None)
+            if candidate is not None:
+                self._place_goal(candidate)
+                continue
+            path, cost = self._support_path()
+            colors = self._support_colors(cost)
+            if colors is None:
+                if not self._flush():
+                    raise PlanningError(
+                        f"not enough inventory for {cost} temporary support block(s)"
+                    )
+                continue
+            colors_left = iter(colors)
+            for cell in path:
+                if cell in self.pending_set:
+                    self._place_goal(cell)
+                else:
+                    self._place(cell, next(colors_left))
+                    self.temps.append(cell)
+
+    def cleanup(self) -> None:
+        for cell in reversed(self.temps):
+            self._remove(cell)
+        self.temps = []
+        for cell in self.deferred:
+            self._remove(cell)
+        self.deferred = []
+
+
+def _ranked_pending(start, goal, order, rng) -> list[Cell]:
+    pending = [c for c, color in goal.items() if start.get(c) != color]
+    pending_set = set(pending)
+    ranked: list[Cell] = []
+    seen: set[Cell] = set()
+    for raw in order or ():
+        cell = tuple(int(v) for v in raw)
+        if cell not in goal:
+            raise PlanningError(f"order names cell {cell}, which is not in the goal structure")
+        if cell in pending_set and cell not in seen:
+            ranked.append(cell)
+            seen.add(cell)
+    rest = [c for c in pending if c not in seen]
+    if rng is not None and order is None:
+        rest = [rest[i] for i in rng.permutation(len(rest))]
+    else:
+        rest.sort(key=lambda c: (c[1], c[0], c[2]))
+    return ranked + rest
+
+
+def plan_actions(
+    start: Structure | Iterable,
+    goal: Structure | Iterable,
+    rng: np.random.Generator | None = None,
+    order: Sequence[Cell] | None = None,
+    defer_removals: bool | None = None,
+) -> list[Action]:
+    """A feasible action sequence from ``start`` to ``goal`` ({(x, y, z): color} or blocks).
+
+    ``order``: preferred placement order of the goal's new cells (e.g. the instruction order);
+    kept wherever support allows, other new cells follow bottom-up (or shuffled when ``rng`` is
+    given and ``order`` is None).  ``rng`` also breaks ties between equally short support paths
+    and picks the support color.  ``defer_removals``: False = removals first, True = keep
+    removable blocks next to new cells as scaffolding, None = whichever plan is shorter.
+    Raises PlanningError when the goal is outside the region or over the inventory.
+    """
+    start_dict, goal_dict = _as_dict(start), _as_dict(goal)
+    _check_structure(start_dict, "start")
+    _check_structure(goal_dict, "goal")
+    ranked = _ranked_pending(start_dict, goal_dict, order, rng)
+    modes = [False, True] if defer_removals is None else [bool(defer_removals)]
+    if defer_removals is None and not any(c not in goal_dict for c in start_dict):
+        modes = [False]
+    best: list[Action] | None = None
+    for mode in modes:
+        state = None
+        if rng is not None:
+            state = rng.bit_generator.state
+        planner = _Planner(start_dict, goal_dict, ranked, rng, mode)
+        planner.removals()
+        planner.placements()
+        planner.cleanup()
+        if best is None or len(planner.actions) < len(best):
+            best = planner.actions
+        if state is not None and mode is not modes[-1]:
+            rng.bit_generator.state = state  # both passes see the same random draws
+    return best
+
+
+def plan_problem(start: Structure | Iterable, goal: Structure | Iterable,
+                 actions: Iterable[Action | tuple]) -> str | None:
+    """Why ``actions`` is not a feasible plan from ``start`` to ``goal``, or None if it is."""
+    current = _as_dict(start)
+    goal_dict = _as_dict(goal)
+    for step, action in enumerate(actions):
+        reason = grid.infeasibility_reason(current, action)
+        if reason is not None:
+            return f"step {step} {tuple(int(v) for v in action)}: {reason}"
+        current = grid.apply_to_structure(current, action)
+    if current != goal_dict:
+        missing = sorted(set(goal_dict.items()) - set(current.items()))
+        extra = sorted(set(current.items()) - set(goal_dict.items()))
+        return f"plan ends off the goal: missing {missing[:5]}, extra {extra[:5]}"
+    return None
+
+
+def plan_is_valid(start: Structure | Iterable, goal: Structure | Iterable,
+                  actions: Iterable[Action | tuple]) -> bool:
+    """True when every action is feasible in turn and the result equals ``goal`` exactly."""
+    return plan_problem(start, goal, actions) is None
+
+
+def extra_actions(start: Structure | Iterable, goal: Structure | Iterable,
+                  actions: Sequence[Action]) -> int:
+    """Actions beyond the net difference (2 per temporary support block)."""
+    start_dict, goal_dict = _as_dict(start), _as_dict(goal)
+    net = sum(1 for c, v in goal_dict.items() if start_dict.get(c) != v)
+    net += sum(1 for c, v in start_dict.items() if goal_dict.get(c) != v)
+    return len(actions) - net
