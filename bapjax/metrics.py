@@ -1,0 +1,472 @@
+"""BAP v2 metrics: net action sets, strict/Type/Color/Location/Shape/fairer F1, micro and macro.
+
+Definitions (DESIGN.md, "BAP v2 evaluation"; paper sections 2.4 and 4):
+
+* Per item the predicted sequence A_M and the reference A_H are applied to S_prev. Their net
+  action sets P and H are compared. Predicted sequences are checked step by step with the grid
+  rules (``predicted_net_actions``); references are never rejected (``reference_net_actions``
+  applies them as recorded).
+* Strict: |P & H| exact (type, color, x, y, z). Type / Color / Location: the same on the
+  multisets of t, (t, c) and (x, y, z).
+* Alignments: A_{r,dx,dz}(x, y, z) = (R^r(x, z) + (dx, dz), y), r in 0..3 quarter turns about
+  the vertical axis through the region's center column (x = 0, z = 0), then a horizontal
+  translation. ``R(x, z) = (-z, x)``: with x east and z south (Minecraft), a quarter turn
+  clockwise seen from above. An alignment is allowed only when it keeps every aligned block /
+  action inside the build region. Ties: the identity first, then the lowest r, then the lowest
+  dx, then the lowest dz (plain integer order).
+* Fairer (items in M): A* minimizes Delta(A(S_M), S_H). Because an alignment moves every block
+  and keeps the count, Delta = |S_M| + |S_H| - 2 * (blocks matching in cell and color), so A*
+  maximizes the matches. A* is applied to P, then Type/Color/Location/strict are scored on it
+  ("Overall" = fairer F1). Items in U are scored on P as is (identity).
+* Shape (all items): the alignment of P itself with the most exact matches against H.
+* Per-item F1 = 2 tp / (|P| + |H|), 1 when both are empty; micro = the same on summed counts;
+  macro = mean per-item F1.
+
+The hot path (``score_items``) runs on device: items are grouped by a padded size (powers of
+two), stacked into fixed-shape batches (batch sizes from a short list), and one jitted, vmapped
+function per shape counts matches for all 4 x 21 x 21 alignments of every item at once
+(a Hough-style vote: every (predicted, reference) pair with the same label and height votes
+for the one offset per rotation that maps one onto the other). No Python loop runs over items
+or offsets there; the host only builds the padded arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Iterable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bapjax import grid
+from bapjax.actions import net_actions
+from bapjax.grid import PLACE, REMOVE, Action
+
+NUM_ROTATIONS = 4
+MAX_SHIFT = grid.X_MAX - grid.X_MIN  # 10: the largest useful horizontal offset
+NUM_SHIFTS = 2 * MAX_SHIFT + 1  # 21 offsets per axis, -10..10
+NUM_TRANSFORMS = NUM_ROTATIONS * NUM_SHIFTS * NUM_SHIFTS  # 1764
+METRIC_NAMES = ("type", "color", "location", "shape", "overall")
+GROUPS = ("EB", "NEB", "Overall")
+
+
+
+
+
+def transform_index(rotation: int, dx: int, dz: int) -> int:
+    """Flat alignment index; the flat order is the tie-break order (r, then dx, then dz)."""
+    return (rotation * NUM_SHIFTS + dx + MAX_SHIFT) * NUM_SHIFTS + dz + MAX_SHIFT
+
+
+def transform_params(index: int) -> tuple[int, int, int]:
+    """(rotation, dx, dz) of a flat alignment index."""
+    rest, dz = divmod(int(index), NUM_SHIFTS)
+    rotation, dx = divmod(rest, NUM_SHIFTS)
+    return rotation, dx - MAX_SHIFT, dz - MAX_SHIFT
+
+
+IDENTITY = transform_index(0, 0, 0)
+
+
+def rotate_xz(x: int, z: int, rotation: int) -> tuple[int, int]:
+    """(x, z) turned ``rotation`` quarter turns about the center column: R(x, z) = (-z, x)."""
+    for _ in range(rotation % NUM_ROTATIONS):
+        x, z = -z, x
+    return x, z
+
+
+def align_action(action: Action, index: int) -> Action:
+    """An action moved by an alignment (host side; used to report aligned predictions)."""
+    rotation, dx, dz = transform_params(index)
+    x, z = rotate_xz(action.x, action.z, rotation)
+    return Action(action.type, action.color, x + dx, action.y, z + dz)
+
+
+# --------------------------------------------------------------------------------------------
+# Host side: net action sets per item
+
+
+class InfeasibleActionError(ValueError):
+    """A predicted action cannot be performed; the message names the item and the step."""
+
+
+def predicted_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[Action],
+                          drop_infeasible: bool = False, where: str = "prediction"):
+    """Check a predicted sequence step by step on S_prev and return its net effect.
+
+    Returns (net action set, S_M as {cell: color}, 0-based indices of dropped steps). An
+    infeasible step raises ``InfeasibleActionError`` naming ``where`` and the step, unless
+    ``drop_infeasible``: then it is skipped (the structure stays as it was) and reported.
+    """
+    structure = _as_dict(prev_structure)
+    color_count = [0] * (grid.NUM_COLORS + 1)
+    for color in structure.values():
+        color_count[color] += 1
+    kept, dropped = [], []
+    for step, action in enumerate(actions):
+        type_, color, x, y, z = action
+        cell = (x, y, z)
+        if type_ == REMOVE:
+            ok = structure.get(cell) == color
+        else:
+            ok = (cell not in structure and 1 <= color <= grid.NUM_COLORS
+                  and color_count[color] < grid.INVENTORY_PER_COLOR
+                  and grid.in_region(x, y, z)
+                  and (y == grid.Y_MIN or (x + 1, y, z) in structure or (x - 1, y, z) in structure
+                       or (x, y + 1, z) in structure or (x, y - 1, z) in structure
+                       or (x, y, z + 1) in structure or (x, y, z - 1) in structure))
+        if not ok:
+            if drop_infeasible:
+                dropped.append(step)
+                continue
+            reason = grid.infeasibility_reason(structure, action) or "infeasible"
+            raise InfeasibleActionError(
+                f"{where}: step {step + 1} of {len(actions)} "
+                f"({grid.action_to_dict(action)}) is infeasible: {reason} "
+                "(use --drop_infeasible to drop such actions)")
+        if type_ == REMOVE:
+            del structure[cell]
+            color_count[color] -= 1
+        else:
+            structure[cell] = color
+            color_count[color] += 1
+        kept.append(action)
+    return net_actions(kept), structure, dropped
+
+
+def reference_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[Action]):
+    """Net action set and S_H of a reference, applied as recorded (references are never rejected:
+    a few MDC placements are unsupported as logged, and they still count)."""
+    structure = _as_dict(prev_structure)
+    for type_, color, x, y, z in actions:
+        if type_ == PLACE:
+            structure[(x, y, z)] = color
+        else:
+            structure.pop((x, y, z), None)
+    return net_actions(actions), structure
+
+
+def _as_dict(structure) -> dict:
+    if isinstance(structure, Mapping):
+        return dict(structure)
+    return {(int(b[0]), int(b[1]), int(b[2])): int(b[3]) for b in structure}
+
+
+# --------------------------------------------------------------------------------------------
+# Device side: alignment search and match counts (one item; vmapped and jitted below)
+
+# R^r as (a, b, c, d): R^r(x, z) = (a x + b z, c x + d z), with R(x, z) = (-z, x).
+_ROTATION_COEFFS = np.array([[1, 0, 0, 1], [0, -1, 1, 0], [-1, 0, 0, -1], [0, 1, -1, 0]], np.int32)
+
+
+def _rotate(x, z, rotation):
+    """Arrays x, z turned by ``rotation`` (an int array broadcasting with them) quarter turns."""
+    coeffs = jnp.asarray(_ROTATION_COEFFS)[rotation]
+    return (coeffs[..., 0] * x + coeffs[..., 1] * z, coeffs[..., 2] * x + coeffs[..., 3] * z)
+
+
+def _alignment_matches(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask):
+    """Matches and permission of every alignment of a source element set onto a target set.
+
+    src_xyz [N, 3] int, src_label [N] int, src_mask [N] bool (same for the target, [M]).
+    Returns (matches [1764] int32: aligned source elements equal to a target element in cell
+    and label; allowed [1764] bool: every aligned source cell stays in the region).
+    """
+    rotations = jnp.arange(NUM_ROTATIONS)[:, None]
+    rx, rz = _rotate(src_xyz[None, :, 0], src_xyz[None, :, 2], rotations)  # [4, N]
+    # Allowed offsets: the rotated bounding box shifted by (dx, dz) stays in -5..5.
+    big = 4 * MAX_SHIFT
+    min_x = jnp.min(jnp.where(src_mask, rx, big), axis=1)  # [4]
+    max_x = jnp.max(jnp.where(src_mask, rx, -big), axis=1)
+    min_z = jnp.min(jnp.where(src_mask, rz, big), axis=1)
+    max_z = jnp.max(jnp.where(src_mask, rz, -big), axis=1)
+    shifts = jnp.arange(-MAX_SHIFT, MAX_SHIFT + 1)
+    ok_dx = (shifts >= grid.X_MIN - min_x[:, None]) & (shifts <= grid.X_MAX - max_x[:, None])
+    ok_dz = (shifts >= grid.Z_MIN - min_z[:, None]) & (shifts <= grid.Z_MAX - max_z[:, None])
+    allowed = (ok_dx[:, :, None] & ok_dz[:, None, :]).reshape(-1)  # [1764]
+    # Hough vote: each (source, target) pair with equal label and height fixes one offset per
+    # rotation; the match count of an alignment is the number of pairs voting for it (each
+    # source element matches at most one target element: targets are sets).
+    pair_ok = (src_mask[:, None] & tgt_mask[None, :]
+               & (src_label[:, None] == tgt_label[None, :])
+               & (src_xyz[:, None, 1] == tgt_xyz[None, :, 1]))  # [N, M]
+    dx = tgt_xyz[None, None, :, 0] - rx[:, :, None]  # [4, N, M], always in -10..10
+    dz = tgt_xyz[None, None, :, 2] - rz[:, :, None]
+    bins = (rotations[:, :, None] * NUM_SHIFTS + dx + MAX_SHIFT) * NUM_SHIFTS + dz + MAX_SHIFT
+    votes = jnp.broadcast_to(pair_ok[None], bins.shape).astype(jnp.int32)
+    matches = jnp.zeros(NUM_TRANSFORMS, jnp.int32).at[bins.reshape(-1)].add(votes.reshape(-1))
+    return matches, allowed
+
+
+def _pick_alignment(matches, allowed):
+    """The allowed alignment with the most matches; ties: identity, then flat (r, dx, dz) order."""
+    score = jnp.where(allowed, matches, -1)
+    best = jnp.argmax(score)  # first maximum = lowest (r, dx, dz)
+    return jnp.where(score[IDENTITY] == score[best], IDENTITY, best).astype(jnp.int32)
+
+
+def _best_alignment(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask):
+    """(best alignment index, its matches) of one source set onto one target set."""
+    matches, allowed = _alignment_matches(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask)
+    best = _pick_alignment(matches, allowed)
+    return best, matches[best]
+
+
+def _multiset_tp(pred_key, pred_mask, ref_key, ref_mask):
+    """|multiset(pred) & multiset(ref)|: the i-th copy of a key in pred matches when ref holds
+    more than i copies of it (sum over keys of min(count_pred, count_ref))."""
+    in_ref = jnp.sum((pred_key[:, None] == ref_key[None, :]) & ref_mask[None, :], axis=1)
+    n = pred_key.shape[0]
+    earlier = jnp.arange(n)[None, :] < jnp.arange(n)[:, None]  # [i, i']: i' < i
+    rank = jnp.sum((pred_key[:, None] == pred_key[None, :]) & pred_mask[None, :] & earlier, axis=1)
+    return jnp.sum(pred_mask & (rank < in_ref)).astype(jnp.int32)
+
+
+def _aligned_cell_keys(xyz, index):
+    """Integer keys of cells moved by alignment ``index`` (on a 32^3 box: no collisions)."""
+    rest, dz = jnp.divmod(index, NUM_SHIFTS)
+    rotation, dx = jnp.divmod(rest, NUM_SHIFTS)
+    x, z = _rotate(xyz[:, 0], xyz[:, 2], rotation)
+    x, z = x + dx - MAX_SHIFT, z + dz - MAX_SHIFT
+    return ((x + 16) * 32 + xyz[:, 1]) * 32 + z + 16
+
+
+def _item_counts(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape):
+    """One item: [strict, fairer strict, shape, fairer location] true positives, and the
+    (fairer, shape) alignment indices.
+
+    pred / ref: int [N, 5] / [M, 5] net actions (type, color, x, y, z) with masks. The action
+    Hough counts give exact matches for every alignment at once, so the strict, fairer and
+    shape true positives are three reads of one table. ``fair_is_shape``: the item is in M
+    with an empty S_prev and a placement-only H, where aligning S_M to S_H is the same search
+    as aligning P to H; otherwise ``fair_index`` (identity for U items) is used.
+    """
+    labels = lambda a: a[:, 0] * 8 + a[:, 1]  # noqa: E731  (type, color)
+    matches, allowed = _alignment_matches(pred[:, 2:], labels(pred), pred_mask,
+                                          ref[:, 2:], labels(ref), ref_mask)
+    shape_index = _pick_alignment(matches, allowed)
+    fair_index = jnp.where(fair_is_shape, shape_index, fair_index)
+    location = _multiset_tp(_aligned_cell_keys(pred[:, 2:], fair_index), pred_mask,
+                            _aligned_cell_keys(ref[:, 2:], jnp.int32(IDENTITY)), ref_mask)
+    counts = jnp.stack([matches[IDENTITY], matches[fair_index], matches[shape_index], location])
+    return counts, jnp.stack([fair_index, shape_index])
+
+
+@jax.jit
+def batch_best_alignment(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask):
+    """``_best_alignment`` over a batch [B, ...]: (indices [B], matches [B])."""
+    return jax.vmap(_best_alignment)(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask)
+
+
+@jax.jit
+def batch_item_counts(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape):
+    """``_item_counts`` over a batch: (counts [B, 4], indices [B, 2])."""
+    return jax.vmap(_item_counts)(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape)
+
+
+# --------------------------------------------------------------------------------------------
+# Host side: bucketing, padding, and the batched driver
+
+_PAD_SIZES_BASE = 16  # padded set sizes: 16, 64, 256, ... (few shapes -> few compilations)
+_SMALL_BATCH = 64
+_MAX_BATCH = 1024
+_PAIR_BUDGET = 1 << 18  # max batch * pad * pad; bounds the [B, 4, N, M] vote tensor (cache-sized)
+
+
+def _pad_size(n: int) -> int:
+    size = _PAD_SIZES_BASE
+    while size < n:
+        size *= 4
+    return size
+
+
+def _batch_plan(count: int, pad: int) -> list[tuple[int, int, int]]:
+    """Split ``count`` items into (start, stop, padded batch size) chunks; at most two batch
+    sizes per pad size (a small one for leftovers), so at most two compilations per pad."""
+    cap = max(1, min(_MAX_BATCH, _PAIR_BUDGET // (pad * pad)))
+    small = min(_SMALL_BATCH, cap)
+    plan, start = [], 0
+    while start < count:
+        size = small if count - start <= small else cap
+        stop = min(count, start + size)
+        plan.append((start, stop, size))
+        start = stop
+    return plan
+
+
+def _rows(sets: Sequence[Iterable[tuple]], width: int):
+    """Flattened element rows of many small sets: (rows [E, width], owner [E], position [E])."""
+    lengths = np.fromiter((len(s) for s in sets), np.int64, len(sets))
+    total = int(lengths.sum())
+    rows = np.fromiter((v for s in sets for a in s for v in a), np.int32, total * width)
+    owner = np.repeat(np.arange(len(sets)), lengths)
+    position = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return rows.reshape(total, width), owner, position, lengths
+
+
+def _padded(sets: Sequence[Iterable[tuple]], width: int, batch: int, pad: int):
+    rows, owner, position, _ = _rows(sets, width)
+    values = np.zeros((batch, pad, width), np.int32)
+    mask = np.zeros((batch, pad), bool)
+    values[owner, position] = rows
+    mask[owner, position] = True
+    return values, mask
+
+
+def best_alignments(sources: Sequence[Iterable[tuple]], targets: Sequence[Iterable[tuple]]) -> np.ndarray:
+    """Best alignment index of each source set onto its target set (batched on device).
+
+    Elements are (x, y, z, label) tuples; a structure {cell: color} is passed as its blocks.
+    """
+    count = len(sources)
+    out = np.full(count, IDENTITY, np.int32)
+    if count == 0:
+        return out
+    sizes = np.array([max(len(s), len(t)) for s, t in zip(sources, targets)])
+    pads = np.array([_pad_size(int(n)) for n in sizes])
+    for pad in np.unique(pads):
+        members = np.flatnonzero(pads == pad)
+        for start, stop, batch in _batch_plan(len(members), int(pad)):
+            chunk = members[start:stop]
+            src, src_mask = _padded([sources[i] for i in chunk], 4, batch, int(pad))
+            tgt, tgt_mask = _padded([targets[i] for i in chunk], 4, batch, int(pad))
+            index, _ = batch_best_alignment(src[..., :3], src[..., 3], src_mask,
+                                            tgt[..., :3], tgt[..., 3], tgt_mask)
+            out[chunk] = np.asarray(index)[: len(chunk)]
+    return out
+
+
+@dataclasses.dataclass
+class ItemScores:
+    """Integer match counts per item (arrays of length n_items); F1s are derived from them."""
+
+    n_pred: np.ndarray  # |P|
+    n_ref: np.ndarray  # |H|
+    strict_tp: np.ndarray  # exact matches, no alignment (legacy strict F1)
+    type_tp: np.ndarray  # Type multiset matches (alignment does not change them)
+    color_tp: np.ndarray  # Color multiset matches (alignment does not change them)
+    location_tp: np.ndarray  # Location multiset matches after the fairer alignment
+    fair_tp: np.ndarray  # exact matches after the fairer alignment ("Overall")
+    shape_tp: np.ndarray  # exact matches after the shape alignment
+    fair_index: np.ndarray  # fairer alignment per item (IDENTITY for items in U)
+    shape_index: np.ndarray  # shape alignment per item
+
+    def tp(self, metric: str) -> np.ndarray:
+        return {"type": self.type_tp, "color": self.color_tp, "location": self.location_tp,
+                "shape": self.shape_tp, "overall": self.fair_tp, "strict": self.strict_tp}[metric]
+
+    def per_item(self) -> dict[str, np.ndarray]:
+        """Per-item F1 of every reported metric (the fairer ones) plus legacy strict."""
+        return {m: item_f1(self.tp(m), self.n_pred, self.n_ref) for m in METRIC_NAMES + ("strict",)}
+
+
+def item_f1(tp, n_pred, n_ref) -> np.ndarray:
+    """Per-item F1 = 2 tp / (|P| + |H|); 1 when both sets are empty (0 when one is)."""
+    tp, n_pred, n_ref = (np.asarray(a, np.float64) for a in (tp, n_pred, n_ref))
+    total = n_pred + n_ref
+    return np.where(total == 0, 1.0, 2.0 * tp / np.maximum(total, 1.0))
+
+
+def micro_f1(tp, n_pred, n_ref) -> float | None:
+    """F1 of summed counts (None for no items; 1 when every set is empty)."""
+    if len(tp) == 0:
+        return None
+    total = float(np.sum(n_pred, dtype=np.float64) + np.sum(n_ref, dtype=np.float64))
+    return 1.0 if total == 0 else 2.0 * float(np.sum(tp, dtype=np.float64)) / total
+
+
+def macro_f1(tp, n_pred, n_ref) -> float | None:
+    """Mean per-item F1 (None for no items)."""
+    if len(tp) == 0:
+        return None
+    return float(np.mean(item_f1(tp, n_pred, n_ref)))
+
+
+def _type_color_tp(pred_lists, ref_lists):
+    """Type and Color multiset matches per item, from (type, color) histograms (host, NumPy)."""
+    def histograms(sets):
+        rows, owner, _, _ = _rows(sets, 5)
+        hist = np.zeros((len(sets), 2, grid.NUM_COLORS + 1), np.int64)
+        np.add.at(hist, (owner, rows[:, 0], rows[:, 1]), 1)
+        return hist
+
+    pred_hist, ref_hist = histograms(pred_lists), histograms(ref_lists)
+    color_tp = np.minimum(pred_hist, ref_hist).sum(axis=(1, 2))
+    type_tp = np.minimum(pred_hist.sum(axis=2), ref_hist.sum(axis=2)).sum(axis=1)
+    return type_tp, color_tp
+
+
+def score_items(pred_sets: Sequence[Iterable[Action]], ref_sets: Sequence[Iterable[Action]],
+                fair_sources: Mapping[int, Mapping] | None = None,
+                fair_targets: Mapping[int, Mapping] | None = None) -> ItemScores:
+    """Match counts of every item (the batched hot path).
+
+    pred_sets / ref_sets: net action sets P and H per item. fair_sources / fair_targets:
+    {item position: S_M} and {item position: S_H} as {cell: color} for the items in M (the
+    fairer alignment is searched on these structures); every other item is scored as is.
+    """
+    count = len(pred_sets)
+    if len(ref_sets) != count:
+        raise ValueError(f"{count} predicted sets but {len(ref_sets)} reference sets")
+    pred_lists = [list(s) for s in pred_sets]
+    ref_lists = [list(s) for s in ref_sets]
+    fair_sources = fair_sources or {}
+    fair_targets = fair_targets or {}
+    # Items in M whose S_M / S_H are exactly the placements of P / H (an empty S_prev and a
+    # placement-only H): their structure alignment is the action alignment, done in one pass.
+    fair_is_shape = np.zeros(count, bool)
+    searched = []
+    for i in sorted(fair_sources):
+        source, target = fair_sources[i], fair_targets[i]
+        if (len(source) == len(pred_lists[i]) and len(target) == len(ref_lists[i])
+                and all(a[0] == PLACE and source.get((a[2], a[3], a[4])) == a[1] for a in pred_lists[i])
+                and all(a[0] == PLACE and target.get((a[2], a[3], a[4])) == a[1] for a in ref_lists[i])):
+            fair_is_shape[i] = True
+        else:
+            searched.append(i)
+    fair_index = np.full(count, IDENTITY, np.int32)
+    if searched:
+        blocks = lambda s: [(x, y, z, c) for (x, y, z), c in s.items()]  # noqa: E731
+        fair_index[searched] = best_alignments([blocks(fair_sources[i]) for i in searched],
+                                               [blocks(fair_targets[i]) for i in searched])
+    counts = np.zeros((count, 4), np.int64)
+    indices = np.zeros((count, 2), np.int32)
+    n_pred = np.fromiter((len(s) for s in pred_lists), np.int64, count)
+    n_ref = np.fromiter((len(s) for s in ref_lists), np.int64, count)
+    pads = np.array([_pad_size(int(max(a, b))) for a, b in zip(n_pred, n_ref)], np.int64)
+    for pad in np.unique(pads):
+        members = np.flatnonzero(pads == pad)
+        for start, stop, batch in _batch_plan(len(members), int(pad)):
+            chunk = members[start:stop]
+            pred, pred_mask = _padded([pred_lists[i] for i in chunk], 5, batch, int(pad))
+            ref, ref_mask = _padded([ref_lists[i] for i in chunk], 5, batch, int(pad))
+            fair = np.full(batch, IDENTITY, np.int32)
+            fair[: len(chunk)] = fair_index[chunk]
+            is_shape = np.zeros(batch, bool)
+            is_shape[: len(chunk)] = fair_is_shape[chunk]
+            chunk_counts, chunk_indices = batch_item_counts(pred, pred_mask, ref, ref_mask, fair, is_shape)
+            counts[chunk] = np.asarray(chunk_counts)[: len(chunk)]
+            indices[chunk] = np.asarray(chunk_indices)[: len(chunk)]
+    type_tp, color_tp = _type_color_tp(pred_lists, ref_lists)
+    return ItemScores(
+        n_pred=n_pred, n_ref=n_ref, strict_tp=counts[:, 0], type_tp=type_tp, color_tp=color_tp,
+        location_tp=counts[:, 3], fair_tp=counts[:, 1], shape_tp=counts[:, 2],
+        fair_index=indices[:, 0], shape_index=indices[:, 1])
+
+
+def tables(scores: ItemScores, is_empty_board: np.ndarray) -> dict:
+    """{"micro": {group: {metric: f}}, "macro": ..., "strict_micro": f} for EB / NEB / Overall."""
+    is_empty_board = np.asarray(is_empty_board, bool)
+    groups = {"EB": is_empty_board, "NEB": ~is_empty_board,
+              "Overall": np.ones_like(is_empty_board)}
+    out = {"micro": {}, "macro": {}}
+    for kind, fn in (("micro", micro_f1), ("macro", macro_f1)):
+        for group, rows in groups.items():
+            out[kind][group] = {
+                metric: fn(scores.tp(metric)[rows], scores.n_pred[rows], scores.n_ref[rows])
+                for metric in METRIC_NAMES
+            }
+    out["strict_micro"] = micro_f1(scores.strict_tp, scores.n_pred, scores.n_ref)
+    return out
