@@ -236,11 +236,23 @@ class _Planner:
             INVENTORY_PER_COLOR - self.counts[c] - self.need[c] for c in range(1, NUM_COLORS + 1)
         ]
 
-    def _support_colors(self, count: int) -> list[int] | None:
-        """A color for each of ``count`` temporary blocks, or None when the inventory is short."""
+    def _support_colors(self, count: int, borrow_for: list[Cell] | None = None) -> list[int] | None:
+        """A color for each of ``count`` temporary blocks, or None when the inventory is short.
+
+        Normally the goal's remaining needs are reserved.  With ``borrow_for`` (a support path)
+        only the goal blocks on that path are reserved: the caller takes the supports away right
+        after the path, before any other goal block needs the borrowed inventory.
+        """
         if count == 0:
             return []
         available = self._available()
+        if borrow_for is not None:
+            on_path = [0] * (NUM_COLORS + 1)
+            for cell in borrow_for:
+                if cell in self.pending_set:
+                    on_path[self.goal[cell]] += 1
+            available = [0] + [INVENTORY_PER_COLOR - self.counts[c] - on_path[c]
+                               for c in range(1, NUM_COLORS + 1)]
         if self.support_color is not None and available[self.support_color] >= count:
             return [self.support_color] * count
         roomy = [c for c in range(1, NUM_COLORS + 1) if available[c] >= count]
@@ -290,12 +302,17 @@ class _Planner:
                 continue
             path, cost = self._support_path()
             colors = self._support_colors(cost)
+            borrowed = False
             if colors is None:
-                if not self._flush():
+                if self._flush():
+                    continue  # freed inventory may also change the shortest path
+                colors = self._support_colors(cost, borrow_for=path)
+                borrowed = True
+                if colors is None:
                     raise PlanningError(
-                        f"not enough inventory for {cost} temporary support block(s)"
+                        f"not enough inventory for {cost} temporary support block(s) next to "
+                        f"{len(self.current)} blocks in the world"
                     )
-                continue
             colors_left = iter(colors)
             for cell in path:
                 if cell in self.pending_set:
@@ -303,6 +320,8 @@ class _Planner:
                 else:
                     self._place(cell, next(colors_left))
                     self.temps.append(cell)
+            if borrowed:
+                self._flush()  # give the borrowed inventory back before other goal blocks
 
     def cleanup(self) -> None:
         for cell in reversed(self.temps):

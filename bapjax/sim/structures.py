@@ -155,7 +155,10 @@ def touching_translations(relative_cells: np.ndarray, structure: Mapping[Cell, i
     rel = np.asarray(relative_cells, dtype=np.int64).reshape(-1, 3)
     candidates = (existing[:, None, None, :] + TOUCH_OFFSETS[None, :, None, :]
                   - rel[None, None, :, :]).reshape(-1, 3)
-    candidates = np.unique(candidates, axis=0)
+    # Unique rows via a 1-D integer key (np.unique(axis=0) sorts structured rows, 50x slower).
+    key = ((candidates[:, 0] + 64) * 128 + candidates[:, 1] + 64) * 128 + candidates[:, 2] + 64
+    key = np.unique(key)
+    candidates = np.stack([key // (128 * 128) - 64, (key // 128) % 128 - 64, key % 128 - 64], axis=1)
     placed = candidates[:, None, :] + rel[None, :, :]  # [N, n, 3]
     inside = np.all((placed >= _REGION_LO) & (placed <= _REGION_HI), axis=(1, 2))
     candidates, placed = candidates[inside], placed[inside]
