@@ -1,0 +1,157 @@
+"""The six-step dialogue loop shared by the three simulators (paper section 5.1.2).
+
+Each iteration (a ``Segment``): 1. the Architect plans (the simulator picks target cells and a
+reference block); 2. a Builder pose is sampled (``spatial.sample_pose``) and fixes the frame of
+every direction in the segment; 3. the Architect's instruction is written (``language``);
+4. with a small probability a detail is left out and the Builder asks for it; 5. the Builder acts
+(``bapjax.sim.planner.plan_actions``, temporary supports included); 6. the Builder may confirm.
+
+``GameState`` holds what both players see (the built structure, the last block the Builder
+placed) and turns the simulators' decisions into segments; ``SimGame`` is a finished game, which
+``bapjax.sim.writer`` writes as an MDC game log.  Every segment keeps a ``record``: the grounded
+meaning of its instruction (kind, color, world target cells, reference block, relation offsets
+and Builder-anchored directions in the Builder's frame, pose, clarification), so tests can check
+the language against the world.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+from bapjax import grid
+from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.sim import language, spatial
+from bapjax.sim.planner import plan_actions
+
+CLARIFICATION_P = 0.08  # an omitted detail (color, count, direction, length)
+CONFIRMATION_P = 0.2  # "done" after the Builder's actions
+GREETING_P = 0.3
+CLOSING_P = 0.3
+STAY_P = 0.6  # the Builder keeps looking from the same side as in the previous segment
+
+
+@dataclasses.dataclass
+class Segment:
+    pose: spatial.Pose
+    lines: list[tuple[str, str]]  # (speaker, text): instruction, then clarification turns
+    actions: list[Action]
+    confirmation: str | None
+    record: dict
+
+
+@dataclasses.dataclass
+class SimGame:
+    dataset: str
+    segments: list[Segment]
+    target: dict  # {(x, y, z): color}: the structure at the end of the game
+    opening: list[tuple[str, str]]  # greeting turns before the first instruction
+    closing: list[tuple[str, str]]  # turns after the last segment
+    start_pose: spatial.Pose
+    info: dict  # per-game facts for statistics (shape kinds, ...)
+
+    def truncated(self, num_segments: int) -> "SimGame":
+        """The game cut after ``num_segments`` instructions; the target becomes what was built."""
+        segments = self.segments[:num_segments]
+        built: dict = {}
+        for segment in segments:
+            for action in segment.actions:
+                built = grid.apply_to_structure(built, action)
+        return dataclasses.replace(self, segments=segments, target=built, closing=[],
+                                   info={**self.info, "truncated": True})
+
+
+class GameState:
+    """The world during a simulated game, and the segments written so far."""
+
+    def __init__(self, rng: np.random.Generator, dataset: str):
+        self.rng = rng
+        self.dataset = dataset
+        self.structure: dict = {}
+        self.last_cell: tuple | None = None
+        self.segments: list[Segment] = []
+
+    # Step 2 -------------------------------------------------------------------------------
+    def sample_pose(self, focus_cells: Sequence, extra_cells: Sequence = ()) -> spatial.Pose:
+        """A pose that sees the focus cells, outside everything built and about to be built."""
+        quadrant = None
+        if self.segments and language.chance(self.rng, STAY_P):
+            quadrant = spatial.yaw_quadrant(self.segments[-1].pose.yaw)
+        return spatial.sample_pose(self.rng, list(self.structure) + list(extra_cells), focus_cells, quadrant)
+
+    # Step 5 -------------------------------------------------------------------------------
+    def execute(self, goal: dict, order: Sequence | None = None) -> list[Action]:
+        """The Builder turns the world into ``goal`` (planner, supports included)."""
+        actions = plan_actions(self.structure, goal, rng=self.rng, order=list(order) if order else None)
+        current = self.structure
+        last = None
+        for action in actions:
+            reason = grid.infeasibility_reason(current, action)
+            if reason is not None:
+                raise RuntimeError(f"planner produced an infeasible action {action}: {reason}")
+            current = grid.apply_to_structure(current, action)
+        if current != goal:
+            raise RuntimeError("planner did not reach its goal")
+        for action in actions:
+            if action.type == PLACE and goal.get(action.cell) == action.color:
+                last = action.cell
+        self.structure = current
+        if last is not None:
+            self.last_cell = last
+        return actions
+
+    # Steps 3, 4, 6 ------------------------------------------------------------------------
+    def add_segment(self, pose: spatial.Pose, instruction: str, record: dict, goal: dict,
+                    order: Sequence | None = None, clarification: tuple[str, str] | None = None) -> Segment:
+        prev = dict(self.structure)
+        actions = self.execute(goal, order)
+        lines = [("Architect", instruction)]
+        if clarification is not None:
+            lines += [("Builder", clarification[0]), ("Architect", clarification[1])]
+        confirmation = language.confirmation(self.rng) if language.chance(self.rng, CONFIRMATION_P) else None
+        placed = sorted(c for c in goal if prev.get(c) != goal[c])
+        removed = sorted(c for c in prev if c not in goal)
+        record = {
+            **record,
+            "segment": len(self.segments),
+            "text": instruction,
+            "clarification": list(clarification) if clarification else None,
+            "pose": list(pose),
+            "yaw_quadrant": spatial.yaw_quadrant(pose.yaw),
+            "placed_cells": [list(c) for c in placed],
+            "removed_cells": [list(c) for c in removed],
+            "num_actions": len(actions),
+        }
+        segment = Segment(pose, lines, actions, confirmation, record)
+        self.segments.append(segment)
+        return segment
+
+    def maybe_omit(self, allowed: Sequence[str]) -> str | None:
+        """Which detail (if any) the Architect leaves out of this instruction."""
+        if allowed and language.chance(self.rng, CLARIFICATION_P):
+            return language.pick(self.rng, list(allowed))
+        return None
+
+    def finish(self, info: dict, start_pose: spatial.Pose | None = None) -> SimGame:
+        rng = self.rng
+        opening = []
+        if language.chance(rng, GREETING_P):
+            opening.append(("Architect", language.pick(rng, language.GREETINGS)))
+            if language.chance(rng, 0.6):
+                opening.append(("Builder", language.pick(rng, language.GREETING_REPLIES)))
+        closing = []
+        if language.chance(rng, CLOSING_P):
+            closing.append(("Architect", language.pick(rng, language.CLOSINGS)))
+        if start_pose is None:
+            start_pose = self.segments[0].pose if self.segments else spatial.Pose(0.0, 1.0, -5.0, 0.0, 20.0)
+        return SimGame(self.dataset, self.segments, dict(self.structure), opening, closing, start_pose, info)
+
+
+def color_name(color: int) -> str:
+    return grid.color_name(color)
+
+
+def removal_action(cell, color) -> Action:
+    return Action(REMOVE, color, *cell)

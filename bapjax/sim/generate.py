@@ -1,0 +1,305 @@
+"""Generate a synthetic BAP corpus (D_r, D_bs or D_ss) in the MDC layout.
+
+    python -m bapjax.sim.generate --dataset {r,bs,ss} --out DIR --seed S \
+        [--train_items N --val_items N --test_items N] [--processes P] [--overwrite]
+
+Defaults are the paper's Table 3 sizes.  Every game is simulated from its own seed
+``SeedSequence([seed, dataset, split, game index])``, so the corpus is the same for a seed
+whatever the number of processes.  Games are taken in index order; each instruction is one
+BAP item; a game whose target equals an earlier game's target (in any split) is skipped, so
+the splits share no target structure; the last game of a split is cut after the instruction
+that reaches the requested item count exactly (its gold configuration is then what was built).
+Target ids: train C100000+, val C200000+, test C300000+ (the game index added).
+
+Progress goes to stderr (items, rate, ETA); the statistics end the output, the last line JSON.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+from absl import app, flags
+
+from bapjax.sim import blocks_dialogs, random_dialogs, shape_dialogs, writer
+from bapjax.sim.dialogue import SimGame
+
+SIMULATORS: dict[str, Callable[[np.random.Generator], SimGame]] = {
+    "r": random_dialogs.simulate_game,
+    "bs": blocks_dialogs.simulate_game,
+    "ss": shape_dialogs.simulate_game,
+}
+DATASET_CODES = {"r": 1, "bs": 2, "ss": 3}
+SPLITS = ("train", "val", "test")
+SPLIT_CODES = {"train": 0, "val": 1, "test": 2}
+TARGET_BASE = {"train": 100000, "val": 200000, "test": 300000}
+TABLE3_SIZES = {  # paper Table 3: (train, val, test) items
+    "bs": (9890, 1186, 1181),
+    "ss": (11868, 1000, 1000),
+    "r": (15825, 1161, 1089),
+}
+MEAN_ITEMS_PER_GAME = {"r": 9.0, "bs": 12.0, "ss": 2.0}  # only sizes the work batches
+_TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?|\d+|[^\sa-z\d]")
+
+
+def game_rng(seed: int, dataset: str, split: str, index: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(seed), DATASET_CODES[dataset],
+                                                         SPLIT_CODES[split], int(index)]))
+
+
+def simulate(dataset: str, seed: int, split: str, index: int) -> SimGame:
+    return SIMULATORS[dataset](game_rng(seed, dataset, split, index))
+
+
+def target_key(game: SimGame) -> str:
+    return hashlib.sha1(repr(sorted(game.target.items())).encode()).hexdigest()
+
+
+def game_summary(game: SimGame) -> dict:
+    """What the statistics need from one game."""
+    segments = []
+    for n, segment in enumerate(game.segments):
+        record = segment.record
+        relation = record.get("relation")
+        segments.append((len(segment.actions), n == 0, relation["type"] if relation else None,
+                         record.get("anchor") is not None, record.get("omitted"), record["kind"],
+                         segment.confirmation is not None))
+    tokens = set()
+    for segment in game.segments:
+        for _, text in segment.lines:
+            tokens.update(_TOKEN.findall(text.lower()))
+        if segment.confirmation:
+            tokens.update(_TOKEN.findall(segment.confirmation.lower()))
+    for _, text in game.opening + game.closing:
+        tokens.update(_TOKEN.findall(text.lower()))
+    return {"segments": segments, "shapes": list(game.info.get("shapes", [])), "tokens": tokens,
+            "target_blocks": len(game.target)}
+
+
+def render_game(game: SimGame, dataset: str, target_id: str) -> dict:
+    """The files of one game as text (rendered in the worker, written by the main process)."""
+    return {
+        "observations": json.dumps({"WorldStates": writer.game_world_states(game), "NumFixedViewers": 0,
+                                    "TimeElapsed": 0, "Simulator": dataset}, separators=(",", ":")),
+        "instructions": json.dumps({"dataset": dataset, "target_id": target_id, "info": game.info,
+                                    "records": [s.record for s in game.segments]}, separators=(",", ":")),
+        "gold": writer.gold_xml(game.target),
+    }
+
+
+def _work(args):
+    dataset, seed, split, index = args
+    game = simulate(dataset, seed, split, index)
+    target_id = f"C{TARGET_BASE[split] + index}"
+    return index, len(game.segments), target_key(game), game_summary(game), render_game(game, dataset, target_id)
+
+
+def _write_rendered(root: Path, split: str, target_id: str, index: int, files: dict) -> None:
+    game_dir = root / "data" / "logs" / f"sim-{split}" / "logs" / writer.game_dir_name(target_id, index)
+    game_dir.mkdir(parents=True, exist_ok=True)
+    (game_dir / "postprocessed-observations.json").write_text(files["observations"], encoding="utf-8")
+    (game_dir / "instructions.json").write_text(files["instructions"], encoding="utf-8")
+    (root / "data" / "gold-configurations" / f"{target_id}.xml").write_text(files["gold"], encoding="utf-8")
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool, label: str):
+        self.total, self.enabled, self.label = total, enabled, label
+        self.start = time.time()
+        self.last = 0.0
+        self.done = 0
+
+    def update(self, done: int, force: bool = False) -> None:
+        self.done = done
+        now = time.time()
+        if not self.enabled or (not force and now - self.last < 2.0):
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        rate = done / elapsed
+        eta = (self.total - done) / rate if rate > 0 else float("inf")
+        print(f"[{self.label}] {done}/{self.total} items ({100.0 * done / max(self.total, 1):.1f}%), "
+              f"{rate:.0f} items/s, elapsed {elapsed:.0f} s, ETA {eta:.0f} s", file=sys.stderr, flush=True)
+
+
+def generate_corpus(dataset: str, out_dir, seed: int = 0, train_items: int | None = None,
+                    val_items: int | None = None, test_items: int | None = None,
+                    processes: int | None = None, progress: bool = True, overwrite: bool = False) -> dict:
+    """Simulate and write a corpus with exactly the requested number of items per split;
+    returns its statistics (see ``corpus_statistics``)."""
+    if dataset not in SIMULATORS:
+        raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(SIMULATORS)}")
+    defaults = TABLE3_SIZES[dataset]
+    requested = {s: int(n if n is not None else d)
+                 for s, n, d in zip(SPLITS, (train_items, val_items, test_items), defaults)}
+    for split, n in requested.items():
+        if n < 0:
+            raise ValueError(f"{split}_items is {n}; expected >= 0")
+    root = Path(out_dir)
+    if (root / "data").exists():
+        if not overwrite:
+            raise FileExistsError(f"{root / 'data'} exists; pass overwrite=True (--overwrite) to replace it")
+        shutil.rmtree(root / "data")
+    (root / "data" / "gold-configurations").mkdir(parents=True, exist_ok=True)
+    processes = int(processes or os.cpu_count() or 1)
+    total = sum(requested.values())
+    bar = _Progress(total, progress, f"generate {dataset}")
+    seen_targets: set[str] = set()
+    summaries = {s: [] for s in SPLITS}
+    splits = {s: [] for s in SPLITS}
+    skipped_duplicates = 0
+    done_before = 0
+    start = time.time()
+    pool = multiprocessing.get_context("fork").Pool(processes) if processes > 1 else None
+    try:
+        for split in SPLITS:
+            needed = requested[split]
+            have = 0
+            index = 0
+            while have < needed:
+                estimate = math.ceil((needed - have) / MEAN_ITEMS_PER_GAME[dataset] * 1.1) + processes
+                batch = [(dataset, seed, split, i) for i in range(index, index + min(estimate, 2000))]
+                index += len(batch)
+                chunk = max(1, min(16, len(batch) // (processes * 4) or 1))
+                results = pool.imap(_work, batch, chunksize=chunk) if pool else map(_work, batch)
+                for game_index, num_items, key, summary, files in results:
+                    if have >= needed:
+                        continue  # drain the rest of the batch
+                    if key in seen_targets:
+                        skipped_duplicates += 1
+                        continue
+                    target_id = f"C{TARGET_BASE[split] + game_index}"
+                    if have + num_items > needed:
+                        game = simulate(dataset, seed, split, game_index).truncated(needed - have)
+                        key = target_key(game)
+                        if key in seen_targets:
+                            skipped_duplicates += 1
+                            continue
+                        summary, files = game_summary(game), render_game(game, dataset, target_id)
+                        summary["truncated"] = True
+                        num_items = needed - have
+                    seen_targets.add(key)
+                    _write_rendered(root, split, target_id, game_index, files)
+                    splits[split].append(target_id)
+                    summaries[split].append(summary)
+                    have += num_items
+                    bar.update(done_before + have)
+            done_before += have
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+    elapsed = time.time() - start
+    bar.update(done_before, force=True)
+    stats = corpus_statistics(dataset, summaries)
+    stats["seconds"] = round(elapsed, 2)
+    stats["items_per_second"] = round(total / elapsed, 1) if elapsed > 0 else None
+    stats["skipped_duplicate_targets"] = skipped_duplicates
+    stats["processes"] = processes
+    stats["seed"] = seed
+    writer.write_corpus_meta(root, dataset, splits, {
+        "seed": seed, "requested_items": requested, "games": {s: len(v) for s, v in splits.items()},
+        "generator": "bapjax.sim.generate"})
+    stats["out"] = str(root)
+    return stats
+
+
+def corpus_statistics(dataset: str, summaries: dict[str, list[dict]]) -> dict:
+    """Items, mean actions, EB share, relation-type / anchor / shape-type counts, vocabulary size."""
+    out = {"dataset": dataset, "splits": {}}
+    vocabulary = set()
+    relation_types = collections.Counter()
+    shape_types = collections.Counter()
+    kinds = collections.Counter()
+    omitted = collections.Counter()
+    anchors = 0
+    confirmations = 0
+    for split, games in summaries.items():
+        actions = []
+        empty_board = 0
+        for game in games:
+            vocabulary |= game["tokens"]
+            shape_types.update(game["shapes"])
+            for num_actions, eb, rtype, has_anchor, omit, kind, confirmed in game["segments"]:
+                actions.append(num_actions)
+                empty_board += eb
+                relation_types[rtype or "none"] += 1
+                anchors += has_anchor
+                kinds[kind] += 1
+                confirmations += confirmed
+                if omit:
+                    omitted[omit] += 1
+        out["splits"][split] = {
+            "items": len(actions), "games": len(games),
+            "mean_actions": round(float(np.mean(actions)), 3) if actions else 0.0,
+            "empty_board_share": round(empty_board / len(actions), 4) if actions else 0.0,
+            "truncated_games": sum(1 for g in games if g.get("truncated")),
+        }
+    all_items = sum(s["items"] for s in out["splits"].values())
+    out["items"] = all_items
+    out["relation_types"] = dict(sorted(relation_types.items()))
+    out["anchored_instructions"] = anchors
+    out["instruction_kinds"] = dict(sorted(kinds.items()))
+    out["shape_types"] = dict(sorted(shape_types.items()))
+    out["clarifications"] = dict(sorted(omitted.items()))
+    out["confirmations"] = confirmations
+    out["vocabulary_size"] = len(vocabulary)
+    return out
+
+
+def format_statistics(stats: dict) -> str:
+    lines = [f"dataset {stats['dataset']}: {stats['items']} items in {stats.get('seconds', '?')} s "
+             f"({stats.get('items_per_second', '?')} items/s, {stats.get('processes', '?')} processes)"]
+    for split, s in stats["splits"].items():
+        lines.append(f"  {split:>5}: {s['items']:6d} items from {s['games']} games, mean {s['mean_actions']:.2f} "
+                     f"actions, EB share {100 * s['empty_board_share']:.1f}%")
+    lines.append(f"  relation types: {stats['relation_types']}; Builder-anchored: {stats['anchored_instructions']}")
+    lines.append(f"  instruction kinds: {stats['instruction_kinds']}")
+    lines.append(f"  shape types: {stats['shape_types'] or '-'}")
+    lines.append(f"  clarifications: {stats['clarifications']}; confirmations: {stats['confirmations']}")
+    lines.append(f"  vocabulary size: {stats['vocabulary_size']}")
+    return "\n".join(lines)
+
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("dataset", None, sorted(SIMULATORS), "Which simulator: r, bs or ss.")
+flags.DEFINE_string("out", None, "Output corpus directory (gets data/...).")
+flags.DEFINE_integer("seed", 0, "Random seed (the corpus depends only on it and the sizes).")
+flags.DEFINE_integer("train_items", None, "Training items (default: Table 3).")
+flags.DEFINE_integer("val_items", None, "Validation items (default: Table 3).")
+flags.DEFINE_integer("test_items", None, "Test items (default: Table 3).")
+flags.DEFINE_integer("processes", None, "Worker processes (default: every core).")
+flags.DEFINE_bool("overwrite", False, "Replace an existing OUT/data.")
+flags.DEFINE_bool("progress", True, "Progress lines on stderr.")
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    if not FLAGS.dataset or not FLAGS.out:
+        raise app.UsageError("--dataset and --out are required")
+    try:
+        stats = generate_corpus(FLAGS.dataset, FLAGS.out, FLAGS.seed, FLAGS.train_items, FLAGS.val_items,
+                                FLAGS.test_items, processes=FLAGS.processes, progress=FLAGS.progress,
+                                overwrite=FLAGS.overwrite)
+    except (FileExistsError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(format_statistics(stats))
+    print(json.dumps(stats))
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,417 @@
+"""Template-based Architect and Builder language with lexical and syntactic variation.
+
+Every function that writes a phrase also returns a machine-readable record of what the phrase
+means (directions and distances in the Builder's frame, the reference block, the counts), so
+the grounding can be checked.  The phrase pieces a checker needs are kept verbatim in the
+records (``relation["text"]``, ``ref["text"]``, ``anchor["text"]``).
+
+Conventions (see ``bapjax.sim.spatial``): offsets are (right, up, away); "front" is toward the
+Builder, "behind" away from it; every direction is the Builder's at the time of the utterance.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import numpy as np
+
+from bapjax import grid
+from bapjax.sim import spatial
+
+# --------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def pick(rng: np.random.Generator, options: Sequence):
+    return options[int(rng.integers(len(options)))]
+
+
+def chance(rng: np.random.Generator, p: float) -> bool:
+    return bool(rng.random() < p)
+
+
+NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                "ten", "eleven", "twelve")
+
+
+def number(rng: np.random.Generator, n: int, digits_p: float = 0.3) -> str:
+    """A count as a word ("three") or digits ("3")."""
+    if n < len(NUMBER_WORDS) and not chance(rng, digits_p):
+        return NUMBER_WORDS[n]
+    return str(n)
+
+
+def color_word(color: int) -> str:
+    return grid.color_name(color)
+
+
+def blocks_noun(rng: np.random.Generator, n: int) -> str:
+    if n == 1:
+        return pick(rng, ("block", "block", "space", "cube"))
+    return pick(rng, ("blocks", "blocks", "spaces", "cubes"))
+
+
+_ARTICLE = re.compile(r"\b([aA]) ([aeiou])")
+
+
+def finish(rng: np.random.Generator, text: str, question: bool = False) -> str:
+    """Sentence-level variation: optional capital letter and end punctuation."""
+    text = _ARTICLE.sub(r"\1n \2", " ".join(text.split()))
+    if chance(rng, 0.35):
+        text = text[0].upper() + text[1:]
+    end = "?" if question else pick(rng, ("", "", ".", ".", "!"))
+    if question and chance(rng, 0.2):
+        end = ""
+    return text + end
+
+
+PREFIXES = ("", "", "", "now ", "next, ", "ok ", "okay, ", "then ", "great, now ", "alright, ",
+            "good. ", "nice. now ", "perfect. next ")
+PLACE_VERBS = ("place", "put", "add", "set", "put down", "drop", "stick")
+
+
+# --------------------------------------------------------------------------------------------
+# Referring expressions for a reference block
+
+LAST_PHRASES = ("the last block", "the last one", "the last block you placed", "the block you just placed",
+                "the previous block", "that block", "that one", "it", "the one you just put down",
+                "the last block you put down")
+EXTREME_WORDS = {
+    "top": ("top-most", "topmost", "highest", "top", "uppermost"),
+    "bottom": ("bottom-most", "bottommost", "lowest", "bottom"),
+    "left": ("left-most", "leftmost"),
+    "right": ("right-most", "rightmost"),
+    "front": ("front-most", "nearest", "closest"),
+    "back": ("back-most", "farthest", "furthest"),
+}
+EXTREME_POSTFIX = {  # "the red block furthest to the left"
+    "top": ("at the top", "highest up"),
+    "bottom": ("at the bottom", "lowest down"),
+    "left": ("furthest to the left", "farthest to your left", "on the far left"),
+    "right": ("furthest to the right", "farthest to your right", "on the far right"),
+    "front": ("closest to you", "nearest to you"),
+    "back": ("farthest from you", "furthest away from you"),
+}
+
+
+def reference_options(structure: dict, ref_cell, yaw: float, last_cell=None) -> list[dict]:
+    """All ways to identify ``ref_cell`` uniquely in ``structure`` (a {cell: color} dict).
+
+    Kinds: 'last' (the last block the Builder placed), 'color' (the only block of its color),
+    'extreme_color' (the most-<extreme> block of its color), 'extreme' (of all blocks).
+    """
+    ref_cell = tuple(ref_cell)
+    color = structure[ref_cell]
+    options = []
+    if last_cell is not None and tuple(last_cell) == ref_cell:
+        options.append({"kind": "last", "color": None, "extreme": None})
+    same_color = [c for c, k in structure.items() if k == color]
+    if len(same_color) == 1:
+        options.append({"kind": "color", "color": color_word(color), "extreme": None})
+    else:
+        for extreme in spatial.EXTREMES:
+            if spatial.unique_extreme(same_color, ref_cell, extreme, yaw):
+                options.append({"kind": "extreme_color", "color": color_word(color), "extreme": extreme})
+    if len(structure) > 1:
+        for extreme in spatial.EXTREMES:
+            if spatial.unique_extreme(structure.keys(), ref_cell, extreme, yaw):
+                options.append({"kind": "extreme", "color": None, "extreme": extreme})
+    for option in options:
+        option["cell"] = list(ref_cell)
+    return options
+
+
+def realize_reference(rng: np.random.Generator, option: dict) -> dict:
+    """Text for one referring-expression option; returns the option with 'text' added."""
+    kind, color, extreme = option["kind"], option["color"], option["extreme"]
+    noun = pick(rng, ("block", "block", "one", "cube"))
+    if kind == "last":
+        text = pick(rng, LAST_PHRASES)
+    elif kind == "color":
+        text = pick(rng, (f"the {color} block", f"the {color} one", f"the {color}", f"the {color} cube"))
+    elif kind == "extreme_color":
+        if chance(rng, 0.6):
+            text = f"the {pick(rng, EXTREME_WORDS[extreme])} {color} {noun}"
+        else:
+            text = f"the {color} {noun} {pick(rng, EXTREME_POSTFIX[extreme])}"
+    else:
+        if chance(rng, 0.6):
+            text = f"the {pick(rng, EXTREME_WORDS[extreme])} {noun}"
+        else:
+            text = f"the {noun} {pick(rng, EXTREME_POSTFIX[extreme])}"
+    return {**option, "text": text}
+
+
+# --------------------------------------------------------------------------------------------
+# Relations to a reference block (1D / 2D / 3D with distances)
+
+ADJACENT_1D = {  # distance one, no number
+    "left": ("to the left of", "left of", "on the left side of", "directly to the left of", "just left of",
+             "to the left side of"),
+    "right": ("to the right of", "right of", "on the right side of", "directly to the right of",
+              "just right of", "to the right side of"),
+    "up": ("on top of", "above", "directly above", "atop", "on the top of", "over"),
+    "down": ("below", "under", "underneath", "beneath", "directly below", "directly under"),
+    "front": ("in front of", "directly in front of", "just in front of", "on the near side of"),
+    "behind": ("behind", "directly behind", "just behind", "on the far side of", "in back of"),
+}
+# Counted components: (head with {n} and {b}, connector before the reference when last)
+COUNTED = {
+    "left": (("{n} to the left", " of"), ("{n} {b} to the left", " of"), ("{n} left", " of"),
+             ("{n} {b} left", " of")),
+    "right": (("{n} to the right", " of"), ("{n} {b} to the right", " of"), ("{n} right", " of"),
+              ("{n} {b} right", " of")),
+    "up": (("{n} above", ""), ("{n} {b} above", ""), ("{n} up", " from"), ("{n} {b} higher", " than"),
+           ("{n} {b} up", " from")),
+    "down": (("{n} below", ""), ("{n} under", ""), ("{n} underneath", ""), ("{n} {b} below", ""),
+             ("{n} down", " from"), ("{n} {b} lower", " than")),
+    "front": (("{n} in front", " of"), ("{n} {b} in front", " of"), ("{n} {b} closer to you", " than"),
+              ("{n} {b} nearer to you", " than")),
+    "behind": (("{n} behind", ""), ("{n} {b} behind", ""), ("{n} {b} farther away", " than"),
+               ("{n} {b} further from you", " than"), ("{n} {b} back", " from")),
+}
+DIAGONAL_PARTS = {
+    "left": (("to the left", " of"),),
+    "right": (("to the right", " of"),),
+    "up": (("above", ""), ("on top", " of")),
+    "down": (("below", ""), ("under", "")),
+    "front": (("in front", " of"),),
+    "behind": (("behind", ""),),
+}
+CORNER_2D = {  # up/down with left/right, as one word pair
+    ("up", "left"): ("to the top left of", "to the upper left of", "up and to the left of"),
+    ("up", "right"): ("to the top right of", "to the upper right of", "up and to the right of"),
+    ("down", "left"): ("to the bottom left of", "to the lower left of", "down and to the left of"),
+    ("down", "right"): ("to the bottom right of", "to the lower right of", "down and to the right of"),
+}
+
+
+def _counted(rng: np.random.Generator, name: str, distance: int) -> tuple[str, str]:
+    head, connector = pick(rng, COUNTED[name])
+    n = "a" if distance == 1 and "{b}" in head and chance(rng, 0.25) else number(rng, distance)
+    return head.format(n=n, b=blocks_noun(rng, distance)), connector
+
+
+def relation_phrase(rng: np.random.Generator, offset: Sequence[int]) -> dict:
+    """A phrase placing a cell at ``offset`` (right, up, away) from a reference, without the
+    reference itself: {'text', 'type', 'offset', 'components'}; the phrase ends so the reference
+    expression can follow ("two to the left and one above" + " the red block")."""
+    components = spatial.offset_components(offset)
+    rtype = spatial.relation_type(offset)
+    if rtype is None:
+        raise ValueError("relation_phrase: zero offset")
+    distances = [d for _, d in components]
+    text = None
+    if rtype == "1D" and distances[0] == 1 and chance(rng, 0.65):
+        text = pick(rng, ADJACENT_1D[components[0][0]])
+    elif rtype == "2D" and max(distances) == 1 and chance(rng, 0.55):
+        names = [n for n, _ in components]
+        key = (names[1], names[0]) if names[0] in ("left", "right") and names[1] in ("up", "down") else None
+        if key in CORNER_2D and chance(rng, 0.5):
+            text = pick(rng, CORNER_2D[key])
+        else:
+            order = list(components)
+            if chance(rng, 0.5):
+                order.reverse()
+            parts = [pick(rng, DIAGONAL_PARTS[n]) for n, _ in order]
+            lead = pick(rng, ("diagonally ", "diagonally ", ""))
+            text = f"{lead}{parts[0][0]}{parts[0][1]} and {parts[1][0]}{parts[1][1]}"
+    if text is None:
+        order = list(components)
+        rng.shuffle(order)
+        pieces = [_counted(rng, n, d) for n, d in order]
+        heads = [h for h, _ in pieces]
+        if len(heads) == 1:
+            body = heads[0]
+        elif len(heads) == 2:
+            body = f"{heads[0]} and {heads[1]}"
+        else:
+            body = f"{heads[0]}, {heads[1]}{pick(rng, (',', ''))} and {heads[2]}"
+        text = body + pieces[-1][1]
+    return {"text": text, "type": rtype, "offset": [int(v) for v in offset],
+            "components": [[n, int(d)] for n, d in components]}
+
+
+# --------------------------------------------------------------------------------------------
+# Builder-anchored directions ("going up and to the left of you")
+
+ANCHOR_WORDS = {
+    "left": ("to the left of you", "to your left", "left", "to the left"),
+    "right": ("to the right of you", "to your right", "right", "to the right"),
+    "up": ("up", "upwards", "up"),
+    "down": ("down", "downwards"),
+    "front": ("toward you", "towards you"),
+    "behind": ("away from you", "away from you"),
+}
+
+
+def anchor_phrase(rng: np.random.Generator, direction: Sequence[int]) -> dict:
+    """The direction of travel of a line (a row or a diagonal) with the Builder as anchor:
+    'going up and to the left of you'.  ``direction`` is a (right, up, away) step."""
+    components = [n for n, _ in spatial.offset_components(direction)]
+    if not components:
+        raise ValueError("anchor_phrase: zero direction")
+    components.sort(key=lambda n: 0 if n in ("up", "down") else 1)
+    words = [pick(rng, ANCHOR_WORDS[n]) for n in components]
+    body = words[0] if len(words) == 1 else (
+        " and ".join(words) if len(words) == 2 else f"{words[0]}, {words[1]} and {words[2]}")
+    lead = pick(rng, ("going ", "going ", "heading ", "running ", "extending ", ""))
+    if lead == "" and components[0] in ("left", "right") and not body.startswith("to"):
+        lead = "going "
+    if lead == "" and components[0] in ("up", "down", "front", "behind"):
+        lead = "going "
+    return {"text": lead + body, "dirs": [[int(v) for v in direction]],
+            "components": [[n] for n in components]}
+
+
+def plane_anchor_phrase(rng: np.random.Generator, dir_a: Sequence[int], size_a: int,
+                        dir_b: Sequence[int], size_b: int) -> dict:
+    """Spanning directions of a plane from its first corner: '3 to your left and 2 away from you'."""
+    (name_a, _), = spatial.offset_components(dir_a)
+    (name_b, _), = spatial.offset_components(dir_b)
+    pieces = []
+    for name, size in ((name_a, size_a), (name_b, size_b)):
+        word = pick(rng, ANCHOR_WORDS[name])
+        if name in ("left", "right") and not word.startswith("to"):
+            word = "to the " + word
+        pieces.append(f"{number(rng, size)} {word}")
+    lead = pick(rng, ("extending ", "going ", "spanning ", "reaching "))
+    return {"text": lead + " and ".join(pieces), "dirs": [[int(v) for v in dir_a], [int(v) for v in dir_b]],
+            "sizes": [int(size_a), int(size_b)]}
+
+
+# --------------------------------------------------------------------------------------------
+# Builder and Architect chit-chat
+
+COLOR_QUESTIONS = ("what color?", "which color?", "what color should it be", "sure, what color?",
+                   "which color do you want", "what colour?", "ok, what color?")
+COLOR_ANSWERS = ("{c}", "{c}", "{c} please", "make it {c}", "a {c} one", "{c}, sorry", "oh, {c}")
+COUNT_QUESTIONS = ("how many?", "how many blocks?", "how many should i place", "how many of them?")
+COUNT_ANSWERS = ("{n}", "{n} blocks", "{n} of them", "{n}, sorry", "just {n}")
+LENGTH_QUESTIONS = ("how long?", "how many blocks long?", "how big should it be", "what size?")
+DIRECTION_QUESTIONS = ("which direction?", "in which direction?", "which way?", "going which way?")
+DIRECTION_ANSWERS = ("{d}", "{d}", "sorry, {d}", "{d} please")
+CONFIRMATIONS = ("done", "done!", "ok", "okay", "finished", "there you go", "like this?", "ok done",
+                 "placed it", "got it")
+GREETINGS = ("hi", "hello!", "hey there", "hi, let's start", "hello builder", "ready?")
+GREETING_REPLIES = ("hi", "hello", "ready", "ok", "sure")
+CLOSINGS = ("great job!", "perfect, that's it", "done, thanks!", "that's the whole structure",
+            "nice work, we are done")
+
+
+def clarification(rng: np.random.Generator, what: str, value: str) -> tuple[str, str]:
+    """(Builder question, Architect answer) for an omitted detail ('color', 'count', 'direction',
+    'length'); ``value`` is the omitted detail as text."""
+    if what == "color":
+        return finish(rng, pick(rng, COLOR_QUESTIONS), True), pick(rng, COLOR_ANSWERS).format(c=value)
+    if what == "count":
+        return finish(rng, pick(rng, COUNT_QUESTIONS), True), pick(rng, COUNT_ANSWERS).format(n=value)
+    if what == "length":
+        return finish(rng, pick(rng, LENGTH_QUESTIONS), True), pick(rng, COUNT_ANSWERS).format(n=value)
+    if what == "direction":
+        return finish(rng, pick(rng, DIRECTION_QUESTIONS), True), pick(rng, DIRECTION_ANSWERS).format(d=value)
+    raise ValueError(f"clarification: unknown detail {what!r}")
+
+
+def confirmation(rng: np.random.Generator) -> str:
+    return pick(rng, CONFIRMATIONS)
+
+
+# --------------------------------------------------------------------------------------------
+# Instructions
+
+
+def _color_adj(color: str | None) -> str:
+    return f"{color} " if color else ""
+
+
+def first_block_instruction(rng: np.random.Generator, color: str | None) -> str:
+    """The first block of a game, on the empty ground (any cell is a correct reading)."""
+    c = _color_adj(color)
+    template = pick(rng, (
+        "{p}start with a {c}block on the ground",
+        "{p}{v} a {c}block on the ground",
+        "{p}{v} a {c}block anywhere on the ground",
+        "{p}let's begin with a {c}block on the ground",
+        "{p}first, {v} a {c}block down on the ground",
+        "{p}{v} a {c}block somewhere in the middle, on the ground",
+        "{p}we start with one {c}block on the floor",
+    ))
+    return finish(rng, template.format(p=pick(rng, ("", "", "ok ", "so ")), c=c, v=pick(rng, PLACE_VERBS)))
+
+
+def place_instruction(rng: np.random.Generator, color: str | None, relation: str, reference: str) -> str:
+    """One block at a relation to a reference: 'put a red block two to the left of the blue one'."""
+    c = _color_adj(color)
+    question = False
+    choice = int(rng.integers(10))
+    p, v = pick(rng, PREFIXES), pick(rng, PLACE_VERBS)
+    if choice == 0:
+        text = f"{p}{relation} {reference}, {v} a {c}block"
+    elif choice == 1:
+        text = f"{p}a {c}one {relation} {reference}" if color else f"{p}one {relation} {reference}"
+    elif choice == 2:
+        text = f"{p}{c}{relation} {reference}" if color else f"{p}one more {relation} {reference}"
+    elif choice == 3:
+        text = f"{p}i need a {c}block {relation} {reference}"
+    elif choice == 4:
+        text = f"can you {v} a {c}block {relation} {reference}"
+        question = True
+    elif choice == 5:
+        text = f"{p}we need a {c}block {relation} {reference}"
+    elif choice == 6:
+        text = (f"{p}the next block is {color} and goes {relation} {reference}" if color
+                else f"{p}the next block goes {relation} {reference}")
+    elif choice == 7:
+        text = f"{p}{v} one {c}block {relation} {reference}"
+    else:
+        text = f"{p}{v} a {c}block {relation} {reference}"
+    return finish(rng, text, question)
+
+
+def run_instruction(rng: np.random.Generator, color: str | None, count: int | None, relation: str,
+                    reference: str, upward: bool) -> str:
+    """Several blocks in a line from a reference, each one step further ('place three red blocks
+    on top of the last block').  ``count`` None leaves the number out (for a clarification)."""
+    c = _color_adj(color)
+    n = number(rng, count) if count else pick(rng, ("some", "a few", "more"))
+    more = "more " if count and chance(rng, 0.3) else ""
+    p, v = pick(rng, PREFIXES), pick(rng, PLACE_VERBS)
+    noun = "blocks"
+    if upward and chance(rng, 0.4):
+        text = f"{p}stack {n} {more}{c}{noun} {relation} {reference}"
+    else:
+        tail = pick(rng, ("", "", ", in a row", ", one after the other", ", in a line"))
+        text = pick(rng, (
+            f"{p}{v} {n} {more}{c}{noun} {relation} {reference}{tail}",
+            f"{p}now {n} {more}{c}{noun} {relation} {reference}{tail}",
+            f"{p}i need {n} {more}{c}{noun} {relation} {reference}{tail}",
+        ))
+    return finish(rng, text)
+
+
+def run_anchor_instruction(rng: np.random.Generator, color: str | None, count: int | None, anchor: str,
+                           reference: str) -> str:
+    """A line of blocks starting next to the reference, described by its Builder-anchored direction."""
+    c = _color_adj(color)
+    n = number(rng, count) if count else pick(rng, ("some", "a few"))
+    p, v = pick(rng, PREFIXES), pick(rng, PLACE_VERBS)
+    text = pick(rng, (
+        f"{p}{v} a row of {n} {c}blocks {anchor} from {reference}",
+        f"{p}continue from {reference} with {n} {c}blocks {anchor}",
+        f"{p}from {reference}, {v} {n} {c}blocks {anchor}",
+    ))
+    return finish(rng, text)
+
+
+REMOVE_VERBS = ("remove", "take away", "get rid of", "break", "delete", "take out", "destroy")
+
+
+def remove_instruction(rng: np.random.Generator, target: str) -> str:
+    p = pick(rng, PREFIXES + ("actually, ", "oops, ", "sorry, "))
+    text = pick(rng, (f"{p}{pick(rng, REMOVE_VERBS)} {target}",
+                      f"{p}please {pick(rng, REMOVE_VERBS)} {target}",
+                      f"{p}we don't need {target} anymore, {pick(rng, REMOVE_VERBS)} it",
+                      f"{p}{target} has to go, {pick(rng, REMOVE_VERBS)} it"))
+    return finish(rng, text)

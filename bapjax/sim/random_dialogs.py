@@ -1,0 +1,140 @@
+"""D_r: random structures, one block per instruction (paper section 5.2).
+
+The target grows during the dialogue: ``bapjax.sim.structures.grow_random_structure`` gives the
+blocks' growth order, and with a small probability an iteration instead removes a block placed
+earlier (one whose removal keeps the structure on the ground and connected, now and at the
+end).  The target is what stands at the end.  Each instruction addresses one block: the first
+goes "on the ground"; every later placement is described by a 1D/2D/3D relation (with
+distances) to a reference block the Architect picks among the blocks it can name uniquely by
+color or by location ("the red one", "the bottom-most red block", "the block closest to you",
+"the last block").  A removal names the block directly when it can, else by a relation to a
+nameable block.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bapjax import grid
+from bapjax.sim import language, spatial
+from bapjax.sim.dialogue import GameState, SimGame
+from bapjax.sim.structures import constraint_violations, grow_random_structure
+
+MIN_BLOCKS, MAX_BLOCKS = 4, 13
+REMOVE_P = 0.1
+MAX_REFERENCE_DISTANCE = 3  # per Builder axis
+OPTION_WEIGHTS = {"last": 0.6, "color": 3.0, "extreme_color": 2.0, "extreme": 1.2}
+
+
+def _choose_reference(state: GameState, target, yaw: float, exclude=()) -> tuple[tuple, dict] | None:
+    """A (reference cell, realized referring expression) for describing ``target``."""
+    rng = state.rng
+    candidates, weights = [], []
+    for cell in state.structure:
+        if cell in exclude or cell == tuple(target):
+            continue
+        offset = spatial.world_to_builder(spatial.sub(target, cell), yaw)
+        if max(abs(v) for v in offset) > MAX_REFERENCE_DISTANCE:
+            continue
+        options = language.reference_options(state.structure, cell, yaw, state.last_cell)
+        if not options:
+            continue
+        closeness = 1.0 / (1.0 + sum(abs(v) for v in offset))
+        for option in options:
+            candidates.append((cell, option))
+            weights.append(OPTION_WEIGHTS[option["kind"]] * closeness)
+    if not candidates:
+        return None
+    w = np.asarray(weights)
+    cell, option = candidates[int(rng.choice(len(candidates), p=w / w.sum()))]
+    return cell, language.realize_reference(rng, option)
+
+
+def _place_segment(state: GameState, cell, color: int) -> bool:
+    rng = state.rng
+    goal = {**state.structure, tuple(cell): color}
+    omitted = state.maybe_omit(["color"])
+    color_text = language.color_word(color)
+    if not state.structure:
+        pose = state.sample_pose([cell], [cell])
+        text = language.first_block_instruction(rng, None if omitted else color_text)
+        record = {"kind": "first", "color": color_text, "target_cells": [list(cell)], "on_ground": True,
+                  "ref": None, "relation": None, "anchor": None, "omitted": omitted}
+    else:
+        pose = state.sample_pose([cell], [cell])
+        chosen = _choose_reference(state, cell, pose.yaw)
+        if chosen is None:
+            return False
+        ref_cell, ref = chosen
+        offset = spatial.world_to_builder(spatial.sub(cell, ref_cell), pose.yaw)
+        relation = language.relation_phrase(rng, offset)
+        text = language.place_instruction(rng, None if omitted else color_text, relation["text"], ref["text"])
+        record = {"kind": "place", "color": color_text, "target_cells": [list(cell)], "ref": ref,
+                  "relation": relation, "anchor": None, "omitted": omitted}
+    clarification = language.clarification(rng, "color", color_text) if omitted else None
+    state.add_segment(pose, text, record, goal, clarification=clarification)
+    return True
+
+
+def _removable(state: GameState, future: list) -> list:
+    """Built blocks whose removal keeps the structure valid now and at the end of the growth."""
+    out = []
+    final = dict(state.structure)
+    final.update({tuple(b[:3]): b[3] for b in future})
+    for cell in state.structure:
+        now = {c: k for c, k in state.structure.items() if c != cell}
+        end = {c: k for c, k in final.items() if c != cell}
+        if now and not constraint_violations(now) and not constraint_violations(end):
+            out.append(cell)
+    return out
+
+
+def _remove_segment(state: GameState, cell) -> bool:
+    rng = state.rng
+    color = state.structure[cell]
+    pose = state.sample_pose([cell])
+    goal = {c: k for c, k in state.structure.items() if c != cell}
+    options = [o for o in language.reference_options(state.structure, cell, pose.yaw, state.last_cell)]
+    color_text = language.color_word(color)
+    if options and language.chance(rng, 0.7):
+        ref = language.realize_reference(rng, options[int(rng.integers(len(options)))])
+        text = language.remove_instruction(rng, ref["text"])
+        record = {"kind": "remove", "color": color_text, "target_cells": [list(cell)], "ref": ref,
+                  "relation": None, "anchor": None, "omitted": None, "target_is_ref": True}
+    else:
+        chosen = _choose_reference(state, cell, pose.yaw)
+        if chosen is None:
+            return False
+        ref_cell, ref = chosen
+        offset = spatial.world_to_builder(spatial.sub(cell, ref_cell), pose.yaw)
+        relation = language.relation_phrase(rng, offset)
+        target_text = f"the {color_text} {language.pick(rng, ('block', 'one', 'block'))} {relation['text']} {ref['text']}"
+        text = language.remove_instruction(rng, target_text)
+        record = {"kind": "remove", "color": color_text, "target_cells": [list(cell)], "ref": ref,
+                  "relation": relation, "anchor": None, "omitted": None, "target_is_ref": False}
+    state.add_segment(pose, text, record, goal)
+    if state.last_cell == cell:
+        state.last_cell = None
+    return True
+
+
+def simulate_game(rng: np.random.Generator) -> SimGame:
+    """One D_r game."""
+    state = GameState(rng, "r")
+    num_blocks = int(rng.integers(MIN_BLOCKS, MAX_BLOCKS + 1))
+    growth = [tuple(b) for b in grow_random_structure(rng, num_blocks)]
+    removals = 0
+    index = 0
+    while index < len(growth):
+        if len(state.structure) >= 3 and removals < num_blocks // 3 and language.chance(rng, REMOVE_P):
+            candidates = _removable(state, growth[index:])
+            if candidates:
+                cell = candidates[int(rng.integers(len(candidates)))]
+                if _remove_segment(state, cell):
+                    removals += 1
+                    continue
+        x, y, z, color = growth[index]
+        if not _place_segment(state, (x, y, z), color):
+            break
+        index += 1
+    return state.finish({"num_blocks": num_blocks, "removals": removals, "shapes": []})

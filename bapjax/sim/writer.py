@@ -1,0 +1,143 @@
+"""Write simulated games as a corpus in the MDC layout, so ``bapjax.corpus.mdc`` reads it unchanged.
+
+Layout (one directory per split "day"):
+
+    <out>/data/dataset.json                                          {"name": "r"|"bs"|"ss", ...}
+    <out>/data/logs/splits.json                                      {"train": [C...], "val": [...], "test": [...]}
+    <out>/data/logs/sim-<split>/logs/B0-A0-C<id>-<n>/postprocessed-observations.json
+    <out>/data/logs/sim-<split>/logs/B0-A0-C<id>-<n>/instructions.json   (grounded records; the reader ignores it)
+    <out>/data/gold-configurations/C<id>.xml                          (x, z offset by +100, as the MDC)
+
+World states follow the itemizer's rule: state 0 is the empty world with the chat
+["<Builder> Mission has started."]; then one state per chat line and one state per Builder
+action (exactly one block changes), each with the Builder's pose of its segment.  So every
+instruction (with its clarification turns) followed by the Builder's actions is one BAP item,
+and the item's pose is the pose the instruction was written for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+from bapjax import grid
+from bapjax.grid import PLACE
+from bapjax.sim.dialogue import SimGame
+
+START_LINE = "<Builder> Mission has started."
+GOLD_OFFSET = 100
+
+
+def _pose_json(pose) -> dict:
+    return {"X": float(pose.x), "Y": float(pose.y), "Z": float(pose.z), "Yaw": float(pose.yaw),
+            "Pitch": float(pose.pitch)}
+
+
+def _blocks_json(structure: dict) -> list:
+    return [{"AbsoluteCoordinates": {"X": x, "Y": y, "Z": z}, "Type": grid.mdc_block_type(color)}
+            for (x, y, z), color in sorted(structure.items())]
+
+
+def _inventory_json(structure: dict) -> list:
+    counts = [0] * (grid.NUM_COLORS + 1)
+    for color in structure.values():
+        counts[color] += 1
+    return [{"Index": c - 1, "Type": grid.mdc_block_type(c), "Quantity": grid.INVENTORY_PER_COLOR - counts[c]}
+            for c in range(1, grid.NUM_COLORS + 1)]
+
+
+def _timestamp(second: int) -> str:
+    minutes, seconds = divmod(second, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"2026-01-01 {hours % 24:02d}:{minutes:02d}:{seconds:02d}"
+
+
+def game_world_states(game: SimGame) -> list[dict]:
+    """The WorldStates list of one game (see the module docstring for the rule)."""
+    states = []
+    chat: list[str] = [START_LINE]
+    structure: dict = {}
+    clock = 0
+
+    def emit(pose):
+        nonlocal clock
+        states.append({
+            "BuilderPosition": _pose_json(pose),
+            "ChatHistory": list(chat),
+            "BlocksInGrid": _blocks_json(structure),
+            "BuilderInventory": _inventory_json(structure),
+            "Timestamp": _timestamp(clock),
+        })
+        clock += 3
+
+    emit(game.start_pose)
+    for speaker, text in game.opening:
+        chat.append(f"<{speaker}> {text}")
+        emit(game.start_pose)
+    pose = game.start_pose
+    for n, segment in enumerate(game.segments):
+        if not segment.actions:
+            raise ValueError(f"game segment {n} has no Builder actions; it would not be a BAP item")
+        pose = segment.pose
+        for speaker, text in segment.lines:
+            chat.append(f"<{speaker}> {' '.join(text.split())}")
+            emit(pose)
+        for action in segment.actions:
+            structure = grid.apply_to_structure(structure, action)
+            emit(pose)
+        if segment.confirmation:
+            chat.append(f"<Builder> {segment.confirmation}")
+            emit(pose)
+    for speaker, text in game.closing:
+        chat.append(f"<{speaker}> {text}")
+        emit(pose)
+    return states
+
+
+def gold_xml(structure: dict) -> str:
+    lines = [f'<DrawBlock type="cwcmod:{grid.mdc_block_type(color)}" x="{x + GOLD_OFFSET}" y="{y}" '
+             f'z="{z + GOLD_OFFSET}"/>' for (x, y, z), color in sorted(structure.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2]))]
+    return "\n".join(lines) + "\n"
+
+
+def game_dir_name(target_id: str, game_index: int) -> str:
+    return f"B0-A0-{target_id}-{game_index}"
+
+
+def write_game(root: Path, split: str, target_id: str, game_index: int, game: SimGame) -> Path:
+    """Write one game's log, its grounded records and its gold configuration; returns the game dir."""
+    game_dir = Path(root) / "data" / "logs" / f"sim-{split}" / "logs" / game_dir_name(target_id, game_index)
+    game_dir.mkdir(parents=True, exist_ok=True)
+    with open(game_dir / "postprocessed-observations.json", "w", encoding="utf-8") as f:
+        json.dump({"WorldStates": game_world_states(game), "NumFixedViewers": 0,
+                   "TimeElapsed": 0, "Simulator": game.dataset}, f, separators=(",", ":"))
+    with open(game_dir / "instructions.json", "w", encoding="utf-8") as f:
+        json.dump({"dataset": game.dataset, "target_id": target_id, "info": game.info,
+                   "records": [s.record for s in game.segments]}, f, separators=(",", ":"))
+    gold_dir = Path(root) / "data" / "gold-configurations"
+    gold_dir.mkdir(parents=True, exist_ok=True)
+    (gold_dir / f"{target_id}.xml").write_text(gold_xml(game.target), encoding="utf-8")
+    return game_dir
+
+
+def write_corpus_meta(root: Path, dataset: str, splits: dict[str, list[str]], meta: dict) -> None:
+    """splits.json and dataset.json, written last (after every game) so a half-written corpus
+    is not mistaken for a complete one."""
+    logs = Path(root) / "data" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    tmp = logs / f".splits.json.tmp{os.getpid()}"
+    tmp.write_text(json.dumps(splits))
+    tmp.replace(logs / "splits.json")
+    (Path(root) / "data" / "dataset.json").write_text(json.dumps({"name": dataset, **meta}, indent=1))
+
+
+def read_records(game_dir: Path) -> dict:
+    """The grounded instruction records written beside a game log."""
+    with open(Path(game_dir) / "instructions.json", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def placed_cells(actions: Iterable) -> list:
+    return [a.cell for a in actions if a.type == PLACE]
