@@ -1,0 +1,449 @@
+"""Augment MDC training games: paraphrase, permute colors, rotate about the vertical axis.
+
+    python -m bapjax.corpus.augment --corpus PATH --seed S --out DIR [--copies 3]
+
+Each training game gets ``--copies`` augmented copies (default 3, the paper's 4x mix:
+3,709 original + 3 x 3,709 augmented = 14,836 training items). A copy combines all three
+transformations of the paper (section 2.5):
+
+* rotation by k quarter turns about the vertical axis through the build region's center
+  (cell (x, z) -> (-z, x) per turn; the Builder's position rotates about (0.5, 0.5), the
+  center of the region's cell centers, and its yaw increases by 90 degrees per turn, so every
+  block stays where it was relative to the Builder and "to your left" stays true);
+* a permutation of the six colors applied to every block, the Builder's inventory and every
+  color word in the chat ("red", "Reds", "reddish" ...);
+* synonym substitution with the corpus's lexicon ``data/lexicons/synonym_substitutions.json``
+  (each eligible word is replaced with probability ``--paraphrase_prob``).
+
+(k, permutation) pairs are drawn per game from the seed, never the identity and never twice
+for one game. Every transformation maps items one to one (region, supports and the per-color
+inventory are invariant), so each copy has exactly its original's items.
+
+DIR becomes a corpus in the MDC layout that ``bapjax.corpus.mdc.load_corpus(DIR)`` reads: the
+training games (hard links to the originals unless ``--noinclude_originals``) plus the copies,
+named ``<game>-aug<c>`` so item ids stay distinct while the target id (and so the split) is the
+original's; ``splits.json`` lists only the training targets (val and test are never augmented);
+``data/augmentation.json`` records the seed and each copy's transformation. The last line
+printed is JSON: {"original_items", "augmented_items", "total_items", "games", ...}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from absl import app, flags, logging
+
+from bapjax import grid
+from bapjax.corpus import mdc
+from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax.grid import Action, Block
+
+LEXICON_PATH = Path("data") / "lexicons" / "synonym_substitutions.json"
+IDENTITY = tuple(range(1, grid.NUM_COLORS + 1))
+ALL_PERMUTATIONS = tuple(itertools.permutations(IDENTITY))
+
+_COLOR_WORD = re.compile(r"(?<![A-Za-z])(red|orange|yellow|green|blue|purple)(dish|ish|s)?(?![A-Za-z])",
+                         re.IGNORECASE)
+_WORD = re.compile(r"(?<![\w'])([A-Za-z0-9]+)(?![\w'])")
+_SPEAKER_PREFIX = re.compile(r"^(<\w+>\s?)(.*)$", re.DOTALL)
+
+
+@dataclasses.dataclass(frozen=True)
+class Augmentation:
+    """One copy's transformation. ``permutation[c - 1]`` is the new color id of color c."""
+
+    rotation: int  # quarter turns, 0..3
+    permutation: tuple[int, ...]
+    paraphrase_prob: float
+    paraphrase_seed: int
+
+    def to_json(self) -> dict:
+        return {"rotation_quarter_turns": self.rotation,
+                "color_map": {grid.color_name(c): grid.color_name(self.permutation[c - 1]) for c in IDENTITY},
+                "paraphrase_prob": self.paraphrase_prob, "paraphrase_seed": self.paraphrase_seed}
+
+
+# --------------------------------------------------------------------------------------------
+# Geometry and colors
+
+
+def rotate_cell(x: int, z: int, quarter_turns: int) -> tuple[int, int]:
+    """Cell (x, z) after k quarter turns (x, z) -> (-z, x); maps the build region to itself."""
+    for _ in range(quarter_turns % 4):
+        x, z = -z, x
+    return x, z
+
+
+def rotate_position(x: float, z: float, quarter_turns: int) -> tuple[float, float]:
+    """A continuous position rotated like the cells: about (0.5, 0.5)."""
+    for _ in range(quarter_turns % 4):
+        x, z = 1.0 - z, x
+    return x, z
+
+
+def rotate_yaw(yaw: float, quarter_turns: int) -> float:
+    """Yaw (degrees, in [-180, 180)) turned with the world: +90 per quarter turn.
+
+    Minecraft looks along (-sin yaw, cos yaw) in (x, z); (x, z) -> (-z, x) maps that to the
+    direction of yaw + 90.
+    """
+    return (yaw + 90.0 * (quarter_turns % 4) + 180.0) % 360.0 - 180.0
+
+
+def inverse_permutation(permutation: Sequence[int]) -> tuple[int, ...]:
+    inverse = [0] * len(permutation)
+    for c, new in enumerate(permutation, 1):
+        inverse[new - 1] = c
+    return tuple(inverse)
+
+
+def transform_block(block: Block, aug: Augmentation) -> Block:
+    x, z = rotate_cell(block.x, block.z, aug.rotation)
+    return Block(x, block.y, z, aug.permutation[block.color - 1])
+
+
+def transform_action(action: Action, aug: Augmentation) -> Action:
+    x, z = rotate_cell(action.x, action.z, aug.rotation)
+    return Action(action.type, aug.permutation[action.color - 1], x, action.y, z)
+
+
+def transform_pose(pose: BuilderPose, aug: Augmentation) -> BuilderPose:
+    x, z = rotate_position(pose.x, pose.z, aug.rotation)
+    return BuilderPose(x, pose.y, z, rotate_yaw(pose.yaw, aug.rotation), pose.pitch)
+
+
+def _match_case(word: str, like: str) -> str:
+    if like.isupper() and len(like) > 1:
+        return word.upper()
+    if like[:1].isupper():
+        return word[:1].upper() + word[1:]
+    return word
+
+
+def permute_color_words(text: str, permutation: Sequence[int]) -> str:
+    """Every color word (and its plural / -ish form) replaced by its permuted color."""
+
+    def replace(match: re.Match) -> str:
+        old = match.group(1).lower()
+        new = grid.color_name(permutation[grid.color_id(old) - 1])
+        suffix = (match.group(2) or "").lower()
+        if suffix in ("ish", "dish"):
+            suffix = "dish" if new == "red" else "ish"
+        return _match_case(new + suffix, match.group(0))
+
+    return _COLOR_WORD.sub(replace, text)
+
+
+def color_words(text: str) -> list[int]:
+    """Color ids of the color words of a text, in order (for checks)."""
+    return [grid.color_id(m.group(1).lower()) for m in _COLOR_WORD.finditer(text)]
+
+
+def paraphrase(text: str, lexicon: Mapping[str, Sequence[str]], rng: np.random.Generator,
+               prob: float) -> tuple[str, int]:
+    """Synonym substitution: each lexicon word replaced with probability ``prob``."""
+    count = 0
+
+    def replace(match: re.Match) -> str:
+        nonlocal count
+        word = match.group(1)
+        options = lexicon.get(word.lower())
+        if not options or rng.random() >= prob:
+            return word
+        count += 1
+        return _match_case(str(options[rng.integers(len(options))]), word)
+
+    return _WORD.sub(replace, text), count
+
+
+def load_lexicon(root: Path) -> dict[str, list[str]]:
+    path = root / LEXICON_PATH
+    try:
+        lexicon = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise mdc.CorpusError(f"{path}: cannot read the synonym lexicon ({err})") from err
+    if not isinstance(lexicon, dict) or not all(isinstance(v, list) for v in lexicon.values()):
+        raise mdc.CorpusError(f"{path}: expected {{word: [synonyms]}}")
+    for word in lexicon:
+        if grid.COLOR_TO_ID.get(word.lower()):
+            raise mdc.CorpusError(f"{path}: the lexicon substitutes color word {word!r}, which "
+                                  "would break the color permutation")
+    return {k.lower(): [str(s) for s in v] for k, v in lexicon.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Games
+
+
+class _ChatAugmenter:
+    """Augments each distinct chat line once, so the cumulative ChatHistory stays consistent."""
+
+    def __init__(self, aug: Augmentation, lexicon: Mapping[str, Sequence[str]]):
+        self.aug = aug
+        self.lexicon = lexicon
+        self.rng = np.random.default_rng(aug.paraphrase_seed)
+        self.lines: dict[tuple[int, str], str] = {}
+        self.substitutions = 0
+
+    def line(self, index: int, line: str) -> str:
+        key = (index, line)
+        out = self.lines.get(key)
+        if out is None:
+            match = _SPEAKER_PREFIX.match(line)
+            prefix, text = (match.group(1), match.group(2)) if match else ("", line)
+            # Keep the system line the itemizer's readers may look for.
+            if text != "Mission has started.":
+                text = permute_color_words(text, self.aug.permutation)
+                if self.aug.paraphrase_prob > 0:
+                    text, count = paraphrase(text, self.lexicon, self.rng, self.aug.paraphrase_prob)
+                    self.substitutions += count
+            out = prefix + text
+            self.lines[key] = out
+        return out
+
+
+def augment_raw_game(raw: Mapping[str, Any], aug: Augmentation, lexicon: Mapping[str, Sequence[str]],
+                     where: str = "game") -> tuple[dict, int]:
+    """A postprocessed-observations record transformed; returns (record, substitutions)."""
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("WorldStates"), list):
+        raise mdc.CorpusError(f"{where}: missing key 'WorldStates' (a list of world states)")
+    chat = _ChatAugmenter(aug, lexicon)
+    out = {k: v for k, v in raw.items() if k != "WorldStates"}
+    states = []
+    for n, state in enumerate(raw["WorldStates"]):
+        at = f"{where}: WorldStates[{n}]"
+        state = dict(state)
+        pose = state.get("BuilderPosition")
+        if pose is not None:
+            try:
+                x, z = rotate_position(float(pose["X"]), float(pose["Z"]), aug.rotation)
+                state["BuilderPosition"] = {**pose, "X": x, "Z": z,
+                                            "Yaw": rotate_yaw(float(pose["Yaw"]), aug.rotation)}
+            except (KeyError, TypeError, ValueError) as err:
+                raise mdc.CorpusError(f"{at}: BuilderPosition lacks X, Z or Yaw ({err!r})") from err
+        blocks = []
+        for b, block in enumerate(state.get("BlocksInGrid") or []):
+            try:
+                coords = block["AbsoluteCoordinates"]
+                x, z = rotate_cell(int(coords["X"]), int(coords["Z"]), aug.rotation)
+                color = aug.permutation[grid.color_id(block["Type"]) - 1]
+            except (KeyError, TypeError, ValueError) as err:
+                raise mdc.CorpusError(f"{at}: BlocksInGrid[{b}]: {err!r}") from err
+            # PerspectiveCoordinates are relative to the Builder, which turned with the world.
+            blocks.append({**block, "AbsoluteCoordinates": {**coords, "X": x, "Z": z},
+                           "Type": grid.mdc_block_type(color)})
+        state["BlocksInGrid"] = blocks
+        inventory = []
+        for slot in state.get("BuilderInventory") or []:
+            slot = dict(slot)
+            if "Type" in slot:
+                try:
+                    slot["Type"] = grid.mdc_block_type(aug.permutation[grid.color_id(slot["Type"]) - 1])
+                except ValueError:
+                    pass  # not a colored block; keep it as logged
+            inventory.append(slot)
+        if "BuilderInventory" in state:
+            state["BuilderInventory"] = inventory
+        state["ChatHistory"] = [chat.line(i, str(line)) for i, line in enumerate(state.get("ChatHistory") or [])]
+        states.append(state)
+    out["WorldStates"] = states
+    return out, chat.substitutions
+
+
+def _stable_hash(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def draw_augmentations(game_id: str, seed: int, copies: int, paraphrase_prob: float) -> list[Augmentation]:
+    """``copies`` distinct non-identity (rotation, permutation) pairs for one game, from the seed."""
+    if copies > 4 * len(ALL_PERMUTATIONS) - 1:
+        raise ValueError(f"at most {4 * len(ALL_PERMUTATIONS) - 1} distinct copies per game")
+    rng = np.random.default_rng([seed, _stable_hash(game_id)])
+    used = {(0, IDENTITY)}
+    out = []
+    while len(out) < copies:
+        rotation = int(rng.integers(4))
+        permutation = ALL_PERMUTATIONS[int(rng.integers(len(ALL_PERMUTATIONS)))]
+        if (rotation, permutation) in used:
+            continue
+        used.add((rotation, permutation))
+        out.append(Augmentation(rotation, permutation, paraphrase_prob, int(rng.integers(2**31))))
+    return out
+
+
+def augmented_game_id(game_id: str, copy: int) -> str:
+    return f"{game_id}-aug{copy}"
+
+
+def _write_json(path: Path, record: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(record, f, separators=(",", ":"))
+    tmp.replace(path)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.exists():
+        dst.unlink()
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _augment_one(job) -> list[dict]:
+    path, game_rel, game_id, augs, lexicon, out_logs = job
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise mdc.CorpusError(f"{path}: cannot read the game log ({err})") from err
+    records = []
+    for copy, aug in enumerate(augs, 1):
+        new_id = augmented_game_id(game_id, copy)
+        record, substitutions = augment_raw_game(raw, aug, lexicon, where=str(path))
+        _write_json(out_logs / game_rel.parent.parent / new_id / "postprocessed-observations.json", record)
+        records.append({"game": new_id, "source_game": game_id, "copy": copy,
+                        "substitutions": substitutions, **aug.to_json()})
+    return records
+
+
+def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: int, copies: int = 3,
+                  paraphrase_prob: float = 0.5, include_originals: bool = True,
+                  processes: int | None = None, progress: bool = True, split: str = "train") -> dict:
+    """Write the augmented training corpus to ``out_dir``; returns item counts and settings."""
+    root = mdc.resolve_corpus(corpus)
+    out_root = Path(out_dir)
+    lexicon = load_lexicon(root) if paraphrase_prob > 0 else {}
+    target_split = mdc.read_splits(root)
+    train_targets = sorted({t for t, s in target_split.items() if s == split},
+                           key=lambda t: int(t[1:]) if t[1:].isdigit() else t)
+    logs = root / "data" / "logs"
+    out_logs = out_root / "data" / "logs"
+    if out_logs.exists():
+        shutil.rmtree(out_logs)
+    jobs = []
+    for path in mdc.game_files(root):
+        game_id = path.parent.name
+        if target_split.get(mdc.target_of_game(game_id)) != split:
+            continue
+        game_rel = path.relative_to(logs)
+        if include_originals:
+            _link_or_copy(path, out_logs / game_rel)
+        jobs.append((path, game_rel, game_id, draw_augmentations(game_id, seed, copies, paraphrase_prob),
+                     lexicon, out_logs))
+    if not jobs:
+        raise mdc.CorpusError(f"{root}: no {split} games to augment")
+    processes = processes or min(os.cpu_count() or 1, 4)
+    start = time.time()
+    records: list[dict] = []
+    if processes > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            results = pool.imap(_augment_one, jobs, chunksize=4)
+            for n, result in enumerate(results, 1):
+                records.extend(result)
+                _log_progress(n, len(jobs), start, progress)
+    else:
+        for n, job in enumerate(jobs, 1):
+            records.extend(_augment_one(job))
+            _log_progress(n, len(jobs), start, progress)
+    _write_json(out_logs / "splits.json", {"train": train_targets, "val": [], "test": []})
+    _write_json(out_root / "data" / "dataset.json", {"name": mdc.corpus_dataset_name(root)})
+    lexicon_out = out_root / LEXICON_PATH
+    if (root / LEXICON_PATH).exists():
+        lexicon_out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / LEXICON_PATH, lexicon_out)
+    augmented = mdc.load_corpus(out_root, processes=processes, progress=progress)
+    original = mdc.load_corpus(root, processes=processes)
+    original_items = len(original.split(split))
+    total_items = len(augmented.split("train"))
+    stats = {
+        "original_items": original_items if include_originals else 0,
+        "augmented_items": total_items - (original_items if include_originals else 0),
+        "total_items": total_items,
+        "source_items": original_items,
+        "games": len(jobs),
+        "augmented_games": len(records),
+        "copies": copies,
+        "seed": seed,
+        "paraphrase_prob": paraphrase_prob,
+        "substitutions": sum(r["substitutions"] for r in records),
+        "source": str(root),
+        "out": str(out_root),
+    }
+    _write_json(out_root / "data" / "augmentation.json", {**stats, "games_written": records})
+    return stats
+
+
+def _log_progress(n: int, total: int, start: float, progress: bool) -> None:
+    if progress and (n % 25 == 0 or n == total):
+        rate = n / max(time.time() - start, 1e-9)
+        logging.info("augmented %d/%d games (%.1f games/s, ETA %.0f s)", n, total, rate, (total - n) / rate)
+
+
+# --------------------------------------------------------------------------------------------
+# Item-level view (what the augmented game's items must equal; used by the tests)
+
+
+def transform_item(item: BapItem, aug: Augmentation, copy: int) -> BapItem:
+    """The item the augmented game should yield, text color-permuted but not paraphrased."""
+    history = tuple(
+        transform_action(e, aug) if isinstance(e, Action)
+        else ChatTurn(e.speaker, e.text if e.text == "Mission has started."
+                      else permute_color_words(e.text, aug.permutation))
+        for e in item.history)
+    game_id = augmented_game_id(item.game_id, copy)
+    return dataclasses.replace(
+        item, item_id=f"{game_id}:{item.item_id.rsplit(':', 1)[1]}", game_id=game_id, history=history,
+        prev_structure=tuple(sorted(transform_block(b, aug) for b in item.prev_structure)),
+        reference_actions=tuple(transform_action(a, aug) for a in item.reference_actions),
+        next_structure=tuple(sorted(transform_block(b, aug) for b in item.next_structure)),
+        builder_pose=transform_pose(item.builder_pose, aug))
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+FLAGS = flags.FLAGS
+# --corpus and --out are defined by bapjax.corpus.mdc (imported above); reuse them.
+flags.DEFINE_integer("seed", 0, "Seed for every random choice.")
+flags.DEFINE_integer("copies", 3, "Augmented copies per training game (3 gives the paper's 4x mix).")
+flags.DEFINE_float("paraphrase_prob", 0.5, "Probability of substituting each lexicon word.")
+flags.DEFINE_bool("include_originals", True, "Also put (hard links to) the original training games in OUT.")
+flags.DEFINE_integer("processes", None, "Worker processes (default: min(cpus, 4)).")
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if not FLAGS.corpus or not FLAGS.out:
+        raise app.UsageError("usage: python -m bapjax.corpus.augment --corpus PATH --seed S --out DIR")
+    try:
+        stats = augment_games(FLAGS.corpus, FLAGS.out, FLAGS.seed, FLAGS.copies, FLAGS.paraphrase_prob,
+                              FLAGS.include_originals, FLAGS.processes)
+    except mdc.CorpusError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {stats['augmented_games']} augmented games ({stats['augmented_items']} items) and "
+          f"{stats['original_items']} original items to {stats['out']}: {stats['total_items']} training items")
+    print(json.dumps(stats))
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)
