@@ -96,8 +96,11 @@ def rotate_yaw(yaw: float, quarter_turns: int) -> float:
     """Yaw (degrees, in [-180, 180)) turned with the world: +90 per quarter turn.
 
     Minecraft looks along (-sin yaw, cos yaw) in (x, z); (x, z) -> (-z, x) maps that to the
-    direction of yaw + 90.
+    direction of yaw + 90. Logged yaws slightly outside [-180, 180) (the MDC has some) are
+    normalized when turned, and kept as logged when k = 0.
     """
+    if quarter_turns % 4 == 0:
+        return yaw
     return (yaw + 90.0 * (quarter_turns % 4) + 180.0) % 360.0 - 180.0
 
 
