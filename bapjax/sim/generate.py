@@ -273,15 +273,20 @@ def format_statistics(stats: dict) -> str:
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("dataset", None, sorted(SIMULATORS), "Which simulator: r, bs or ss.")
-flags.DEFINE_string("out", None, "Output corpus directory (gets data/...).")
-flags.DEFINE_integer("seed", 0, "Random seed (the corpus depends only on it and the sizes).")
-flags.DEFINE_integer("train_items", None, "Training items (default: Table 3).")
-flags.DEFINE_integer("val_items", None, "Validation items (default: Table 3).")
-flags.DEFINE_integer("test_items", None, "Test items (default: Table 3).")
-flags.DEFINE_integer("processes", None, "Worker processes (default: every core).")
-flags.DEFINE_bool("overwrite", False, "Replace an existing OUT/data.")
-flags.DEFINE_bool("progress", True, "Progress lines on stderr.")
+
+
+def define_flags() -> None:
+    """CLI flags, defined only when run as a program (other modules, e.g. bapjax.corpus.mdc,
+    define flags of the same names at import)."""
+    flags.DEFINE_enum("dataset", None, sorted(SIMULATORS), "Which simulator: r, bs or ss.")
+    flags.DEFINE_string("out", None, "Output corpus directory (gets data/...).")
+    flags.DEFINE_integer("seed", 0, "Random seed (the corpus depends only on it and the sizes).")
+    flags.DEFINE_integer("train_items", None, "Training items (default: Table 3).")
+    flags.DEFINE_integer("val_items", None, "Validation items (default: Table 3).")
+    flags.DEFINE_integer("test_items", None, "Test items (default: Table 3).")
+    flags.DEFINE_integer("processes", None, "Worker processes (default: every core).")
+    flags.DEFINE_bool("overwrite", False, "Replace an existing OUT/data.")
+    flags.DEFINE_bool("progress", True, "Progress lines on stderr.")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -302,4 +307,5 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -55,6 +55,14 @@ Structure = Mapping[Cell, int]
 FACE_OFFSETS = ((0, -1, 0), (1, 0, 0), (-1, 0, 0), (0, 0, 1), (0, 0, -1), (0, 1, 0))
 
 
+REGION_CELLS = frozenset(
+    (x, y, z)
+    for x in range(grid.X_MIN, grid.X_MAX + 1)
+    for y in range(grid.Y_MIN, grid.Y_MAX + 1)
+    for z in range(grid.Z_MIN, grid.Z_MAX + 1)
+)
+
+
 class PlanningError(ValueError):
     """The goal cannot be reached under the grid rules (region or inventory)."""
 
@@ -191,44 +199,44 @@ class _Planner:
         non-goal cells, i.e. temporary supports).
         """
         heap = []
-        best: dict[Cell, tuple] = {}
+        best: dict[Cell, tuple[int, int]] = {}
         parent: dict[Cell, Cell | None] = {}
         counter = 0
+        rank_of = self.rank
         for cell in self.pending:
-            key = (0, self.rank[cell], counter)
-            counter += 1
-            best[cell] = key
+            rank = rank_of[cell]
+            best[cell] = (0, rank)
             parent[cell] = None
-            heap.append((key, cell))
+            heap.append((0, rank, counter, cell))
+            counter += 1
         heapq.heapify(heap)
         current, pending_set = self.current, self.pending_set
-        rng = self.rng
+        offsets = FACE_OFFSETS
+        if self.rng is not None:  # one random neighbour order per search breaks ties
+            offsets = [FACE_OFFSETS[i] for i in self.rng.permutation(len(FACE_OFFSETS))]
+        push, pop = heapq.heappush, heapq.heappop
         while heap:
-            key, cell = heapq.heappop(heap)
-            if best.get(cell) != key:
+            cost, rank, _, cell = pop(heap)
+            if best[cell] != (cost, rank):
                 continue
-            cost, rank, _ = key
-            if cell not in pending_set and self._supported(cell):
-                path = [cell]
-                while parent[path[-1]] is not None:
-                    path.append(parent[path[-1]])
-                return path, cost
             x, y, z = cell
-            offsets = FACE_OFFSETS
-            if rng is not None:
-                offsets = [FACE_OFFSETS[i] for i in rng.permutation(len(FACE_OFFSETS))]
+            if cell not in pending_set:
+                if y == Y_MIN or any((x + dx, y + dy, z + dz) in current for dx, dy, dz in FACE_OFFSETS):
+                    path = [cell]
+                    while parent[path[-1]] is not None:
+                        path.append(parent[path[-1]])
+                    return path, cost
             for dx, dy, dz in offsets:
                 n = (x + dx, y + dy, z + dz)
-                if n in current or not grid.in_region(*n):
+                if n in current or n not in REGION_CELLS:
                     continue
-                step = 0 if n in pending_set else 1
-                new_key = (cost + step, rank, counter)
-                counter += 1
+                key = (cost if n in pending_set else cost + 1, rank)
                 old = best.get(n)
-                if old is None or new_key[:2] < old[:2]:
-                    best[n] = new_key
+                if old is None or key < old:
+                    best[n] = key
                     parent[n] = cell
-                    heapq.heappush(heap, (new_key, n))
+                    push(heap, (key[0], rank, counter, n))
+                    counter += 1
         raise PlanningError("no cell of the build region can support the remaining blocks")
 
     def _available(self) -> list[int]:

@@ -24,9 +24,10 @@ T, L, U and plane are planar: ``plane_kind`` says "horizontal" (the x-z plane) o
 images in each plane).  Sizes come from ``size_bounds`` ({kind: {param: (min, max)}}).
 
 Natural build order: path-like shapes (row, diagonal, L, U) are walked from one end to the
-other, starting at the lower end; a T is built bar-first unless its stem hangs down from the
-bar (then stem tip up, then the bar); a plane is built row by row, bottom row first for a
-vertical plane, snaking.
+other, starting at the lower end (a U opening upwards: the base, then each arm bottom-up); a T
+is built bar-first unless its stem hangs down from the bar (then the stem tip up, then the bar
+from its middle outwards); a plane is built row by row, bottom row first for a vertical plane,
+snaking.
 """
 
 from __future__ import annotations
@@ -139,8 +140,11 @@ def shape_geometry(kind: str, params: Mapping[str, Any]) -> list[Cell]:
         half = (w - 1) // 2
         bar = _planar(u, v, [(a, 0) for a in range(-half, half + 1)])
         stem = _planar(u, v, [(0, b) for b in range(1, h + 1)])
-        if v[1] < 0:  # stem hangs below the bar: build it from its tip up, then the bar
-            return stem[::-1] + bar
+        if v[1] < 0:  # stem hangs below the bar: from its tip up, then the bar from the middle out
+            middle = _planar(u, v, [(0, 0)])
+            right = _planar(u, v, [(a, 0) for a in range(1, half + 1)])
+            left = _planar(u, v, [(-a, 0) for a in range(1, half + 1)])
+            return stem[::-1] + middle + right + left
         return bar + stem
     if kind == "L":
         p, q = params["arm1"], params["arm2"]
@@ -149,6 +153,10 @@ def shape_geometry(kind: str, params: Mapping[str, Any]) -> list[Cell]:
         return _lower_end_first(arm1 + arm2)
     if kind == "U":
         w, h = params["base"], params["arm"]
+        if v[1] > 0:  # opening upwards: the base, then each arm bottom-up
+            coords = [(a, 0) for a in range(w)] + [(0, b) for b in range(1, h + 1)]
+            coords += [(w - 1, b) for b in range(1, h + 1)]
+            return _planar(u, v, coords)
         coords = [(0, b) for b in range(h, 0, -1)] + [(a, 0) for a in range(w)]
         coords += [(w - 1, b) for b in range(1, h + 1)]
         return _lower_end_first(_planar(u, v, coords))
