@@ -35,7 +35,7 @@ import numpy as np
 from absl import logging
 
 from bapjax import grid
-from bapjax.corpus.items import BapItem, ChatTurn
+from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
 from bapjax.grid import Action
 from bapjax.text import tokenizer
 from bapjax.text.vocab import Vocabulary
