@@ -1,0 +1,149 @@
+"""Trivial reference predictors for sanity checks of the evaluator and of result tables.
+
+    python -m bapjax.predictors empty  --corpus PATH --split test --out empty.jsonl
+    python -m bapjax.predictors oracle --items clean.jsonl --out oracle.jsonl
+
+``empty`` predicts no action for every item (F1 0 wherever the reference is non-empty).
+``oracle`` predicts the reference itself, so it scores 1.0 on every metric. It copies the
+reference as recorded wherever that is a feasible sequence; a few MDC references are not (a
+placement logged without a supporting neighbour: 1 action in the test split, 3 in val). There
+the oracle performs the same net actions feasibly: before an unsupported placement it places a
+chain of temporary support blocks from the nearest supported cell, and removes them right after
+(support blocks cancel out of the net actions). The evaluator itself never rejects references.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from typing import Sequence
+
+from absl import app, flags
+
+from bapjax import grid
+from bapjax.actions import as_structure
+from bapjax.corpus.items import BapItem
+from bapjax.grid import PLACE, REMOVE, Action
+
+_NEIGHBOURS = ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1))
+
+
+def empty_prediction(item: BapItem) -> list[Action]:
+    return []
+
+
+def _supported(structure: dict, cell) -> bool:
+    x, y, z = cell
+    return y == grid.Y_MIN or any((x + a, y + b, z + c) in structure for a, b, c in _NEIGHBOURS)
+
+
+def support_chain(structure: dict, cell) -> list[tuple[int, int, int]] | None:
+    """Empty cells to fill, in placement order, so that ``cell`` becomes supported (shortest
+    chain, found breadth-first from ``cell``); None when no chain exists."""
+    previous = {cell: None}
+    queue = collections.deque([cell])
+    while queue:
+        current = queue.popleft()
+        if current != cell and _supported(structure, current):
+            chain = []
+            while current != cell:
+                chain.append(current)
+                current = previous[current]
+            return chain  # from the supported end towards ``cell``
+        x, y, z = current
+        for a, b, c in _NEIGHBOURS:
+            nxt = (x + a, y + b, z + c)
+            if nxt not in previous and grid.in_region(*nxt) and nxt not in structure:
+                previous[nxt] = current
+                queue.append(nxt)
+    return None
+
+
+def feasible_equivalent(prev_structure, actions: Sequence[Action]) -> list[Action]:
+    """``actions`` with temporary supports added around unsupported placements (same net actions).
+
+    Other infeasible steps (which the MDC does not have) are kept as recorded."""
+    structure = as_structure(prev_structure)
+    out: list[Action] = []
+    for action in actions:
+        cell = action.cell
+        needs_support = (action.type == PLACE and cell not in structure
+                         and not _supported(structure, cell))
+        chain = support_chain(structure, cell) if needs_support else None
+        temporary = []
+        if chain:
+            counts = collections.Counter(structure.values())
+            for support in chain:
+                color = next((c for c in range(1, grid.NUM_COLORS + 1)
+                              if counts[c] + (c == action.color) < grid.INVENTORY_PER_COLOR), None)
+                if color is None:
+                    temporary = None
+                    break
+                temporary.append(Action(PLACE, color, *support))
+                counts[color] += 1
+        for step in temporary or []:
+            out.append(step)
+            structure[step.cell] = step.color
+        out.append(action)
+        if action.type == PLACE:
+            structure[cell] = action.color
+        else:
+            structure.pop(cell, None)
+        for step in reversed(temporary or []):
+            out.append(Action(REMOVE, step.color, *step.cell))
+            del structure[step.cell]
+    return out
+
+
+def oracle_prediction(item: BapItem) -> list[Action]:
+    return feasible_equivalent(item.prev_structure, item.reference_actions)
+
+
+PREDICTORS = {"empty": empty_prediction, "oracle": oracle_prediction}
+
+
+def predict(name: str, items: Sequence[BapItem]) -> dict[str, list[Action]]:
+    """{item_id: actions} of a named trivial predictor."""
+    if name not in PREDICTORS:
+        raise ValueError(f"unknown predictor {name!r}; expected one of {', '.join(PREDICTORS)}")
+    return {item.item_id: PREDICTORS[name](item) for item in items}
+
+
+FLAGS = flags.FLAGS
+
+
+def _define_flags() -> None:
+    from bapjax.evaluate import define_flag_once as define
+
+    from bapjax.corpus import mdc  # noqa: F401  (defines --corpus, --split, --out first)
+
+    define("string", "corpus", None, "Corpus directory / archive (with --split).")
+    define("string", "split", None, "Split of --corpus (train, val, test).")
+    define("string", "items", None, "Items JSONL instead of --corpus.")
+    define("string", "out", None, "Predictions JSONL to write.")
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 2 or argv[1] not in PREDICTORS:
+        raise app.UsageError(f"usage: python -m bapjax.predictors {{{'|'.join(PREDICTORS)}}} "
+                             "(--corpus PATH --split S | --items FILE) --out FILE")
+    from bapjax.evaluate import EvaluationError, load_items, write_predictions
+
+    if not FLAGS.out:
+        raise app.UsageError("--out is required")
+    try:
+        items = load_items(FLAGS.corpus, FLAGS.split, FLAGS.items)
+    except EvaluationError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    predictions = predict(argv[1], items)
+    write_predictions(FLAGS.out, predictions)
+    changed = sum(1 for item in items if predictions[item.item_id] != list(item.reference_actions))
+    note = f" ({changed} with temporary supports added)" if argv[1] == "oracle" else ""
+    print(f"wrote {argv[1]} predictions for {len(items)} items to {FLAGS.out}{note}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    _define_flags()
+    app.run(main)
