@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import orjson
 from absl import app, flags, logging
 
 from bapjax import grid
@@ -292,8 +293,7 @@ def augmented_game_id(game_id: str, copy: int) -> str:
 def _write_json(path: Path, record: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f, separators=(",", ":"))
+    tmp.write_bytes(orjson.dumps(record))
     tmp.replace(path)
 
 
@@ -310,9 +310,8 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 def _augment_one(job) -> list[dict]:
     path, game_rel, game_id, augs, lexicon, out_logs = job
     try:
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
-    except (OSError, json.JSONDecodeError) as err:
+        raw = orjson.loads(Path(path).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as err:
         raise mdc.CorpusError(f"{path}: cannot read the game log ({err})") from err
     records = []
     for copy, aug in enumerate(augs, 1):
@@ -371,8 +370,8 @@ def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: i
     if (root / LEXICON_PATH).exists():
         lexicon_out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / LEXICON_PATH, lexicon_out)
-    augmented = mdc.load_corpus(out_root, processes=processes, progress=progress)
-    original = mdc.load_corpus(root, processes=processes)
+    augmented = mdc.load_corpus(out_root, progress=progress)
+    original = mdc.load_corpus(root)
     original_items = len(original.split(split))
     total_items = len(augmented.split("train"))
     stats = {
@@ -423,12 +422,19 @@ def transform_item(item: BapItem, aug: Augmentation, copy: int) -> BapItem:
 # CLI
 
 FLAGS = flags.FLAGS
-# --corpus and --out are defined by bapjax.corpus.mdc (imported above); reuse them.
-flags.DEFINE_integer("seed", 0, "Seed for every random choice.")
-flags.DEFINE_integer("copies", 3, "Augmented copies per training game (3 gives the paper's 4x mix).")
-flags.DEFINE_float("paraphrase_prob", 0.5, "Probability of substituting each lexicon word.")
-flags.DEFINE_bool("include_originals", True, "Also put (hard links to) the original training games in OUT.")
-flags.DEFINE_integer("processes", None, "Worker processes (default: min(cpus, 4)).")
+
+
+def define_flags() -> None:
+    """CLI flags, defined only when run as a program (other modules define some of these names)."""
+    if "corpus" not in FLAGS:
+        flags.DEFINE_string("corpus", None, "MDC corpus directory, its .tar.xz, or a directory with one archive.")
+    if "out" not in FLAGS:
+        flags.DEFINE_string("out", None, "Output corpus directory (its data/logs is replaced).")
+    flags.DEFINE_integer("seed", 0, "Seed for every random choice.")
+    flags.DEFINE_integer("copies", 3, "Augmented copies per training game (3 gives the paper's 4x mix).")
+    flags.DEFINE_float("paraphrase_prob", 0.5, "Probability of substituting each lexicon word.")
+    flags.DEFINE_bool("include_originals", True, "Also put (hard links to) the original training games in OUT.")
+    flags.DEFINE_integer("processes", None, "Worker processes (default: min(cpus, 4)).")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -449,4 +455,5 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -408,10 +408,13 @@ def run_anchor_instruction(rng: np.random.Generator, color: str | None, count: i
 REMOVE_VERBS = ("remove", "take away", "get rid of", "break", "delete", "take out", "destroy")
 
 
+REMOVE_IT = ("remove it", "take it away", "get rid of it", "break it", "take it out", "delete it")
+
+
 def remove_instruction(rng: np.random.Generator, target: str) -> str:
     p = pick(rng, PREFIXES + ("actually, ", "oops, ", "sorry, "))
     text = pick(rng, (f"{p}{pick(rng, REMOVE_VERBS)} {target}",
                       f"{p}please {pick(rng, REMOVE_VERBS)} {target}",
-                      f"{p}we don't need {target} anymore, {pick(rng, REMOVE_VERBS)} it",
-                      f"{p}{target} has to go, {pick(rng, REMOVE_VERBS)} it"))
+                      f"{p}we don't need {target} anymore, {pick(rng, REMOVE_IT)}",
+                      f"{p}{target} has to go, {pick(rng, REMOVE_IT)}"))
     return finish(rng, text)

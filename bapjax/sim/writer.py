@@ -8,6 +8,9 @@ Layout (one directory per split "day"):
     <out>/data/logs/sim-<split>/logs/B0-A0-C<id>-<n>/instructions.json   (grounded records; the reader ignores it)
     <out>/data/gold-configurations/C<id>.xml                          (x, z offset by +100, as the MDC)
 
+The gold files hold the MDC's ``<DrawBlock .../>`` lines inside one ``<GoldConfiguration>`` root
+element (the MDC's own files have no root element, which XML parsers reject).
+
 World states follow the itemizer's rule: state 0 is the empty world with the chat
 ["<Builder> Mission has started."]; then one state per chat line and one state per Builder
 action (exactly one block changes), each with the Builder's pose of its segment.  So every
@@ -99,7 +102,7 @@ def game_world_states(game: SimGame) -> list[dict]:
 def gold_xml(structure: dict) -> str:
     lines = [f'<DrawBlock type="cwcmod:{grid.mdc_block_type(color)}" x="{x + GOLD_OFFSET}" y="{y}" '
              f'z="{z + GOLD_OFFSET}"/>' for (x, y, z), color in sorted(structure.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2]))]
-    return "\n".join(lines) + "\n"
+    return "<GoldConfiguration>\n" + "".join(line + "\n" for line in lines) + "</GoldConfiguration>\n"
 
 
 def game_dir_name(target_id: str, game_index: int) -> str:

@@ -1,0 +1,84 @@
+"""generate_corpus / the CLI: determinism across process counts, exact sizes, statistics."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bapjax.corpus import mdc
+from bapjax.sim import generate
+
+
+def tree_digest(root: Path) -> dict:
+    """{relative path: sha256} of every file under root/data except the metadata file."""
+    out = {}
+    for path in sorted((root / "data").rglob("*")):
+        if path.is_file():
+            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.mark.parametrize("dataset", ["r", "bs", "ss"])
+def test_same_seed_same_corpus_for_any_process_count(dataset, tmp_path):
+    sizes = dict(train_items=57, val_items=13, test_items=11)
+    one = generate.generate_corpus(dataset, tmp_path / "one", seed=3, processes=1, progress=False, **sizes)
+    two = generate.generate_corpus(dataset, tmp_path / "two", seed=3, processes=2, progress=False, **sizes)
+    digest_one, digest_two = tree_digest(tmp_path / "one"), tree_digest(tmp_path / "two")
+    assert digest_one == digest_two
+    assert one["splits"] == two["splits"]
+    other = generate.generate_corpus(dataset, tmp_path / "other", seed=4, processes=2, progress=False, **sizes)
+    assert tree_digest(tmp_path / "other") != digest_one
+    assert other["splits"]["train"]["items"] == 57
+
+
+def test_statistics_and_truncation(tmp_path):
+    stats = generate.generate_corpus("r", tmp_path, seed=0, train_items=101, val_items=1, test_items=0,
+                                     processes=1, progress=False)
+    assert stats["splits"]["train"]["items"] == 101
+    assert stats["splits"]["val"] == {"items": 1, "games": 1, "mean_actions": stats["splits"]["val"]["mean_actions"],
+                                      "empty_board_share": 1.0, "truncated_games": 1}
+    assert stats["splits"]["test"]["items"] == 0
+    corpus = mdc.load_corpus(tmp_path, use_cache=False)
+    assert len(corpus.split("train")) == 101 and len(corpus.split("val")) == 1
+    eb = sum(i.is_empty_board for i in corpus.split("train"))
+    assert stats["splits"]["train"]["empty_board_share"] == round(eb / 101, 4)
+    mean = sum(len(i.reference_actions) for i in corpus.split("train")) / 101
+    assert abs(stats["splits"]["train"]["mean_actions"] - mean) < 1e-3
+    assert set(stats["relation_types"]) <= {"1D", "2D", "3D", "none"}
+    assert sum(stats["relation_types"].values()) == 102
+    assert stats["vocabulary_size"] > 50
+    with pytest.raises(FileExistsError):
+        generate.generate_corpus("r", tmp_path, seed=0, train_items=1, val_items=0, test_items=0, progress=False)
+    with pytest.raises(ValueError):
+        generate.generate_corpus("x", tmp_path / "x", seed=0)
+
+
+def test_cli_prints_statistics_last_line_json(tmp_path):
+    out = tmp_path / "ss"
+    result = subprocess.run(
+        [sys.executable, "-m", "bapjax.sim.generate", "--dataset", "ss", "--out", str(out), "--seed", "5",
+         "--train_items", "40", "--val_items", "6", "--test_items", "6", "--processes", "2"],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ, BAPJAX_CACHE=str(tmp_path / "c")))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    stats = json.loads(lines[-1])
+    assert stats["dataset"] == "ss" and stats["items"] == 52
+    assert set(stats["shape_types"]) <= {"row", "diagonal", "plane"}
+    assert "vocabulary size" in result.stdout
+    assert "items/s" in result.stderr and "ETA" in result.stderr
+    assert json.loads((out / "data" / "dataset.json").read_text())["name"] == "ss"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["r", "bs", "ss"])
+def test_full_size_generation(dataset, tmp_path):
+    """Table 3 sizes; the reader reads them back with exactly those counts."""
+    stats = generate.generate_corpus(dataset, tmp_path, seed=0, progress=False)
+    corpus = mdc.load_corpus(tmp_path, use_cache=False)
+    for split, n in zip(("train", "val", "test"), generate.TABLE3_SIZES[dataset]):
+        assert stats["splits"][split]["items"] == n
+        assert len(corpus.split(split)) == n
