@@ -1,0 +1,81 @@
+"""The item store: round trip, random access, manifest hashes, dataset tags, clear errors."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from bapjax.corpus import store
+
+
+@pytest.fixture(scope="module")
+def mdc_splits(mdc_corpus):
+    return {"train": mdc_corpus.split("train")[:400], "val": mdc_corpus.split("val")[:150]}
+
+
+@pytest.fixture(scope="module")
+def built(mdc_splits, tmp_path_factory):
+    path = tmp_path_factory.mktemp("store")
+    tagged = dict(mdc_splits)
+    # A second data set whose items reuse the same ids, as synthetic corpora do.
+    tagged["train"] = list(tagged["train"]) + [dataclasses.replace(i, dataset="bs") for i in mdc_splits["train"][:50]]
+    manifest = store.write_store(path, tagged, sources={"mc": {"path": "mdc"}}, seeds={"augment": 0})
+    return path, tagged, manifest
+
+
+def test_round_trip_and_random_access(built):
+    path, splits, manifest = built
+    opened = store.ItemStore(path)
+    assert opened.split_names == ["train", "val"]
+    for name, items in splits.items():
+        split = opened.split(name)
+        assert len(split) == len(items) == manifest["splits"][name]["items"]
+        assert list(split) == list(items)
+        rng = np.random.default_rng(0)
+        for n in rng.choice(len(items), 30):
+            assert split[int(n)] == items[n]
+        assert split[-1] == items[-1]
+        np.testing.assert_array_equal(split.datasets, [i.dataset for i in items])
+    train = opened.split("train")
+    assert manifest["splits"]["train"]["by_dataset"] == {"bs": 50, "mc": 400}
+    assert len(train.items("bs")) == 50 and all(i.dataset == "bs" for i in train.items("bs"))
+    assert train.indices("bs").tolist() == list(range(400, 450))
+    with pytest.raises(IndexError, match="out of range"):
+        train[len(train)]
+    with pytest.raises(KeyError, match="split 'test'"):
+        opened.split("test")
+
+
+def test_manifest_hashes_verify_and_detect_corruption(built, tmp_path):
+    path, splits, manifest = built
+    store.ItemStore(path).verify()
+    # Same items give the same content hash; a changed item changes it.
+    again = store.write_store(tmp_path / "again", splits)
+    assert again["splits"]["val"]["content_sha256"] == manifest["splits"]["val"]["content_sha256"]
+    changed = dict(splits)
+    changed["val"] = [dataclasses.replace(splits["val"][0], target_id="C999")] + list(splits["val"][1:])
+    other = store.write_store(tmp_path / "other", changed)
+    assert other["splits"]["val"]["content_sha256"] != manifest["splits"]["val"]["content_sha256"]
+    # Flip one byte of a record: verify and reading that record fail, naming the file.
+    data = bytearray((tmp_path / "again" / "val.items").read_bytes())
+    data[10] ^= 0xFF
+    (tmp_path / "again" / "val.items").write_bytes(bytes(data))
+    with pytest.raises(store.StoreError, match="val.items"):
+        store.ItemStore(tmp_path / "again").verify()
+
+
+def test_duplicates_and_bad_manifest_are_clear_errors(mdc_splits, tmp_path):
+    items = mdc_splits["val"][:3]
+    with pytest.raises(store.StoreError, match="appears twice"):
+        store.write_store(tmp_path / "dup", {"val": [*items, items[0]]})
+    store.write_store(tmp_path / "ok", {"val": items})
+    with pytest.raises(FileExistsError):
+        store.write_store(tmp_path / "ok", {"val": items})
+    manifest = json.loads((tmp_path / "ok" / "manifest.json").read_text())
+    manifest["format"] = "other"
+    (tmp_path / "ok" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(store.StoreError, match="manifest.json: format"):
+        store.ItemStore(tmp_path / "ok")
+    with pytest.raises(store.StoreError, match="was the build finished"):
+        store.ItemStore(tmp_path / "missing")
