@@ -1,0 +1,441 @@
+"""Pictures of structures, BAP items and predictions (matplotlib 3D voxels, Agg backend, PNG).
+
+What a picture shows:
+
+* the build region's ground (11 x 11, light grey) and the blocks as voxels in their colors;
+* for an item: S_prev in lighter colors, the net new blocks in full color with black edges,
+  the net removed blocks as faint ghosts with a black cross, and the dialogue beside it;
+* the Builder as a black dot (feet) with an arrow along its view direction (yaw, pitch);
+* the camera stands behind the Builder, so "left" and "right" in the picture are the Builder's.
+
+Frames: world (x, y, z) with y up is drawn as plot (X, Y, Z) = (x, -z, y) so the picture is
+not mirrored.  A block at cell (x, y, z) is the unit box [x, x+1] x [y-1, y] x [z, z+1] in
+Minecraft units with the ground at 0, the frame of the Builder's recorded position
+(feet at pose.y - 1).  Minecraft yaw 0 faces +z and yaw grows clockwise seen from above
+(yaw 90 faces -x): view direction (-sin yaw cos pitch, -sin pitch, cos yaw cos pitch).
+
+CLI::
+
+    python -m bapjax.viz item --corpus PATH --item_id ID --out item.png
+    python -m bapjax.viz structure --gold PATH/C1.xml --out c1.png [--yaw 45]
+    python -m bapjax.viz prediction --corpus PATH --split test --predictions preds.jsonl \\
+        --item_id ID --out pred.png
+    python -m bapjax.viz sample --kind shapes --num_shapes 3 --seed 0 --out s.png
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from bapjax import actions as actions_lib  # noqa: E402
+from bapjax import grid  # noqa: E402
+from bapjax.corpus import mdc  # noqa: E402  (also defines the shared --corpus/--split/--out flags)
+from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
+from bapjax.grid import PLACE, REMOVE, Action  # noqa: E402
+
+COLOR_RGB = {
+    1: (0.84, 0.15, 0.16),  # red
+    2: (1.00, 0.50, 0.05),  # orange
+    3: (0.95, 0.82, 0.16),  # yellow
+    4: (0.17, 0.63, 0.17),  # green
+    5: (0.12, 0.47, 0.71),  # blue
+    6: (0.58, 0.40, 0.74),  # purple
+}
+NX, NY, NZ = grid.GRID_SHAPE  # world x, y, z extents (11, 9, 11)
+
+
+def _as_dict(blocks) -> dict:
+    return actions_lib.as_structure(blocks)
+
+
+def view_direction(yaw: float, pitch: float = 0.0) -> np.ndarray:
+    """Unit view vector in world (x, y, z) for Minecraft yaw/pitch in degrees."""
+    yaw_r, pitch_r = math.radians(yaw), math.radians(pitch)
+    return np.array([-math.sin(yaw_r) * math.cos(pitch_r), -math.sin(pitch_r),
+                     math.cos(yaw_r) * math.cos(pitch_r)])
+
+
+def _to_plot(x: float, y: float, z: float) -> tuple[float, float, float]:
+    """World point (Minecraft units, ground at y = 1) to plot coordinates."""
+    return x, -z, y - 1.0
+
+
+def _lighter(rgb, amount: float = 0.55):
+    return tuple(c + (1.0 - c) * amount for c in rgb)
+
+
+# The six faces of a unit cube in plot coordinates: (outward normal, 4 corners) with the cube
+# at the origin; and the brightness of a face by its normal (light from above and the front).
+_CUBE_FACES = (
+    ((0, 0, 1), ((0, 0, 1), (1, 0, 1), (1, 1, 1), (0, 1, 1))),
+    ((0, 0, -1), ((0, 0, 0), (0, 1, 0), (1, 1, 0), (1, 0, 0))),
+    ((1, 0, 0), ((1, 0, 0), (1, 1, 0), (1, 1, 1), (1, 0, 1))),
+    ((-1, 0, 0), ((0, 0, 0), (0, 0, 1), (0, 1, 1), (0, 1, 0))),
+    ((0, 1, 0), ((0, 1, 0), (0, 1, 1), (1, 1, 1), (1, 1, 0))),
+    ((0, -1, 0), ((0, 0, 0), (1, 0, 0), (1, 0, 1), (0, 0, 1))),
+)
+_SHADE = {(0, 0, 1): 1.0, (0, 0, -1): 0.55, (1, 0, 0): 0.82, (-1, 0, 0): 0.82,
+          (0, 1, 0): 0.7, (0, -1, 0): 0.7}
+
+
+def _cell_origin(cell) -> tuple[float, float, float]:
+    """Plot-space corner of the unit box of a cell: X = x, Y = -(z + 1), Z = y - 1."""
+    x, y, z = cell
+    return float(x), float(-(z + 1)), float(y - grid.Y_MIN)
+
+
+def _scene_polygons(layers):
+    """Ground tiles and cube faces as one polygon list (one collection, so matplotlib's
+    painter's sort orders every face against every other, including the ground)."""
+    styles: dict = {}
+    for structure, style in layers:
+        for cell, color in _as_dict(structure).items():
+            if grid.in_region(*cell):
+                styles[cell] = (style, int(color))
+    polygons, faces, edges, widths = [], [], [], []
+    for gx in range(grid.X_MIN, grid.X_MAX + 1):
+        for gz in range(grid.Z_MIN, grid.Z_MAX + 1):
+            x0, y0 = float(gx), float(-(gz + 1))
+            polygons.append([(x0, y0, 0.0), (x0 + 1, y0, 0.0), (x0 + 1, y0 + 1, 0.0), (x0, y0 + 1, 0.0)])
+            faces.append((0.9, 0.9, 0.9, 1.0))
+            edges.append((1.0, 1.0, 1.0, 1.0))
+            widths.append(0.5)
+    for cell, (style, color) in styles.items():
+        rgb = COLOR_RGB.get(color, (0.5, 0.5, 0.5))
+        if style == "prev":
+            rgb, alpha, edge, width = _lighter(rgb, 0.55), 1.0, (0.4, 0.4, 0.4, 0.7), 0.4
+        elif style == "new":
+            alpha, edge, width = 1.0, (0.0, 0.0, 0.0, 1.0), 1.3
+        elif style == "removed":
+            alpha, edge, width = 0.15, (0.1, 0.1, 0.1, 0.9), 0.8
+        else:
+            alpha, edge, width = 1.0, (0.15, 0.15, 0.15, 0.9), 0.5
+        ox, oy, oz = _cell_origin(cell)
+        x, y, z = cell
+        for normal, corners in _CUBE_FACES:
+            # Hide faces between two solid blocks (plot normal -> world neighbour).
+            neighbour = (x + normal[0], y + normal[2], z - normal[1])
+            if style != "removed" and styles.get(neighbour, ("removed",))[0] != "removed":
+                continue
+            shade = _SHADE[normal]
+            polygons.append([(ox + a, oy + b, oz + c) for a, b, c in corners])
+            faces.append((rgb[0] * shade, rgb[1] * shade, rgb[2] * shade, alpha))
+            edges.append(edge)
+            widths.append(width)
+    return polygons, faces, edges, widths, [c for c, (st, _) in styles.items() if st == "removed"]
+
+
+def draw_scene(ax, layers: Sequence[tuple[Mapping, str]], pose: BuilderPose | None = None,
+               title: str | None = None, elev: float = 32.0, yaw: float | None = None) -> None:
+    """Draw blocks on a 3D axis.  ``layers``: (structure, style) pairs, later layers win a
+    cell; style "plain", "prev" (lighter), "new" (full color, thick black edges) or "removed"
+    (ghost with a cross).  The camera looks along ``yaw`` (default: the pose's, else 45)."""
+    from mpl_toolkits.mplot3d.art3d import Poly3DCollection
+
+    polygons, faces, edges, widths, crosses = _scene_polygons(layers)
+    # One collection sorted face by face; markers and the Builder are drawn over it.
+    ax.computed_zorder = False
+    ax.add_collection3d(Poly3DCollection(polygons, facecolors=faces, edgecolors=edges,
+                                         linewidths=widths, zsort="average", zorder=1))
+    for cell in crosses:
+        ox, oy, oz = _cell_origin(cell)
+        ax.scatter([ox + 0.5], [oy + 0.5], [oz + 0.5], marker="x", s=45, color="black",
+                   linewidths=1.5, depthshade=False, zorder=5)
+    lo = np.array([grid.X_MIN, -(grid.Z_MAX + 1), 0.0])
+    hi = np.array([grid.X_MAX + 1, -grid.Z_MIN, float(NY)])
+    if pose is not None:
+        feet = np.array(_to_plot(pose.x, pose.y, pose.z))
+        eye = feet + np.array([0.0, 0.0, 1.62])
+        d = view_direction(pose.yaw, pose.pitch)
+        d_plot = np.array([d[0], -d[2], d[1]]) * 3.0
+        ax.plot([feet[0], eye[0]], [feet[1], eye[1]], [feet[2], eye[2]], color="black", lw=2,
+                zorder=6)
+        ax.scatter([feet[0]], [feet[1]], [feet[2]], color="black", s=25, depthshade=False, zorder=6)
+        ax.quiver(eye[0], eye[1], eye[2], d_plot[0], d_plot[1], d_plot[2], color="black",
+                  linewidth=2, arrow_length_ratio=0.3, zorder=6)
+        ax.text(eye[0], eye[1], eye[2] + 0.6, "B", color="black", fontsize=9, weight="bold",
+                zorder=6)
+        lo = np.minimum(lo, np.minimum(feet, eye + d_plot) - 0.5)
+        hi = np.maximum(hi, np.maximum(eye, eye + d_plot) + 0.5)
+    lo[2] = min(lo[2], 0.0)
+    ax.set_xlim(lo[0], hi[0])
+    ax.set_ylim(lo[1], hi[1])
+    ax.set_zlim(lo[2], hi[2])
+    ax.set_box_aspect(tuple(hi - lo))
+    if yaw is None:
+        yaw = pose.yaw if pose is not None else 45.0
+    # Camera behind the Builder: the view direction is (-sin yaw, -cos yaw) in plot X, Y, so
+    # the camera sits at azimuth atan2(cos yaw, sin yaw) = 90 - yaw.
+    ax.view_init(elev=elev, azim=90.0 - yaw)
+    ax.set_proj_type("ortho")  # equal block sizes near and far: easier to read relations
+    ax.set_xlabel("x", fontsize=8, labelpad=-8)
+    ax.set_ylabel("-z", fontsize=8, labelpad=-8)
+    ax.set_zlabel("y", fontsize=8, labelpad=-8)
+    ax.tick_params(labelsize=6, pad=-3)
+    for axis in (ax.xaxis, ax.yaxis, ax.zaxis):
+        axis.set_pane_color((1.0, 1.0, 1.0, 0.0))
+    if title:
+        ax.set_title(title, fontsize=9)
+
+
+def _wrap_lines(lines: Iterable[str], width: int) -> list[str]:
+    out = []
+    for line in lines:
+        wrapped = textwrap.wrap(line, width=width, subsequent_indent="    ") or [""]
+        out.extend(wrapped)
+    return out
+
+
+def history_lines(item: BapItem, max_turns: int = 30) -> list[str]:
+    """The item's history as text lines: chat turns, and runs of Builder actions as a count."""
+    lines: list[str] = []
+    run = 0
+    for event in item.history:
+        if isinstance(event, ChatTurn):
+            if run:
+                lines.append(f"  [Builder: {run} action{'s' if run > 1 else ''}]")
+                run = 0
+            who = "A" if event.speaker.lower().startswith("arch") else "B"
+            lines.append(f"{who}: {event.text}")
+        else:
+            run += 1
+    if run:
+        lines.append(f"  [Builder: {run} action{'s' if run > 1 else ''}]")
+    return lines[-max_turns:]
+
+
+def _text_panel(ax, header: str, lines: Sequence[str], width: int = 58, max_lines: int = 31) -> None:
+    ax.axis("off")
+    wrapped = _wrap_lines(lines, width)
+    if len(wrapped) > max_lines:
+        wrapped = ["..."] + wrapped[-(max_lines - 1):]
+    ax.text(0.0, 1.0, header, va="top", ha="left", fontsize=9, weight="bold",
+            transform=ax.transAxes)
+    ax.text(0.0, 0.95, "\n".join(wrapped), va="top", ha="left", fontsize=8,
+            family="monospace", transform=ax.transAxes)
+
+
+def net_changes(prev: Mapping, action_seq: Sequence[Action]) -> tuple[dict, dict, dict, int]:
+    """(kept, placed, removed, infeasible count) of applying actions to ``prev`` in order;
+    infeasible actions are skipped, as the Builder could not have done them."""
+    current = dict(prev)
+    infeasible = 0
+    for action in action_seq:
+        if grid.is_feasible(current, action):
+            current = grid.apply_to_structure(current, action)
+        else:
+            infeasible += 1
+    placed = {c: v for c, v in current.items() if prev.get(c) != v}
+    removed = {c: v for c, v in prev.items() if current.get(c) != v}
+    kept = {c: v for c, v in prev.items() if current.get(c) == v}
+    return kept, placed, removed, infeasible
+
+
+def _item_layers(prev: Mapping, action_seq: Sequence[Action]):
+    kept, placed, removed, infeasible = net_changes(prev, action_seq)
+    return [(kept, "prev"), (removed, "removed"), (placed, "new")], placed, removed, infeasible
+
+
+def _save(fig, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=fig.dpi)
+    plt.close(fig)
+    return path
+
+
+def render_structure(blocks, path, title: str | None = None, yaw: float = 45.0,
+                     pose: BuilderPose | None = None, dpi: int = 90) -> Path:
+    """One structure ({cell: color} or blocks) to a PNG."""
+    fig = plt.figure(figsize=(5.5, 5.0), dpi=dpi)
+    ax = fig.add_subplot(1, 1, 1, projection="3d")
+    structure = _as_dict(blocks)
+    draw_scene(ax, [(structure, "plain")], pose=pose,
+               title=title or f"{len(structure)} blocks", yaw=yaw if pose is None else None)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def render_item(item: BapItem, path, dpi: int = 90, max_turns: int = 30) -> Path:
+    """A BAP item: S_prev (light), the reference's net new (bold) and removed (ghost) blocks,
+    the Builder's pose, and the dialogue history beside it."""
+    prev = _as_dict(item.prev_structure)
+    layers, placed, removed, _ = _item_layers(prev, item.reference_actions)
+    fig = plt.figure(figsize=(11.5, 5.2), dpi=dpi)
+    ax = fig.add_axes((0.0, 0.0, 0.56, 0.92), projection="3d")
+    title = (f"{item.item_id} [{item.dataset}, {'EB' if item.is_empty_board else 'NEB'}]\n"
+             f"S_prev {len(prev)} blocks; reference +{len(placed)} -{len(removed)} "
+             f"({len(item.reference_actions)} actions); yaw {item.builder_pose.yaw:.0f}")
+    draw_scene(ax, layers, pose=item.builder_pose)
+    fig.text(0.28, 0.97, title, ha="center", va="top", fontsize=9)
+    text_ax = fig.add_axes((0.57, 0.02, 0.42, 0.94))
+    _text_panel(text_ax, "Dialogue (latest last)", history_lines(item, max_turns))
+    return _save(fig, path)
+
+
+def render_prediction(item: BapItem, predicted_actions: Sequence[Action], path, dpi: int = 90,
+                      max_turns: int = 24) -> Path:
+    """The reference (left) and a prediction (middle) from the same S_prev, dialogue right."""
+    prev = _as_dict(item.prev_structure)
+    ref_layers, ref_placed, ref_removed, _ = _item_layers(prev, item.reference_actions)
+    pred_layers, pred_placed, pred_removed, infeasible = _item_layers(prev, predicted_actions)
+    ref_net = actions_lib.structure_diff(prev, {**{c: v for c, v in prev.items() if c not in ref_removed}, **ref_placed})
+    pred_net = actions_lib.structure_diff(prev, {**{c: v for c, v in prev.items() if c not in pred_removed}, **pred_placed})
+    correct = len(ref_net & pred_net)
+    fig = plt.figure(figsize=(15.0, 5.2), dpi=dpi)
+    ax = fig.add_axes((0.0, 0.0, 0.36, 0.92), projection="3d")
+    draw_scene(ax, ref_layers, pose=item.builder_pose,
+               title=f"reference: +{len(ref_placed)} -{len(ref_removed)}")
+    ax = fig.add_axes((0.34, 0.0, 0.36, 0.92), projection="3d")
+    note = f", {infeasible} infeasible skipped" if infeasible else ""
+    draw_scene(ax, pred_layers, pose=item.builder_pose,
+               title=f"prediction: +{len(pred_placed)} -{len(pred_removed)}; "
+                     f"{correct}/{len(ref_net)} net actions right{note}")
+    text_ax = fig.add_axes((0.71, 0.02, 0.29, 0.94))
+    _text_panel(text_ax, f"{item.item_id} [{item.dataset}]", history_lines(item, max_turns), width=48)
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+# --corpus, --split (default: search all splits) and --out come from bapjax.corpus.mdc.
+FLAGS = flags.FLAGS
+flags.DEFINE_string("item_id", None, "Item id, e.g. 'B1-A3-C1-1522435497386:5'.")
+flags.DEFINE_string("predictions", None, "Predictions JSONL: {item_id, actions: [{type,color,x,y,z}]}.")
+flags.DEFINE_string("gold", None, "Gold configuration XML (structure).")
+flags.DEFINE_string("target", None, "Target id, e.g. C1, read from --corpus (structure).")
+flags.DEFINE_float("yaw", 45.0, "Camera yaw for structure pictures (Minecraft degrees).")
+flags.DEFINE_enum("kind", "shapes", ["shapes", "random"], "sample: shape composition or random growth.")
+flags.DEFINE_integer("num_shapes", 3, "sample --kind shapes: number of shapes.")
+flags.DEFINE_integer("num_blocks", 15, "sample --kind random: number of blocks.")
+flags.DEFINE_integer("seed", 0, "sample: random seed.")
+flags.DEFINE_integer("dpi", 90, "Picture resolution.")
+
+
+class VizError(ValueError):
+    pass
+
+
+def find_item(corpus_path: str, item_id: str, split: str | None = None) -> BapItem:
+    corpus = mdc.load_corpus(corpus_path)
+    splits = [split] if split else list(corpus.items)
+    for name in splits:
+        if name not in corpus.items:
+            raise VizError(f"{corpus_path}: no split {name!r} (have {sorted(corpus.items)})")
+        for item in corpus.items[name]:
+            if item.item_id == item_id:
+                return item
+    raise VizError(f"{corpus_path}: no item {item_id!r} in split(s) {', '.join(splits)}")
+
+
+def read_prediction(path: str, item_id: str) -> list[Action]:
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_no}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise VizError(f"{where}: not JSON ({err})") from None
+            if not isinstance(record, dict) or "item_id" not in record or "actions" not in record:
+                raise VizError(f"{where}: expected an object with item_id and actions")
+            if record["item_id"] != item_id:
+                continue
+            if not isinstance(record["actions"], list):
+                raise VizError(f"{where}: field 'actions' is not a list")
+            return [grid.action_from_dict(a, f"{where} action {k}") for k, a in enumerate(record["actions"])]
+    raise VizError(f"{path}: no prediction for item {item_id!r}")
+
+
+def read_gold_xml(path: str) -> dict:
+    """{cell: color} from a gold configuration file: <DrawBlock type=... x= y= z=/> elements
+    (x and z offset by +100), with or without an enclosing root element (the MDC files have
+    none, which a strict XML parser rejects)."""
+    import xml.etree.ElementTree as ET
+
+    p = Path(path)
+    if not p.is_file():
+        raise VizError(f"{path}: no such gold configuration file")
+    text = p.read_text(encoding="utf-8")
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("<?xml"))
+    try:
+        root = ET.fromstring(f"<root>{text}</root>")
+    except ET.ParseError as err:
+        raise VizError(f"{path}: not a gold configuration ({err})") from None
+    blocks = {}
+    for n, node in enumerate(root.iter("DrawBlock")):
+        try:
+            cell = (int(node.get("x")) - 100, int(node.get("y")), int(node.get("z")) - 100)
+            blocks[cell] = grid.color_id(node.get("type"))
+        except (TypeError, ValueError) as err:
+            raise VizError(f"{path}: DrawBlock {n}: {err}") from None
+    return blocks
+
+
+def main(argv: Sequence[str]) -> int:
+    commands = ("item", "structure", "prediction", "sample")
+    if len(argv) != 2 or argv[1] not in commands:
+        raise app.UsageError(f"usage: python -m bapjax.viz {{{'|'.join(commands)}}} --out PNG ...")
+    if not FLAGS.out:
+        raise app.UsageError("--out is required")
+    command = argv[1]
+    try:
+        if command in ("item", "prediction"):
+            if not FLAGS.corpus or not FLAGS.item_id:
+                raise app.UsageError(f"{command} needs --corpus and --item_id")
+            item = find_item(FLAGS.corpus, FLAGS.item_id, FLAGS.split)
+            if command == "item":
+                out = render_item(item, FLAGS.out, dpi=FLAGS.dpi)
+            else:
+                if not FLAGS.predictions:
+                    raise app.UsageError("prediction needs --predictions")
+                predicted = read_prediction(FLAGS.predictions, FLAGS.item_id)
+                out = render_prediction(item, predicted, FLAGS.out, dpi=FLAGS.dpi)
+        elif command == "structure":
+            if FLAGS.gold:
+                structure = read_gold_xml(FLAGS.gold)
+                name = Path(FLAGS.gold).stem
+            elif FLAGS.corpus and FLAGS.target:
+                root = mdc.resolve_corpus(FLAGS.corpus)
+                structure = read_gold_xml(str(root / "data" / "gold-configurations" / f"{FLAGS.target}.xml"))
+                name = FLAGS.target
+            else:
+                raise app.UsageError("structure needs --gold XML, or --corpus and --target")
+            out = render_structure(structure, FLAGS.out, title=f"{name}: {len(structure)} blocks",
+                                   yaw=FLAGS.yaw, dpi=FLAGS.dpi)
+        else:
+            from bapjax.sim.structures import grow_random_structure, sample_shape_structure
+
+            rng = np.random.default_rng(FLAGS.seed)
+            if FLAGS.kind == "shapes":
+                sampled = sample_shape_structure(rng, FLAGS.num_shapes)
+                structure = sampled.blocks
+                title = " + ".join(f"{grid.color_name(s.color)} {s.kind}" for s in sampled.shapes)
+            else:
+                structure = {b[:3]: b.color for b in grow_random_structure(rng, FLAGS.num_blocks)}
+                title = f"random growth, {len(structure)} blocks"
+            out = render_structure(structure, FLAGS.out, title=title, yaw=FLAGS.yaw, dpi=FLAGS.dpi)
+    except (VizError, mdc.CorpusError, ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} ({os.path.getsize(out) // 1024} KB)")
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)
