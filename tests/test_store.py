@@ -79,3 +79,42 @@ def test_duplicates_and_bad_manifest_are_clear_errors(mdc_splits, tmp_path):
         store.ItemStore(tmp_path / "ok")
     with pytest.raises(store.StoreError, match="was the build finished"):
         store.ItemStore(tmp_path / "missing")
+
+
+def test_build_assembles_tagged_synthetic_sets_and_reuses_sources(tmp_path):
+    from bapjax.corpus import build
+    from bapjax.text.vocab import Vocabulary
+
+    sizes = {"bs": (40, 10, 10), "r": (30, 8, 6)}
+    manifest = build.build_store(tmp_path / "store", None, seed=3, datasets=("bs", "r"), sizes=sizes,
+                                 processes=1)
+    opened = store.ItemStore(tmp_path / "store")
+    for split, column in zip(build.SPLITS, range(3)):
+        assert manifest["splits"][split]["by_dataset"] == {d: sizes[d][column] for d in sizes}
+        items = opened.split(split).items()
+        assert {i.dataset for i in items} == {"bs", "r"}
+        assert all(i.split == split for i in items)
+    assert manifest["sources"]["bs"]["seed"] == 3 and manifest["sources"]["r"]["requested"] == [30, 8, 6]
+    assert build.size_table(manifest)["bs"]["train"] == [40, 9890]
+    vocab = Vocabulary.load(tmp_path / "store" / "vocab.json")
+    assert vocab.size == manifest["vocabulary"]["size"]
+    # A second build with the same seed and sizes reuses the generated corpora and gives the same items.
+    again = build.build_store(tmp_path / "store2", None, seed=3, datasets=("bs", "r"), sizes=sizes,
+                              work_dir=tmp_path / "store" / "sources", processes=1)
+    assert again["sources"]["bs"].get("reused") is True
+    for split in build.SPLITS:
+        assert again["splits"][split]["content_sha256"] == manifest["splits"][split]["content_sha256"]
+    with pytest.raises(ValueError, match="sizes are for the synthetic sets"):
+        build.parse_sizes("mc=1:2:3")
+
+
+@pytest.mark.slow
+def test_build_with_augmented_mdc(mdc_path, tmp_path):
+    from bapjax.corpus import build
+
+    manifest = build.build_store(tmp_path / "store", str(mdc_path), seed=0, datasets=("mc", "ss"),
+                                 sizes={"ss": (20, 4, 4)}, processes=1)
+    assert manifest["splits"]["train"]["by_dataset"] == {"mc": 14836, "ss": 20}
+    assert manifest["splits"]["val"]["by_dataset"] == {"mc": 1331, "ss": 4}
+    assert manifest["splits"]["test"]["by_dataset"] == {"mc": 1616, "ss": 4}
+    store.ItemStore(tmp_path / "store").verify()
