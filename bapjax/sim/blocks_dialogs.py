@@ -109,7 +109,7 @@ def _instruction(state: GameState, shape, remaining: list) -> int:
             text = language.run_anchor_instruction(rng, color_word, count, anchor["text"], ref["text"])
         else:
             anchor = None
-            relation = language.relation_phrase(rng, step)
+            relation = language.relation_phrase(rng, step, adjacent_only=True)
             text = language.run_instruction(rng, color_word, count, relation["text"], ref["text"],
                                             upward=step == (0, 1, 0))
         record = {"kind": "run", "color": color_text, "count": len(run), "step": list(step),

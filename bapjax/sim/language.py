@@ -60,14 +60,17 @@ def finish(rng: np.random.Generator, text: str, question: bool = False) -> str:
     text = _ARTICLE.sub(r"\1n \2", " ".join(text.split()))
     if chance(rng, 0.35):
         text = text[0].upper() + text[1:]
+    if not question and chance(rng, 0.05):
+        text += pick(rng, (" please", ", please", " thanks"))
     end = "?" if question else pick(rng, ("", "", ".", ".", "!"))
     if question and chance(rng, 0.2):
         end = ""
     return text + end
 
 
-PREFIXES = ("", "", "", "now ", "next, ", "ok ", "okay, ", "then ", "great, now ", "alright, ",
-            "good. ", "nice. now ", "perfect. next ")
+PREFIXES = ("", "", "", "", "now ", "next, ", "ok ", "okay, ", "then ", "great, now ", "alright, ",
+            "good. ", "nice. now ", "perfect. next ", "after that, ", "next up, ", "so ", "and now ",
+            "cool. ", "awesome, now ", "ok so ", "good job. now ")
 PLACE_VERBS = ("place", "put", "add", "set", "put down", "drop", "stick")
 
 
@@ -95,31 +98,55 @@ EXTREME_POSTFIX = {  # "the red block furthest to the left"
 }
 
 
-def reference_options(structure: dict, ref_cell, yaw: float, last_cell=None) -> list[dict]:
-    """All ways to identify ``ref_cell`` uniquely in ``structure`` (a {cell: color} dict).
+def _unique_winner(cells: list, coords: dict, extreme: str):
+    axis, sign = spatial.EXTREMES[extreme]
+    best, winner, ties = None, None, 0
+    for cell in cells:
+        value = sign * coords[cell][axis]
+        if best is None or value > best:
+            best, winner, ties = value, cell, 1
+        elif value == best:
+            ties += 1
+    return winner if ties == 1 else None
+
+
+def reference_table(structure: dict, yaw: float, last_cell=None) -> dict:
+    """{cell: [options]}: every way to identify each block of ``structure`` uniquely.
 
     Kinds: 'last' (the last block the Builder placed), 'color' (the only block of its color),
-    'extreme_color' (the most-<extreme> block of its color), 'extreme' (of all blocks).
+    'extreme_color' (the most-<extreme> block of its color), 'extreme' (of all blocks), with
+    extremes in the Builder's frame at ``yaw``.
     """
-    ref_cell = tuple(ref_cell)
-    color = structure[ref_cell]
-    options = []
-    if last_cell is not None and tuple(last_cell) == ref_cell:
-        options.append({"kind": "last", "color": None, "extreme": None})
-    same_color = [c for c, k in structure.items() if k == color]
-    if len(same_color) == 1:
-        options.append({"kind": "color", "color": color_word(color), "extreme": None})
-    else:
+    coords = {cell: spatial.world_to_builder(cell, yaw) for cell in structure}
+    table: dict = {cell: [] for cell in structure}
+    if last_cell is not None and tuple(last_cell) in table:
+        table[tuple(last_cell)].append({"kind": "last", "color": None, "extreme": None})
+    by_color: dict = {}
+    for cell, color in structure.items():
+        by_color.setdefault(color, []).append(cell)
+    for color, cells in by_color.items():
+        if len(cells) == 1:
+            table[cells[0]].append({"kind": "color", "color": color_word(color), "extreme": None})
+            continue
         for extreme in spatial.EXTREMES:
-            if spatial.unique_extreme(same_color, ref_cell, extreme, yaw):
-                options.append({"kind": "extreme_color", "color": color_word(color), "extreme": extreme})
+            winner = _unique_winner(cells, coords, extreme)
+            if winner is not None:
+                table[winner].append({"kind": "extreme_color", "color": color_word(color), "extreme": extreme})
     if len(structure) > 1:
+        everything = list(structure)
         for extreme in spatial.EXTREMES:
-            if spatial.unique_extreme(structure.keys(), ref_cell, extreme, yaw):
-                options.append({"kind": "extreme", "color": None, "extreme": extreme})
-    for option in options:
-        option["cell"] = list(ref_cell)
-    return options
+            winner = _unique_winner(everything, coords, extreme)
+            if winner is not None:
+                table[winner].append({"kind": "extreme", "color": None, "extreme": extreme})
+    for cell, options in table.items():
+        for option in options:
+            option["cell"] = list(cell)
+    return table
+
+
+def reference_options(structure: dict, ref_cell, yaw: float, last_cell=None) -> list[dict]:
+    """All ways to identify ``ref_cell`` uniquely in ``structure`` (see ``reference_table``)."""
+    return reference_table(structure, yaw, last_cell)[tuple(ref_cell)]
 
 
 def realize_reference(rng: np.random.Generator, option: dict) -> dict:
@@ -193,7 +220,7 @@ def _counted(rng: np.random.Generator, name: str, distance: int) -> tuple[str, s
     return head.format(n=n, b=blocks_noun(rng, distance)), connector
 
 
-def relation_phrase(rng: np.random.Generator, offset: Sequence[int]) -> dict:
+def relation_phrase(rng: np.random.Generator, offset: Sequence[int], adjacent_only: bool = False) -> dict:
     """A phrase placing a cell at ``offset`` (right, up, away) from a reference, without the
     reference itself: {'text', 'type', 'offset', 'components'}; the phrase ends so the reference
     expression can follow ("two to the left and one above" + " the red block")."""
@@ -203,9 +230,11 @@ def relation_phrase(rng: np.random.Generator, offset: Sequence[int]) -> dict:
         raise ValueError("relation_phrase: zero offset")
     distances = [d for _, d in components]
     text = None
-    if rtype == "1D" and distances[0] == 1 and chance(rng, 0.65):
+    # adjacent_only: a run's step ("two blocks behind the last block" means a line going back),
+    # so no counted form that would read as a distance
+    if rtype == "1D" and distances[0] == 1 and (adjacent_only or chance(rng, 0.65)):
         text = pick(rng, ADJACENT_1D[components[0][0]])
-    elif rtype == "2D" and max(distances) == 1 and chance(rng, 0.55):
+    elif rtype == "2D" and max(distances) == 1 and (adjacent_only or chance(rng, 0.55)):
         names = [n for n, _ in components]
         key = (names[1], names[0]) if names[0] in ("left", "right") and names[1] in ("up", "down") else None
         if key in CORNER_2D and chance(rng, 0.5):

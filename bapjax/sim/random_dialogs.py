@@ -30,14 +30,12 @@ def _choose_reference(state: GameState, target, yaw: float, exclude=()) -> tuple
     """A (reference cell, realized referring expression) for describing ``target``."""
     rng = state.rng
     candidates, weights = [], []
-    for cell in state.structure:
-        if cell in exclude or cell == tuple(target):
+    table = language.reference_table(state.structure, yaw, state.last_cell)
+    for cell, options in table.items():
+        if not options or cell in exclude or cell == tuple(target):
             continue
         offset = spatial.world_to_builder(spatial.sub(target, cell), yaw)
         if max(abs(v) for v in offset) > MAX_REFERENCE_DISTANCE:
-            continue
-        options = language.reference_options(state.structure, cell, yaw, state.last_cell)
-        if not options:
             continue
         closeness = 1.0 / (1.0 + sum(abs(v) for v in offset))
         for option in options:

@@ -27,7 +27,8 @@ LAST_REFERENCE_P = 0.7  # "the last block" rather than another unique descriptio
 ROW_NOUNS = ("row", "line", "row", "straight line")
 COLUMN_NOUNS = ("column", "tower", "stack", "vertical row", "pillar")
 DIAGONAL_NOUNS = ("diagonal", "diagonal line", "diagonal row")
-STAIR_NOUNS = ("diagonal", "staircase", "diagonal", "diagonal line going up")
+STAIR_NOUNS = ("diagonal", "staircase", "diagonal", "diagonal line")
+FIRST_PREFIXES = ("", "", "", "first, ", "ok ", "so ", "let's start: ", "to start, ", "alright, ")
 FLAT_PLANE_NOUNS = ("plane", "flat plane", "floor", "rectangle", "layer")
 WALL_NOUNS = ("wall", "vertical plane", "wall", "vertical rectangle")
 
@@ -79,11 +80,11 @@ def _shape_noun(rng, kind: str, dirs_builder: list, sizes: list) -> str:
     return noun
 
 
-def _instruction_text(rng, kind, noun, color, size_text, anchor, where) -> str:
+def _instruction_text(rng, kind, noun, color, size_text, anchor, where, first: bool) -> str:
     """Assemble the instruction; None parts were left out for a clarification."""
     c = f"{color} " if color else ""
     verb = language.pick(rng, ("build", "make", "place", "put down", "create", "add"))
-    p = language.pick(rng, language.PREFIXES)
+    p = language.pick(rng, FIRST_PREFIXES if first else language.PREFIXES)
     anchor_part = f" {anchor}" if anchor else ""
     if kind == "plane":
         dims = f"{size_text} " if size_text else ""
@@ -145,7 +146,7 @@ def _shape_segment(state: GameState, shape, first: bool) -> None:
         rng, shape.kind, noun,
         None if omitted == "color" else color_text,
         None if omitted == "length" else size_text,
-        None if omitted == "direction" else anchor["text"], where)
+        None if omitted == "direction" else anchor["text"], where, first)
     clar = None
     if omitted == "color":
         clar = language.clarification(rng, "color", color_text)
