@@ -1,0 +1,170 @@
+"""Pictures: view-direction convention, camera handedness, PNG output, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from mpl_toolkits.mplot3d import proj3d  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from bapjax import grid, viz  # noqa: E402
+from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
+from bapjax.grid import PLACE, REMOVE, Action, Block  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_view_direction_follows_minecraft_yaw_and_pitch():
+    np.testing.assert_allclose(viz.view_direction(0), [0, 0, 1], atol=1e-12)
+    np.testing.assert_allclose(viz.view_direction(90), [-1, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(viz.view_direction(180), [0, 0, -1], atol=1e-12)
+    np.testing.assert_allclose(viz.view_direction(-90), [1, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(viz.view_direction(0, 90), [0, -1, 0], atol=1e-12)  # pitch 90: down
+
+
+def _screen_x(ax, world):
+    px, py, pz = viz._to_plot(*world)
+    x2, _, _ = proj3d.proj_transform(px, py, pz, ax.get_proj())
+    return x2
+
+
+def _screen(ax, world):
+    px, py, pz = viz._to_plot(*world)
+    x2, y2, _ = proj3d.proj_transform(px, py, pz, ax.get_proj())
+    return np.array([x2, y2])
+
+
+@pytest.mark.parametrize("yaw", [0.0, 90.0, 180.0, 270.0, 33.0])
+def test_camera_behind_the_builder_keeps_its_left_and_right(yaw):
+    """The Builder's right hand (yaw 0: -x) must be on the right of the picture, and what is in
+    front of the Builder must be farther up the picture (the camera looks over its shoulder)."""
+    fig = plt.figure()
+    ax = fig.add_subplot(projection="3d")
+    viz.draw_scene(ax, [({(0, 1, 0): 1}, "plain")], yaw=yaw)
+    fig.canvas.draw()
+    forward = viz.view_direction(yaw)
+    right = np.array([-np.cos(np.radians(yaw)), 0.0, -np.sin(np.radians(yaw))])
+    assert np.isclose(forward @ right, 0.0)
+    centre = np.array([0.5, 1.0, 0.5])
+    assert _screen_x(ax, centre + 3 * right) > _screen_x(ax, centre - 3 * right)
+    near, far = _screen(ax, centre - 3 * forward), _screen(ax, centre + 3 * forward)
+    assert far[1] > near[1]
+    plt.close(fig)
+
+
+def test_net_changes_skip_infeasible_actions():
+    prev = {(0, 1, 0): 1, (1, 1, 0): 2}
+    actions = [Action(PLACE, 3, 0, 2, 0), Action(PLACE, 4, 3, 5, 3),  # floating: infeasible
+               Action(REMOVE, 2, 1, 1, 0), Action(PLACE, 5, 2, 1, 0), Action(REMOVE, 5, 2, 1, 0)]
+    kept, placed, removed, infeasible = viz.net_changes(prev, actions)
+    assert kept == {(0, 1, 0): 1}
+    assert placed == {(0, 2, 0): 3}
+    assert removed == {(1, 1, 0): 2}
+    assert infeasible == 1
+
+
+def _hand_item() -> BapItem:
+    prev = (Block(0, 1, 0, 1), Block(1, 1, 0, 1), Block(1, 2, 0, 5))
+    ref = (Action(REMOVE, 5, 1, 2, 0), Action(PLACE, 3, 0, 2, 0), Action(PLACE, 3, 0, 3, 0))
+    nxt = (Block(0, 1, 0, 1), Block(1, 1, 0, 1), Block(0, 2, 0, 3), Block(0, 3, 0, 3))
+    history = (ChatTurn("Architect", "put two red blocks down"), Action(PLACE, 1, 0, 1, 0),
+               Action(PLACE, 1, 1, 1, 0), Action(PLACE, 5, 1, 2, 0),
+               ChatTurn("Architect", "take the blue one away and stack two yellows on the left red " * 3))
+    return BapItem("hand:1", "hand", "C0", "test", history, prev, ref, nxt,
+                   BuilderPose(0.5, 1.0, -6.0, 0.0, 30.0))
+
+
+def _png_size(path):
+    with Image.open(path) as image:
+        image.load()
+        return image.size
+
+
+def test_render_structure_item_and_prediction(tmp_path):
+    out = viz.render_structure({(0, 1, 0): 1, (0, 2, 0): 2, (1, 1, 0): 6}, tmp_path / "s.png")
+    assert _png_size(out)[0] > 300 and out.stat().st_size < 200_000
+    item = _hand_item()
+    out = viz.render_item(item, tmp_path / "i.png")
+    w, h = _png_size(out)
+    assert w > h > 300
+    lines = viz.history_lines(item)
+    assert lines[0].startswith("A: put two") and lines[1] == "  [Builder: 3 actions]"
+    predicted = [Action(PLACE, 3, 0, 2, 0), Action(PLACE, 6, 5, 6, 5)]
+    out = viz.render_prediction(item, predicted, tmp_path / "p.png")
+    assert _png_size(out)[0] > w
+
+
+def test_gold_xml_without_root_element(tmp_path):
+    gold = tmp_path / "data" / "gold-configurations"
+    gold.mkdir(parents=True)
+    (gold / "C7.xml").write_text(
+        '<DrawBlock type="cwcmod:cwc_minecraft_red_rn" x="95" y="1" z="100"/>\n'
+        '<DrawBlock type="cwcmod:cwc_minecraft_blue_rn" x="95" y="2" z="101"/>\n')
+    assert viz.read_gold_xml(str(gold / "C7.xml")) == {(-5, 1, 0): 1, (-5, 2, 1): 5}
+    (gold / "C8.xml").write_text('<DrawBlock type="cwcmod:cwc_minecraft_pink_rn" x="95" y="1" z="100"/>')
+    with pytest.raises(viz.VizError, match="C8.xml: DrawBlock 0"):
+        viz.read_gold_xml(str(gold / "C8.xml"))
+
+
+def _run(*args):
+    env = dict(os.environ, MPLBACKEND="Agg")
+    return subprocess.run([sys.executable, "-m", "bapjax.viz", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _cli(*args) -> int:
+    """The CLI in-process (a subprocess costs seconds of imports per call)."""
+    from absl import flags
+
+    flags.FLAGS.unparse_flags()
+    rest = flags.FLAGS(["viz", *args])
+    return viz.main(rest)
+
+
+def test_cli_structure_sample_and_errors(tmp_path, capsys):
+    gold = tmp_path / "data" / "gold-configurations"
+    gold.mkdir(parents=True)
+    (gold / "C7.xml").write_text('<DrawBlock type="cwcmod:cwc_minecraft_red_rn" x="95" y="1" z="100"/>\n')
+    result = _run("structure", "--gold", str(gold / "C7.xml"), "--out", str(tmp_path / "c7.png"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "c7.png").exists() and "wrote" in result.stdout
+    assert _cli("sample", "--kind", "random", "--num_blocks", "12", "--out", str(tmp_path / "r.png")) == 0
+    assert _cli("sample", "--kind", "shapes", "--num_shapes", "2", "--out", str(tmp_path / "s.png")) == 0
+    assert (tmp_path / "r.png").exists() and (tmp_path / "s.png").exists()
+    assert _cli("structure", "--gold", str(tmp_path / "missing.xml"), "--out", str(tmp_path / "x.png")) == 2
+    assert "missing.xml" in capsys.readouterr().err
+
+
+def test_read_prediction_errors_name_the_line(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"item_id": "a", "actions": []}) + "\n"
+                    + json.dumps({"item_id": "b", "actions": [{"type": "place", "color": "red",
+                                                               "x": 0, "y": 1}]}) + "\n")
+    assert viz.read_prediction(str(path), "a") == []
+    with pytest.raises(ValueError, match="p.jsonl:2 action 0: missing field"):
+        viz.read_prediction(str(path), "b")
+    with pytest.raises(viz.VizError, match="no prediction for item 'c'"):
+        viz.read_prediction(str(path), "c")
+
+
+def test_cli_item_and_prediction_on_the_real_corpus(mdc_path, mdc_corpus, tmp_path, capsys):
+    item = next(i for i in mdc_corpus.split("val") if any(a.type == REMOVE for a in i.reference_actions))
+    assert _cli("item", "--corpus", str(mdc_path), "--item_id", item.item_id,
+                "--out", str(tmp_path / "item.png")) == 0
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"item_id": item.item_id,
+                                 "actions": [grid.action_to_dict(a) for a in item.reference_actions[:1]]}) + "\n")
+    assert _cli("prediction", "--corpus", str(mdc_path), "--split", "val", "--predictions", str(preds),
+                "--item_id", item.item_id, "--out", str(tmp_path / "pred.png")) == 0
+    assert (tmp_path / "item.png").exists() and (tmp_path / "pred.png").exists()
+    assert _cli("item", "--corpus", str(mdc_path), "--item_id", "nope:0", "--out", str(tmp_path / "n.png")) == 2
+    assert "nope:0" in capsys.readouterr().err
