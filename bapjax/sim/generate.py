@@ -30,10 +30,13 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import orjson
 from absl import app, flags
 
 from bapjax.sim import blocks_dialogs, random_dialogs, shape_dialogs, writer
 from bapjax.sim.dialogue import SimGame
+from bapjax.sim.planner import PlanningError
+from bapjax.sim.structures import StructureError
 
 SIMULATORS: dict[str, Callable[[np.random.Generator], SimGame]] = {
     "r": random_dialogs.simulate_game,
@@ -53,13 +56,25 @@ MEAN_ITEMS_PER_GAME = {"r": 9.0, "bs": 12.0, "ss": 2.0}  # only sizes the work b
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?|\d+|[^\sa-z\d]")
 
 
-def game_rng(seed: int, dataset: str, split: str, index: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([int(seed), DATASET_CODES[dataset],
-                                                         SPLIT_CODES[split], int(index)]))
+MAX_ATTEMPTS = 20
+
+
+def game_rng(seed: int, dataset: str, split: str, index: int, attempt: int = 0) -> np.random.Generator:
+    entropy = [int(seed), DATASET_CODES[dataset], SPLIT_CODES[split], int(index)]
+    if attempt:
+        entropy.append(int(attempt))
+    return np.random.default_rng(np.random.SeedSequence(entropy))
 
 
 def simulate(dataset: str, seed: int, split: str, index: int) -> SimGame:
-    return SIMULATORS[dataset](game_rng(seed, dataset, split, index))
+    """Game ``index`` of a split; a structure the samplers cannot complete (rare) is redrawn
+    from the next attempt's seed, so the result still depends only on the arguments."""
+    for attempt in range(MAX_ATTEMPTS):
+        try:
+            return SIMULATORS[dataset](game_rng(seed, dataset, split, index, attempt))
+        except (StructureError, PlanningError):
+            continue
+    raise RuntimeError(f"{dataset} game {split}/{index} (seed {seed}) failed {MAX_ATTEMPTS} attempts")
 
 
 def target_key(game: SimGame) -> str:
@@ -90,11 +105,12 @@ def game_summary(game: SimGame) -> dict:
 def render_game(game: SimGame, dataset: str, target_id: str) -> dict:
     """The files of one game as text (rendered in the worker, written by the main process)."""
     return {
-        "observations": json.dumps({"WorldStates": writer.game_world_states(game), "NumFixedViewers": 0,
-                                    "TimeElapsed": 0, "Simulator": dataset}, separators=(",", ":")),
-        "instructions": json.dumps({"dataset": dataset, "target_id": target_id, "info": game.info,
-                                    "records": [s.record for s in game.segments]}, separators=(",", ":")),
-        "gold": writer.gold_xml(game.target),
+        "observations": orjson.dumps({"WorldStates": writer.game_world_states(game), "NumFixedViewers": 0,
+                                      "TimeElapsed": 0, "Simulator": dataset}, option=orjson.OPT_SERIALIZE_NUMPY),
+        "instructions": orjson.dumps({"dataset": dataset, "target_id": target_id, "info": game.info,
+                                      "records": [s.record for s in game.segments]},
+                                     option=orjson.OPT_SERIALIZE_NUMPY),
+        "gold": writer.gold_xml(game.target).encode("utf-8"),
     }
 
 
@@ -108,9 +124,9 @@ def _work(args):
 def _write_rendered(root: Path, split: str, target_id: str, index: int, files: dict) -> None:
     game_dir = root / "data" / "logs" / f"sim-{split}" / "logs" / writer.game_dir_name(target_id, index)
     game_dir.mkdir(parents=True, exist_ok=True)
-    (game_dir / "postprocessed-observations.json").write_text(files["observations"], encoding="utf-8")
-    (game_dir / "instructions.json").write_text(files["instructions"], encoding="utf-8")
-    (root / "data" / "gold-configurations" / f"{target_id}.xml").write_text(files["gold"], encoding="utf-8")
+    (game_dir / "postprocessed-observations.json").write_bytes(files["observations"])
+    (game_dir / "instructions.json").write_bytes(files["instructions"])
+    (root / "data" / "gold-configurations" / f"{target_id}.xml").write_bytes(files["gold"])
 
 
 class _Progress:

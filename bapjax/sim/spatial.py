@@ -236,7 +236,8 @@ def sample_pose(rng: np.random.Generator, structure_cells: Iterable[Cell], focus
     horizontal = math.hypot(dx, dz)
     pitch = math.degrees(math.atan2(y + EYE_HEIGHT - centre[1], max(horizontal, 0.5)))
     pitch = float(np.clip(pitch + rng.normal(0.0, 3.0), -60.0, 85.0))
-    return Pose(round(x, 3), round(y, 3), round(z, 3), round(yaw, 2), round(pitch, 2))
+    return Pose(round(float(x), 3), round(float(y), 3), round(float(z), 3), round(float(yaw), 2),
+                round(float(pitch), 2))
 
 
 def pose_is_valid(pose: Pose | Sequence[float], structure_cells: Iterable[Cell],

@@ -38,8 +38,11 @@ def _pose_json(pose) -> dict:
             "Pitch": float(pose.pitch)}
 
 
+_BLOCK_TYPES = ("",) + tuple(grid.mdc_block_type(c) for c in range(1, grid.NUM_COLORS + 1))
+
+
 def _blocks_json(structure: dict) -> list:
-    return [{"AbsoluteCoordinates": {"X": x, "Y": y, "Z": z}, "Type": grid.mdc_block_type(color)}
+    return [{"AbsoluteCoordinates": {"X": x, "Y": y, "Z": z}, "Type": _BLOCK_TYPES[color]}
             for (x, y, z), color in sorted(structure.items())]
 
 
@@ -47,7 +50,7 @@ def _inventory_json(structure: dict) -> list:
     counts = [0] * (grid.NUM_COLORS + 1)
     for color in structure.values():
         counts[color] += 1
-    return [{"Index": c - 1, "Type": grid.mdc_block_type(c), "Quantity": grid.INVENTORY_PER_COLOR - counts[c]}
+    return [{"Index": c - 1, "Type": _BLOCK_TYPES[c], "Quantity": grid.INVENTORY_PER_COLOR - counts[c]}
             for c in range(1, grid.NUM_COLORS + 1)]
 
 
@@ -64,13 +67,18 @@ def game_world_states(game: SimGame) -> list[dict]:
     structure: dict = {}
     clock = 0
 
+    cached = {"structure": None, "blocks": None, "inventory": None}
+
     def emit(pose):
         nonlocal clock
+        if cached["structure"] is not structure:  # the lists are shared until the world changes
+            cached.update(structure=structure, blocks=_blocks_json(structure),
+                          inventory=_inventory_json(structure))
         states.append({
             "BuilderPosition": _pose_json(pose),
             "ChatHistory": list(chat),
-            "BlocksInGrid": _blocks_json(structure),
-            "BuilderInventory": _inventory_json(structure),
+            "BlocksInGrid": cached["blocks"],
+            "BuilderInventory": cached["inventory"],
             "Timestamp": _timestamp(clock),
         })
         clock += 3
