@@ -269,6 +269,20 @@ def render_structure(blocks, path, title: str | None = None, yaw: float = 45.0,
     return _save(fig, path)
 
 
+def render_gallery(structures: Sequence[tuple[Mapping, str]], path, columns: int = 3,
+                   yaw: float = 45.0, dpi: int = 80, panel_size: float = 3.2) -> Path:
+    """Several structures side by side, each (structure, caption)."""
+    rows = max(1, math.ceil(len(structures) / columns))
+    fig = plt.figure(figsize=(panel_size * columns, panel_size * rows), dpi=dpi)
+    for index, (structure, caption) in enumerate(structures):
+        ax = fig.add_subplot(rows, columns, index + 1, projection="3d")
+        draw_scene(ax, [(structure, "plain")], yaw=yaw)
+        ax.set_title(caption, fontsize=8)
+    fig.subplots_adjust(left=0.0, right=1.0, top=1.0 - 0.35 / (panel_size * rows), bottom=0.0,
+                        wspace=0.0, hspace=0.12)
+    return _save(fig, path)
+
+
 def render_item(item: BapItem, path, dpi: int = 90, max_turns: int = 30) -> Path:
     """A BAP item: S_prev (light), the reference's net new (bold) and removed (ghost) blocks,
     the Builder's pose, and the dialogue history beside it."""
