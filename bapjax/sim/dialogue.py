@@ -138,9 +138,11 @@ class GameState:
         rng = self.rng
         opening = []
         if language.chance(rng, GREETING_P):
-            opening.append(("Architect", language.pick(rng, language.GREETINGS)))
-            if language.chance(rng, 0.6):
-                opening.append(("Builder", language.pick(rng, language.GREETING_REPLIES)))
+            greeting = language.pick(rng, language.GREETINGS)
+            opening.append(("Architect", greeting))
+            if greeting.endswith("?") or language.chance(rng, 0.6):
+                replies = ("ready", "yes", "sure", "yep") if greeting.endswith("?") else language.GREETING_REPLIES
+                opening.append(("Builder", language.pick(rng, replies)))
         closing = []
         if language.chance(rng, CLOSING_P):
             closing.append(("Architect", language.pick(rng, language.CLOSINGS)))

@@ -71,7 +71,7 @@ def finish(rng: np.random.Generator, text: str, question: bool = False) -> str:
 PREFIXES = ("", "", "", "", "now ", "next, ", "ok ", "okay, ", "then ", "great, now ", "alright, ",
             "good. ", "nice. now ", "perfect. next ", "after that, ", "next up, ", "so ", "and now ",
             "cool. ", "awesome, now ", "ok so ", "good job. now ")
-PLACE_VERBS = ("place", "put", "add", "set", "put down", "drop", "stick")
+PLACE_VERBS = ("place", "put", "add", "set", "put down", "drop", "stick", "lay", "put in", "plop")
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,19 +314,22 @@ def plane_anchor_phrase(rng: np.random.Generator, dir_a: Sequence[int], size_a: 
 # Builder and Architect chit-chat
 
 COLOR_QUESTIONS = ("what color?", "which color?", "what color should it be", "sure, what color?",
-                   "which color do you want", "what colour?", "ok, what color?")
+                   "which color do you want", "what colour?", "ok, what color?", "what color is it?",
+                   "you didn't say the color", "color?")
 COLOR_ANSWERS = ("{c}", "{c}", "{c} please", "make it {c}", "a {c} one", "{c}, sorry", "oh, {c}")
-COUNT_QUESTIONS = ("how many?", "how many blocks?", "how many should i place", "how many of them?")
+COUNT_QUESTIONS = ("how many?", "how many blocks?", "how many should i place", "how many of them?",
+                   "how many do you need?")
 COUNT_ANSWERS = ("{n}", "{n} blocks", "{n} of them", "{n}, sorry", "just {n}")
 LENGTH_QUESTIONS = ("how long?", "how many blocks long?", "how big should it be", "what size?")
 DIRECTION_QUESTIONS = ("which direction?", "in which direction?", "which way?", "going which way?")
 DIRECTION_ANSWERS = ("{d}", "{d}", "sorry, {d}", "{d} please")
 CONFIRMATIONS = ("done", "done!", "ok", "okay", "finished", "there you go", "like this?", "ok done",
-                 "placed it", "got it")
-GREETINGS = ("hi", "hello!", "hey there", "hi, let's start", "hello builder", "ready?")
+                 "placed it", "got it", "done, what next?", "alright", "next?", "is that right?", "k")
+GREETINGS = ("hi", "hello!", "hey there", "hi, let's start", "hello builder", "ready?", "hey, ready to build?",
+             "good morning", "ok let's go")
 GREETING_REPLIES = ("hi", "hello", "ready", "ok", "sure")
 CLOSINGS = ("great job!", "perfect, that's it", "done, thanks!", "that's the whole structure",
-            "nice work, we are done")
+            "nice work, we are done", "that's everything, well done", "we're finished, thank you!")
 
 
 def clarification(rng: np.random.Generator, what: str, value: str) -> tuple[str, str]:
@@ -414,7 +417,7 @@ def run_instruction(rng: np.random.Generator, color: str | None, count: int | No
         tail = pick(rng, ("", "", ", in a row", ", one after the other", ", in a line"))
         text = pick(rng, (
             f"{p}{v} {n} {more}{c}{noun} {relation} {reference}{tail}",
-            f"{p}now {n} {more}{c}{noun} {relation} {reference}{tail}",
+            f"{p}{n} {more}{c}{noun} {relation} {reference}{tail}",
             f"{p}i need {n} {more}{c}{noun} {relation} {reference}{tail}",
         ))
     return finish(rng, text)
