@@ -27,6 +27,9 @@ SIZES = {"train_items": 360, "val_items": 45, "test_items": 41}
 EXTREME_CUES = {"top": ("top", "highest", "uppermost"), "bottom": ("bottom", "lowest"), "left": ("left",),
                 "right": ("right",), "front": ("front", "nearest", "closest"),
                 "back": ("back", "farthest", "furthest")}
+SHAPE_WORDS = {"row": ("row", "line", "column", "tower", "stack", "pillar"),
+               "diagonal": ("diagonal", "staircase"),
+               "plane": ("plane", "floor", "rectangle", "layer", "wall", "square")}
 LAST_CUES = ("last", "previous", "just", "that", "it")
 
 
@@ -274,6 +277,11 @@ def test_every_instruction_is_grounded(sim_corpus):
                     assert number_in(said, len(targets)), f"{where}: length not stated"
             if rec["kind"] == "run":
                 assert number_in(said, rec["count"]), f"{where}: count not stated"
+            if rec["kind"] == "shape":
+                words = SHAPE_WORDS[rec["shape"]]
+                assert any(w in instruction for w in words), f"{where}: shape kind not named"
+                for size in rec["sizes"]:
+                    assert number_in(said, size), f"{where}: size {size} not stated"
     assert checked["reference"] > 0 and checked["first"] > 0
     if dataset in ("r", "bs"):
         assert checked["relation"] > 100
