@@ -57,6 +57,8 @@ _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?|\d+|[^\sa-z\d]")
 
 
 MAX_ATTEMPTS = 20
+# Bump when the simulators' output for a seed changes (written to data/dataset.json).
+SIMULATOR_VERSION = 1
 
 
 def game_rng(seed: int, dataset: str, split: str, index: int, attempt: int = 0) -> np.random.Generator:
@@ -226,7 +228,7 @@ def generate_corpus(dataset: str, out_dir, seed: int = 0, train_items: int | Non
     stats["seed"] = seed
     writer.write_corpus_meta(root, dataset, splits, {
         "seed": seed, "requested_items": requested, "games": {s: len(v) for s, v in splits.items()},
-        "generator": "bapjax.sim.generate"})
+        "generator": "bapjax.sim.generate", "simulator_version": SIMULATOR_VERSION})
     stats["out"] = str(root)
     return stats
 
