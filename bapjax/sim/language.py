@@ -414,7 +414,9 @@ def run_instruction(rng: np.random.Generator, color: str | None, count: int | No
     if upward and chance(rng, 0.4):
         text = f"{p}stack {n} {more}{c}{noun} {relation} {reference}"
     else:
-        tail = pick(rng, ("", "", ", in a row", ", one after the other", ", in a line"))
+        # a line of blocks, not a heap: say so unless it is a stack going up
+        tails = (", in a row", ", one after the other", ", in a line", " in a row", ", in a straight line")
+        tail = pick(rng, ("",) + tails) if upward else pick(rng, tails)
         text = pick(rng, (
             f"{p}{v} {n} {more}{c}{noun} {relation} {reference}{tail}",
             f"{p}{n} {more}{c}{noun} {relation} {reference}{tail}",
