@@ -172,6 +172,11 @@ def evaluate_items(items: Sequence[BapItem], predictions: Mapping[str, Sequence[
 
     ``multiple``: ids of the items in M (fairer alignment); None means all EB items.
     """
+    with metrics._no_gc():
+        return _evaluate_items(items, predictions, multiple, drop_infeasible, allow_missing)
+
+
+def _evaluate_items(items, predictions, multiple, drop_infeasible, allow_missing):
     known = {item.item_id for item in items}
     if len(known) != len(items):
         raise EvaluationError("the item list holds the same item id twice")
@@ -202,12 +207,12 @@ def evaluate_items(items: Sequence[BapItem], predictions: Mapping[str, Sequence[
             raise EvaluationError(str(err)) from None
         dropped_steps += len(dropped)
         items_with_drops += bool(dropped)
-        ref_net, ref_structure = metrics.reference_net_actions(item.prev_structure, item.reference_actions)
         pred_sets.append(pred_net)
-        ref_sets.append(ref_net)
+        ref_sets.append(metrics.fast_net_actions(item.reference_actions))
         if item.item_id in in_multiple:
             fair_sources[position] = pred_structure
-            fair_targets[position] = ref_structure
+            fair_targets[position] = metrics.reference_structure(item.prev_structure,
+                                                                 item.reference_actions)
     scores = metrics.score_items(pred_sets, ref_sets, fair_sources, fair_targets)
     is_eb = np.array([item.is_empty_board for item in items], bool)
     report = metrics.tables(scores, is_eb)

@@ -32,8 +32,9 @@ or offsets there; the host only builds the padded arrays.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import functools
+import gc
 from typing import Iterable, Mapping, Sequence
 
 import jax
@@ -41,7 +42,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from bapjax import grid
-from bapjax.actions import net_actions
 from bapjax.grid import PLACE, REMOVE, Action
 
 NUM_ROTATIONS = 4
@@ -68,6 +68,7 @@ def transform_params(index: int) -> tuple[int, int, int]:
 
 
 IDENTITY = transform_index(0, 0, 0)
+_TRANSFORM_PARAMS = np.array([transform_params(i) for i in range(NUM_TRANSFORMS)], np.int64)
 
 
 def rotate_xz(x: int, z: int, rotation: int) -> tuple[int, int]:
@@ -133,25 +134,40 @@ def predicted_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[
             structure[cell] = color
             color_count[color] += 1
         kept.append(action)
-    return net_actions(kept), structure, dropped
+    return fast_net_actions(kept), structure, dropped
+
+
+def fast_net_actions(actions: Iterable[Action]) -> frozenset:
+    """``bapjax.actions.net_actions`` for well-formed int tuples, without per-field conversion
+    (the evaluator's host side runs it twice per item). Elements are (t, c, x, y, z) tuples."""
+    balance: dict = {}
+    for action in actions:
+        key = action[1:]
+        balance[key] = balance.get(key, 0) + (1 if action[0] == PLACE else -1)
+    return frozenset((PLACE if n > 0 else REMOVE,) + key for key, n in balance.items() if n)
 
 
 def reference_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[Action]):
     """Net action set and S_H of a reference, applied as recorded (references are never rejected:
     a few MDC placements are unsupported as logged, and they still count)."""
+    return fast_net_actions(actions), reference_structure(prev_structure, actions)
+
+
+def reference_structure(prev_structure: Mapping | Iterable, actions: Sequence[Action]) -> dict:
+    """S_H: the reference applied to S_prev as recorded."""
     structure = _as_dict(prev_structure)
     for type_, color, x, y, z in actions:
         if type_ == PLACE:
             structure[(x, y, z)] = color
         else:
             structure.pop((x, y, z), None)
-    return net_actions(actions), structure
+    return structure
 
 
 def _as_dict(structure) -> dict:
-    if isinstance(structure, Mapping):
+    if isinstance(structure, dict):
         return dict(structure)
-    return {(int(b[0]), int(b[1]), int(b[2])): int(b[3]) for b in structure}
+    return {(b[0], b[1], b[2]): b[3] for b in structure}
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,28 +230,8 @@ def _best_alignment(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask):
     return best, matches[best]
 
 
-def _multiset_tp(pred_key, pred_mask, ref_key, ref_mask):
-    """|multiset(pred) & multiset(ref)|: the i-th copy of a key in pred matches when ref holds
-    more than i copies of it (sum over keys of min(count_pred, count_ref))."""
-    in_ref = jnp.sum((pred_key[:, None] == ref_key[None, :]) & ref_mask[None, :], axis=1)
-    n = pred_key.shape[0]
-    earlier = jnp.arange(n)[None, :] < jnp.arange(n)[:, None]  # [i, i']: i' < i
-    rank = jnp.sum((pred_key[:, None] == pred_key[None, :]) & pred_mask[None, :] & earlier, axis=1)
-    return jnp.sum(pred_mask & (rank < in_ref)).astype(jnp.int32)
-
-
-def _aligned_cell_keys(xyz, index):
-    """Integer keys of cells moved by alignment ``index`` (on a 32^3 box: no collisions)."""
-    rest, dz = jnp.divmod(index, NUM_SHIFTS)
-    rotation, dx = jnp.divmod(rest, NUM_SHIFTS)
-    x, z = _rotate(xyz[:, 0], xyz[:, 2], rotation)
-    x, z = x + dx - MAX_SHIFT, z + dz - MAX_SHIFT
-    return ((x + 16) * 32 + xyz[:, 1]) * 32 + z + 16
-
-
 def _item_counts(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape):
-    """One item: [strict, fairer strict, shape, fairer location] true positives, and the
-    (fairer, shape) alignment indices.
+    """One item: [strict, fairer strict, shape] true positives and the (fairer, shape) indices.
 
     pred / ref: int [N, 5] / [M, 5] net actions (type, color, x, y, z) with masks. The action
     Hough counts give exact matches for every alignment at once, so the strict, fairer and
@@ -248,9 +244,7 @@ def _item_counts(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape):
                                           ref[:, 2:], labels(ref), ref_mask)
     shape_index = _pick_alignment(matches, allowed)
     fair_index = jnp.where(fair_is_shape, shape_index, fair_index)
-    location = _multiset_tp(_aligned_cell_keys(pred[:, 2:], fair_index), pred_mask,
-                            _aligned_cell_keys(ref[:, 2:], jnp.int32(IDENTITY)), ref_mask)
-    counts = jnp.stack([matches[IDENTITY], matches[fair_index], matches[shape_index], location])
+    counts = jnp.stack([matches[IDENTITY], matches[fair_index], matches[shape_index]])
     return counts, jnp.stack([fair_index, shape_index])
 
 
@@ -262,45 +256,45 @@ def batch_best_alignment(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_m
 
 @jax.jit
 def batch_item_counts(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape):
-    """``_item_counts`` over a batch: (counts [B, 4], indices [B, 2])."""
+    """``_item_counts`` over a batch: (counts [B, 3], indices [B, 2])."""
     return jax.vmap(_item_counts)(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape)
 
 
 # --------------------------------------------------------------------------------------------
 # Host side: bucketing, padding, and the batched driver
 
-_PAD_SIZES_BASE = 16  # padded set sizes: 16, 64, 256, ... (few shapes -> few compilations)
-_SMALL_BATCH = 64
-_MAX_BATCH = 1024
-_PAIR_BUDGET = 1 << 18  # max batch * pad * pad; bounds the [B, 4, N, M] vote tensor (cache-sized)
+_PAD_BASE = 8  # padded set sizes: 8, 32, 128, 512, ... (few shapes -> few compilations)
+_MAX_BATCH = 512
+_PAIR_BUDGET = _MAX_BATCH * _PAD_BASE * _PAD_BASE  # batch * pad^2: keeps the vote tensor cache-sized
 
 
 def _pad_size(n: int) -> int:
-    size = _PAD_SIZES_BASE
+    size = _PAD_BASE
     while size < n:
         size *= 4
     return size
 
 
+def _pad_sizes(sizes: np.ndarray) -> np.ndarray:
+    """``_pad_size`` of every entry (vectorized)."""
+    pads = np.full(len(sizes), _PAD_BASE, np.int64)
+    while np.any(pads < sizes):
+        pads = np.where(pads < sizes, pads * 4, pads)
+    return pads
+
+
 def _batch_plan(count: int, pad: int) -> list[tuple[int, int, int]]:
-    """Split ``count`` items into (start, stop, padded batch size) chunks; at most two batch
-    sizes per pad size (a small one for leftovers), so at most two compilations per pad."""
-    cap = max(1, min(_MAX_BATCH, _PAIR_BUDGET // (pad * pad)))
-    small = min(_SMALL_BATCH, cap)
-    plan, start = [], 0
-    while start < count:
-        size = small if count - start <= small else cap
-        stop = min(count, start + size)
-        plan.append((start, stop, size))
-        start = stop
-    return plan
+    """Split ``count`` items into (start, stop, batch size) chunks. One batch size per pad size
+    (the last chunk is padded up), so each pad size compiles once."""
+    size = max(1, min(_MAX_BATCH, _PAIR_BUDGET // (pad * pad)))
+    return [(start, min(count, start + size), size) for start in range(0, count, size)]
 
 
 def _rows(sets: Sequence[Iterable[tuple]], width: int):
     """Flattened element rows of many small sets: (rows [E, width], owner [E], position [E])."""
-    lengths = np.fromiter((len(s) for s in sets), np.int64, len(sets))
+    lengths = np.fromiter(map(len, sets), np.int64, len(sets))
     total = int(lengths.sum())
-    rows = np.fromiter((v for s in sets for a in s for v in a), np.int32, total * width)
+    rows = np.array([a for s in sets for a in s], np.int32) if total else np.zeros((0, width), np.int32)
     owner = np.repeat(np.arange(len(sets)), lengths)
     position = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     return rows.reshape(total, width), owner, position, lengths
@@ -324,8 +318,7 @@ def best_alignments(sources: Sequence[Iterable[tuple]], targets: Sequence[Iterab
     out = np.full(count, IDENTITY, np.int32)
     if count == 0:
         return out
-    sizes = np.array([max(len(s), len(t)) for s, t in zip(sources, targets)])
-    pads = np.array([_pad_size(int(n)) for n in sizes])
+    pads = _pad_sizes(np.array([max(len(s), len(t)) for s, t in zip(sources, targets)]))
     for pad in np.unique(pads):
         members = np.flatnonzero(pads == pad)
         for start, stop, batch in _batch_plan(len(members), int(pad)):
@@ -398,6 +391,29 @@ def _type_color_tp(pred_lists, ref_lists):
     return type_tp, color_tp
 
 
+def _location_tp(pred_lists, ref_lists, fair_index: np.ndarray) -> np.ndarray:
+    """Location multiset matches per item after the fairer alignment (host, vectorized NumPy):
+    sum over cells of min(count in aligned P, count in H)."""
+    count = len(pred_lists)
+
+    def keyed(sets, index):
+        rows, owner, _, _ = _rows(sets, 5)
+        x, z = rows[:, 2], rows[:, 4]
+        if index is not None:
+            r, dx, dz = _TRANSFORM_PARAMS[index[owner]].T
+            coeffs = _ROTATION_COEFFS[r]
+            x, z = (coeffs[:, 0] * x + coeffs[:, 1] * z + dx, coeffs[:, 2] * x + coeffs[:, 3] * z + dz)
+        cell = ((x.astype(np.int64) + 16) * 32 + rows[:, 3]) * 32 + z + 16  # |x|, |z| <= 15
+        keys, counts = np.unique(owner.astype(np.int64) * 32768 + cell, return_counts=True)
+        return keys, counts
+
+    pred_keys, pred_counts = keyed(pred_lists, fair_index)
+    ref_keys, ref_counts = keyed(ref_lists, None)
+    _, in_pred, in_ref = np.intersect1d(pred_keys, ref_keys, assume_unique=True, return_indices=True)
+    matched = np.minimum(pred_counts[in_pred], ref_counts[in_ref])
+    return np.bincount(pred_keys[in_pred] // 32768, weights=matched, minlength=count).astype(np.int64)
+
+
 def score_items(pred_sets: Sequence[Iterable[Action]], ref_sets: Sequence[Iterable[Action]],
                 fair_sources: Mapping[int, Mapping] | None = None,
                 fair_targets: Mapping[int, Mapping] | None = None) -> ItemScores:
@@ -407,6 +423,24 @@ def score_items(pred_sets: Sequence[Iterable[Action]], ref_sets: Sequence[Iterab
     {item position: S_M} and {item position: S_H} as {cell: color} for the items in M (the
     fairer alignment is searched on these structures); every other item is scored as is.
     """
+    with _no_gc():
+        return _score_items(pred_sets, ref_sets, fair_sources, fair_targets)
+
+
+@contextlib.contextmanager
+def _no_gc():
+    """Pause the cyclic garbage collector during bulk host work: the sets built here hold no
+    cycles, and collections triggered by them rescan every live object (items, histories)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _score_items(pred_sets, ref_sets, fair_sources, fair_targets) -> ItemScores:
     count = len(pred_sets)
     if len(ref_sets) != count:
         raise ValueError(f"{count} predicted sets but {len(ref_sets)} reference sets")
@@ -431,11 +465,11 @@ def score_items(pred_sets: Sequence[Iterable[Action]], ref_sets: Sequence[Iterab
         blocks = lambda s: [(x, y, z, c) for (x, y, z), c in s.items()]  # noqa: E731
         fair_index[searched] = best_alignments([blocks(fair_sources[i]) for i in searched],
                                                [blocks(fair_targets[i]) for i in searched])
-    counts = np.zeros((count, 4), np.int64)
+    counts = np.zeros((count, 3), np.int64)
     indices = np.zeros((count, 2), np.int32)
     n_pred = np.fromiter((len(s) for s in pred_lists), np.int64, count)
     n_ref = np.fromiter((len(s) for s in ref_lists), np.int64, count)
-    pads = np.array([_pad_size(int(max(a, b))) for a, b in zip(n_pred, n_ref)], np.int64)
+    pads = _pad_sizes(np.maximum(n_pred, n_ref))
     for pad in np.unique(pads):
         members = np.flatnonzero(pads == pad)
         for start, stop, batch in _batch_plan(len(members), int(pad)):
@@ -450,9 +484,10 @@ def score_items(pred_sets: Sequence[Iterable[Action]], ref_sets: Sequence[Iterab
             counts[chunk] = np.asarray(chunk_counts)[: len(chunk)]
             indices[chunk] = np.asarray(chunk_indices)[: len(chunk)]
     type_tp, color_tp = _type_color_tp(pred_lists, ref_lists)
+    location_tp = _location_tp(pred_lists, ref_lists, indices[:, 0])
     return ItemScores(
         n_pred=n_pred, n_ref=n_ref, strict_tp=counts[:, 0], type_tp=type_tp, color_tp=color_tp,
-        location_tp=counts[:, 3], fair_tp=counts[:, 1], shape_tp=counts[:, 2],
+        location_tp=location_tp, fair_tp=counts[:, 1], shape_tp=counts[:, 2],
         fair_index=indices[:, 0], shape_index=indices[:, 1])
 
 

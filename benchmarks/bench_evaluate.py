@@ -1,0 +1,129 @@
+"""Benchmark: the batched v2 evaluator against the plain-Python oracle, and its cost growth.
+
+    python benchmarks/bench_evaluate.py [--corpus ../shared/mdc] [--sizes 1000,10000,100000]
+
+1. The MDC test split (1616 items) with perturbed predictions (shifted / turned copies of the
+   reference, color swaps, dropped and extra actions; infeasible steps dropped): the full
+   evaluation (``evaluate_predictions``: feasibility, net sets, alignment search, tables) timed
+   with compilation (first call in a fresh process, no persistent cache) and after it (median
+   of repeats), against the plain-Python oracle of ``tests/test_metrics.py`` on the same items
+   in the same run. The two reports must agree to 1e-9.
+2. The batched evaluator on synthetic item sets sampled from the test items (each copy with
+   its own perturbation) of growing size, to show how the cost grows.
+The last printed line is JSON with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bapjax import evaluate, metrics  # noqa: E402
+from bapjax.grid import Action  # noqa: E402
+from tests.test_metrics import assert_tables_close, oracle_tables  # noqa: E402
+
+
+def perturb(rng: np.random.Generator, actions) -> list[Action]:
+    """A model-like wrong answer: the reference moved, recolored, thinned and padded."""
+    actions = list(actions)
+    kind = rng.integers(5)
+    if kind == 0 and actions:  # shifted and maybe turned copy
+        r, dx, dz = int(rng.integers(4)), int(rng.integers(-2, 3)), int(rng.integers(-2, 3))
+        moved = []
+        for a in actions:
+            x, z = metrics.rotate_xz(a.x, a.z, r)
+            moved.append(Action(a.type, a.color, max(-5, min(5, x + dx)), a.y, max(-5, min(5, z + dz))))
+        actions = moved
+    elif kind == 1:  # color swap
+        perm = rng.permutation(6) + 1
+        actions = [Action(a.type, int(perm[a.color - 1]), a.x, a.y, a.z) for a in actions]
+    elif kind == 2:  # drop some
+        actions = [a for a in actions if rng.random() < 0.6]
+    elif kind == 3:  # extra ground blocks
+        actions = actions + [Action(0, int(rng.integers(1, 7)), int(rng.integers(-5, 6)), 1,
+                                    int(rng.integers(-5, 6))) for _ in range(int(rng.integers(1, 4)))]
+    return actions  # kind 4: exact copy
+
+
+def timed(fn, repeats=1):
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return result, times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    from bapjax.corpus import mdc
+
+    items = mdc.load_corpus(args.corpus).split("test")
+    rng = np.random.default_rng(args.seed)
+    predictions = {item.item_id: perturb(rng, item.reference_actions) for item in items}
+    out = {"items": len(items), "device": None}
+    import jax
+
+    out["device"] = str(jax.devices()[0])
+
+    run = lambda: evaluate.evaluate_predictions(items, predictions, drop_infeasible=True)  # noqa: E731
+    report, (first,) = timed(run)
+    _, again = timed(run, args.repeats)
+    out["batched_first_call_s"] = first
+    out["batched_s"] = statistics.median(again)
+    print(f"batched evaluator, {len(items)} items: {first:.3f} s with compilation, "
+          f"{out['batched_s']:.3f} s after (median of {args.repeats})", flush=True)
+
+    cases = [(metrics._as_dict(i.prev_structure), predictions[i.item_id], list(i.reference_actions),
+              i.is_empty_board, i.is_empty_board) for i in items]
+    (want, _), (oracle_s,) = timed(lambda: oracle_tables(cases))
+    assert_tables_close(report, want)
+    out["oracle_s"] = oracle_s
+    out["speedup_after_compilation"] = oracle_s / out["batched_s"]
+    out["speedup_with_compilation"] = oracle_s / first
+    print(f"plain-Python oracle: {oracle_s:.2f} s; reports agree to 1e-9; speed-up "
+          f"{out['speedup_after_compilation']:.0f}x after compilation, "
+          f"{out['speedup_with_compilation']:.1f}x including it", flush=True)
+
+    growth = []
+    for size in (int(s) for s in args.sizes.split(",") if s):
+        picks = rng.integers(len(items), size=size)
+        synthetic, synthetic_predictions = [], {}
+        for n, pick in enumerate(picks):
+            item = dataclasses.replace(items[pick], item_id=f"{items[pick].item_id}#{n}")
+            synthetic.append(item)
+            synthetic_predictions[item.item_id] = perturb(rng, item.reference_actions)
+        fn = lambda: evaluate.evaluate_items(synthetic, synthetic_predictions, drop_infeasible=True)  # noqa: E731
+        _, (first_s,) = timed(fn)
+        _, times = timed(fn, 2)
+        # the device part alone: the same sets through score_items
+        _, _, details = evaluate.evaluate_items(synthetic, synthetic_predictions, drop_infeasible=True)
+        _, device_times = timed(lambda: metrics.score_items(details["pred_sets"], details["ref_sets"]), 2)
+        row = {"items": size, "first_s": first_s, "s": min(times), "score_items_s": min(device_times),
+               "us_per_item": 1e6 * min(times) / size}
+        growth.append(row)
+        print(f"{size:>7} items: {row['s']:.2f} s full evaluation ({row['us_per_item']:.1f} us/item; "
+              f"first call {first_s:.2f} s), of which alignment + counts (score_items) "
+              f"{row['score_items_s']:.2f} s", flush=True)
+    out["growth"] = growth
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
