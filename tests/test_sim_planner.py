@@ -321,3 +321,13 @@ def test_plans_agree_with_the_jax_apply_and_feasibility():
     assert bool(np.all(np.asarray(feasible)))
     goals = grid.structures_to_grids([[(*c, v) for c, v in g.items()] for _, g in pairs])
     np.testing.assert_array_equal(np.asarray(final), goals)
+
+
+@pytest.mark.slow
+def test_many_more_random_pairs():
+    rng = np.random.default_rng(2024)
+    for trial in range(20000):
+        start, goal = random_pair(rng)
+        actions = plan_actions(start, goal, rng=rng if trial % 2 else None)
+        replay(start, goal, actions)
+        check_supports_removed(start, goal, actions)

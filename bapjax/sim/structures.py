@@ -169,20 +169,21 @@ def touch_zone(structure: Mapping[Cell, int]) -> np.ndarray:
     return zone
 
 
-def touching_translations(relative_cells: np.ndarray, structure: Mapping[Cell, int]) -> np.ndarray:
+def touching_translations(relative_cells: np.ndarray, structure: Mapping[Cell, int],
+                          grids: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """All offsets t [N, 3] such that ``relative_cells + t`` is in the region, overlaps no block
     of ``structure`` and touches (face or edge) at least one of them.
 
     One pass over the grid per shape cell: for cell r, the slice of the grid at ``t + r`` for
     every admissible t; AND of "empty" over the cells, OR of "touching" over the cells.
+    ``grids``: (occupancy, touch zone) of ``structure`` when the caller keeps them already.
     """
     rel = np.asarray(relative_cells, dtype=np.int64).reshape(-1, 3)
     rmin, rmax = rel.min(0), rel.max(0)
     size = (_REGION_HI - _REGION_LO) - (rmax - rmin) + 1
     if np.any(size <= 0):
         return np.zeros((0, 3), np.int64)
-    occupied = _occupancy(structure)
-    zone = touch_zone(structure)
+    occupied, zone = grids if grids is not None else (_occupancy(structure), touch_zone(structure))
     sx, sy, sz = (int(v) for v in size)
     free = np.ones((sx, sy, sz), bool)
     touching = np.zeros((sx, sy, sz), bool)
@@ -232,6 +233,7 @@ def sample_shape_structure(
                              size_bounds, plane_kind, on_ground=True)
         shapes = [first]
         structure = first.blocks()
+        occupied, zone = _occupancy(structure), touch_zone(structure)
         counts = np.zeros(NUM_COLORS + 1, int)
         counts[first.color] += first.size
         for index in range(1, num_shapes):
@@ -244,7 +246,7 @@ def sample_shape_structure(
                 color = shape_colors[index]
                 if counts[color] + len(rel) > INVENTORY_PER_COLOR:
                     continue
-                offsets = touching_translations(rel, structure)
+                offsets = touching_translations(rel, structure, (occupied, zone))
                 if len(offsets) == 0:
                     continue
                 offset = offsets[int(rng.integers(len(offsets)))]
@@ -254,6 +256,9 @@ def sample_shape_structure(
                 break
             shapes.append(placed)
             structure.update(placed.blocks())
+            added = placed.blocks()
+            occupied |= _occupancy(added)
+            zone |= touch_zone(added)
             counts[placed.color] += placed.size
         if len(shapes) == num_shapes:
             return ShapeStructure(tuple(shapes), structure)
