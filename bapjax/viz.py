@@ -292,7 +292,8 @@ def render_item(item: BapItem, path, dpi: int = 90, max_turns: int = 30) -> Path
     ax = fig.add_axes((0.0, 0.0, 0.56, 0.92), projection="3d")
     title = (f"{item.item_id} [{item.dataset}, {'EB' if item.is_empty_board else 'NEB'}]\n"
              f"S_prev {len(prev)} blocks; reference +{len(placed)} -{len(removed)} "
-             f"({len(item.reference_actions)} actions); yaw {item.builder_pose.yaw:.0f}")
+             f"({len(item.reference_actions)} actions)"
+             + (f"; yaw {item.builder_pose.yaw:.0f}" if item.builder_pose is not None else ""))
     draw_scene(ax, layers, pose=item.builder_pose)
     fig.text(0.28, 0.97, title, ha="center", va="top", fontsize=9)
     text_ax = fig.add_axes((0.57, 0.02, 0.42, 0.94))
