@@ -2,6 +2,7 @@
 
     python -m bapjax.sim.generate --dataset {r,bs,ss} --out DIR --seed S \
         [--train_items N --val_items N --test_items N] [--processes P] [--overwrite]
+    python -m bapjax.sim.generate --dataset {r,bs,ss} --seed S --show_games N   (transcripts only)
 
 Defaults are the paper's Table 3 sizes.  Every game is simulated from its own seed
 ``SeedSequence([seed, dataset, split, game index])``, so the corpus is the same for a seed
@@ -276,6 +277,27 @@ def corpus_statistics(dataset: str, summaries: dict[str, list[dict]]) -> dict:
     return out
 
 
+def format_game(game: SimGame, name: str = "") -> str:
+    """A readable transcript: chat lines with the Builder's yaw, action counts, grounded kinds."""
+    lines = [f"### {name} target {len(game.target)} blocks, shapes {game.info.get('shapes') or '-'}"]
+    lines += [f"<{speaker}> {text}" for speaker, text in game.opening]
+    for segment in game.segments:
+        record = segment.record
+        relation = record.get("relation")
+        tag = record["kind"] + (f", {relation['type']} {tuple(relation['offset'])}" if relation else "")
+        if record.get("anchor"):
+            tag += f", anchor {[tuple(d) for d in record['anchor']['dirs']]}"
+        for n, (speaker, text) in enumerate(segment.lines):
+            suffix = f"    (yaw {segment.pose.yaw:.0f}; {tag})" if n == 0 else ""
+            lines.append(f"<{speaker}> {text}{suffix}")
+        count = len(segment.actions)
+        lines.append(f"    [Builder: {count} action{'s' if count != 1 else ''}]")
+        if segment.confirmation:
+            lines.append(f"<Builder> {segment.confirmation}")
+    lines += [f"<{speaker}> {text}" for speaker, text in game.closing]
+    return "\n".join(lines)
+
+
 def format_statistics(stats: dict) -> str:
     lines = [f"dataset {stats['dataset']}: {stats['items']} items in {stats.get('seconds', '?')} s "
              f"({stats.get('items_per_second', '?')} items/s, {stats.get('processes', '?')} processes)"]
@@ -305,11 +327,19 @@ def define_flags() -> None:
     flags.DEFINE_integer("processes", None, "Worker processes (default: every core).")
     flags.DEFINE_bool("overwrite", False, "Replace an existing OUT/data.")
     flags.DEFINE_bool("progress", True, "Progress lines on stderr.")
+    flags.DEFINE_integer("show_games", 0, "Only print the transcripts of this many training games "
+                         "of the seed (no corpus is written; --out not needed).")
 
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    if FLAGS.dataset and FLAGS.show_games > 0:
+        for index in range(FLAGS.show_games):
+            game = simulate(FLAGS.dataset, FLAGS.seed, "train", index)
+            print(format_game(game, f"{FLAGS.dataset} seed {FLAGS.seed} train game {index}:"))
+            print()
+        return 0
     if not FLAGS.dataset or not FLAGS.out:
         raise app.UsageError("--dataset and --out are required")
     try:

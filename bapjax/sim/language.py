@@ -61,9 +61,9 @@ def finish(rng: np.random.Generator, text: str, question: bool = False) -> str:
     if chance(rng, 0.35):
         text = text[0].upper() + text[1:]
     if not question and chance(rng, 0.05):
-        text += pick(rng, (" please", ", please", " thanks"))
+        text += pick(rng, (" please", ", please", ", thanks"))
     end = "?" if question else pick(rng, ("", "", ".", ".", "!"))
-    if question and chance(rng, 0.2):
+    if question and (text.endswith("?") or chance(rng, 0.2)):
         end = ""
     return text + end
 
@@ -393,6 +393,7 @@ def place_instruction(rng: np.random.Generator, color: str | None, relation: str
     elif choice == 5:
         text = f"{p}we need a {c}block {relation} {reference}"
     elif choice == 6:
+        p = "" if "next" in p else p  # no "next, the next block ..."
         text = (f"{p}the next block is {color} and goes {relation} {reference}" if color
                 else f"{p}the next block goes {relation} {reference}")
     elif choice == 7:
