@@ -25,6 +25,7 @@ MAX_RUN = 4
 SINGLE_P = 0.25  # describe a block alone even when a run is possible
 OTHER_REFERENCE_P = 0.15  # use a uniquely nameable block instead of "the last block"
 ANCHOR_FORM_P = 0.3  # a run described by its Builder-anchored direction
+FAR_FROM_LAST = 3  # farther than this from the last block: prefer a nearer nameable reference
 
 
 def _shape_order(rng: np.random.Generator, shapes) -> list:
@@ -85,7 +86,8 @@ def _instruction(state: GameState, shape, remaining: list) -> int:
     if len(run) == 1:
         omitted = state.maybe_omit(["color"])
         chosen = None
-        if language.chance(rng, OTHER_REFERENCE_P):
+        far = max(abs(v) for v in world_step) > FAR_FROM_LAST
+        if language.chance(rng, 0.8 if far else OTHER_REFERENCE_P):
             chosen = _choose_reference(state, first, pose.yaw)
         if chosen is None:
             ref_cell, ref = last, _last_reference(state, pose.yaw)
