@@ -186,7 +186,9 @@ def test_every_instruction_is_grounded(sim_corpus):
             turns = segment_turns(item)
             architect = [t.text.lower() for t in turns if t.speaker == "Architect"]
             instruction = rec["text"].lower()
-            assert " ".join(rec["text"].split()).lower() in architect, where
+            lines = [" ".join(line.split()).lower() for line in rec["lines"]]
+            assert ", ".join(lines) == " ".join(rec["text"].split()).lower(), where
+            assert all(line in architect for line in lines), where
             said = " ".join(architect)
             if rec["clarification"]:
                 checked["clarification"] += 1

@@ -30,6 +30,7 @@ CLARIFICATION_P = 0.08  # an omitted detail (color, count, direction, length)
 CONFIRMATION_P = 0.2  # "done" after the Builder's actions
 GREETING_P = 0.3
 CLOSING_P = 0.3
+SPLIT_P = 0.1  # the instruction comes as two chat lines
 STAY_P = 0.6  # the Builder keeps looking from the same side as in the previous segment
 
 
@@ -107,7 +108,8 @@ class GameState:
                     order: Sequence | None = None, clarification: tuple[str, str] | None = None) -> Segment:
         prev = dict(self.structure)
         actions = self.execute(goal, order)
-        lines = [("Architect", instruction)]
+        instruction_lines = split_instruction(self.rng, instruction, record)
+        lines = [("Architect", line) for line in instruction_lines]
         if clarification is not None:
             lines += [("Builder", clarification[0]), ("Architect", clarification[1])]
         confirmation = language.confirmation(self.rng) if language.chance(self.rng, CONFIRMATION_P) else None
@@ -117,6 +119,7 @@ class GameState:
             **record,
             "segment": len(self.segments),
             "text": instruction,
+            "lines": instruction_lines,
             "clarification": list(clarification) if clarification else None,
             "pose": list(pose),
             "yaw_quadrant": spatial.yaw_quadrant(pose.yaw),
@@ -149,6 +152,31 @@ class GameState:
         if start_pose is None:
             start_pose = self.segments[0].pose if self.segments else spatial.Pose(0.0, 1.0, -5.0, 0.0, 20.0)
         return SimGame(self.dataset, self.segments, dict(self.structure), opening, closing, start_pose, info)
+
+
+def split_instruction(rng: np.random.Generator, instruction: str, record: dict) -> list[str]:
+    """With probability SPLIT_P the Architect sends the instruction as two chat lines, cut at a
+    comma outside every grounded phrase (relation, reference, anchor), as MDC Architects often
+    do ("now a red block" / "two to the left of the blue one")."""
+    if not language.chance(rng, SPLIT_P):
+        return [instruction]
+    lower = instruction.lower()
+    spans = []
+    for key in ("relation", "ref", "anchor"):
+        phrase = (record.get(key) or {}).get("text")
+        if phrase:
+            start = lower.find(phrase.lower())
+            if start >= 0:
+                spans.append((start, start + len(phrase)))
+    cuts = [i for i in range(len(instruction) - 2) if instruction[i:i + 2] == ", "
+            and not any(a <= i < b for a, b in spans) and 0 < i]
+    if not cuts:
+        return [instruction]
+    cut = cuts[int(rng.integers(len(cuts)))]
+    first, second = instruction[:cut].strip(), instruction[cut + 2:].strip()
+    if not first or not second:
+        return [instruction]
+    return [first, second]
 
 
 def color_name(color: int) -> str:

@@ -336,7 +336,8 @@ def clarification(rng: np.random.Generator, what: str, value: str) -> tuple[str,
     """(Builder question, Architect answer) for an omitted detail ('color', 'count', 'direction',
     'length'); ``value`` is the omitted detail as text."""
     if what == "color":
-        return finish(rng, pick(rng, COLOR_QUESTIONS), True), pick(rng, COLOR_ANSWERS).format(c=value)
+        answer = _ARTICLE.sub(r"\1n \2", pick(rng, COLOR_ANSWERS).format(c=value))
+        return finish(rng, pick(rng, COLOR_QUESTIONS), True), answer
     if what == "count":
         return finish(rng, pick(rng, COUNT_QUESTIONS), True), pick(rng, COUNT_ANSWERS).format(n=value)
     if what == "length":
