@@ -307,8 +307,10 @@ def render_prediction(item: BapItem, predicted_actions: Sequence[Action], path, 
     prev = _as_dict(item.prev_structure)
     ref_layers, ref_placed, ref_removed, _ = _item_layers(prev, item.reference_actions)
     pred_layers, pred_placed, pred_removed, infeasible = _item_layers(prev, predicted_actions)
-    ref_net = actions_lib.structure_diff(prev, {**{c: v for c, v in prev.items() if c not in ref_removed}, **ref_placed})
-    pred_net = actions_lib.structure_diff(prev, {**{c: v for c, v in prev.items() if c not in pred_removed}, **pred_placed})
+    # Net actions of each (removals of S_prev blocks, placements of new ones); count matches.
+    ref_net = {(REMOVE, *c, v) for c, v in ref_removed.items()} | {(PLACE, *c, v) for c, v in ref_placed.items()}
+    pred_net = {(REMOVE, *c, v) for c, v in pred_removed.items()}
+    pred_net |= {(PLACE, *c, v) for c, v in pred_placed.items()}
     correct = len(ref_net & pred_net)
     fig = plt.figure(figsize=(15.0, 5.2), dpi=dpi)
     ax = fig.add_axes((0.0, 0.0, 0.36, 0.92), projection="3d")
