@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 from absl import app, flags, logging
 
 from bapjax.corpus import augment, mdc, store
@@ -187,6 +188,33 @@ def size_table(manifest: dict) -> dict:
     return table
 
 
+def store_statistics(path: str | os.PathLike) -> dict:
+    """Per data set and split: items, empty-board share, mean/max actions, mean history tokens."""
+    from bapjax import curriculum
+
+    opened = store.ItemStore(path)
+    out: dict = {}
+    for split in opened.split_names:
+        part = opened.split(split)
+        items = list(part)
+        tokens = curriculum.history_token_counts(items)
+        datasets = part.datasets
+        for dataset in sorted(set(datasets.tolist()), key=lambda d: DATASETS.index(d) if d in DATASETS else 9):
+            keep = np.nonzero(datasets == dataset)[0]
+            actions = np.array([len(items[i].reference_actions) for i in keep])
+            out.setdefault(dataset, {})[split] = {
+                "items": int(len(keep)),
+                "table3": TABLE3.get(dataset, (None,) * 3)[SPLITS.index(split)] if split in SPLITS else None,
+                "empty_board_share": round(float(np.mean([items[i].is_empty_board for i in keep])), 4),
+                "mean_actions": round(float(actions.mean()), 3),
+                "max_actions": int(actions.max()),
+                "over_20_actions": int((actions > 20).sum()),
+                "mean_history_tokens": round(float(tokens[keep].mean()), 1),
+                "over_256_history_tokens": round(float((tokens[keep] > 256).mean()), 4),
+            }
+    return out
+
+
 FLAGS = flags.FLAGS
 
 
@@ -204,6 +232,7 @@ def define_flags() -> None:
     flags.DEFINE_float("paraphrase_prob", 0.5, "Synonym substitution probability.")
     flags.DEFINE_integer("processes", None, "Worker processes for generation.")
     flags.DEFINE_bool("overwrite", False, "Replace an existing store.")
+    flags.DEFINE_bool("stats", False, "Only print statistics of the existing store at --out.")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -211,6 +240,16 @@ def main(argv: Sequence[str]) -> int:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
     if not FLAGS.out:
         raise app.UsageError("--out is required")
+    if FLAGS.stats:
+        stats = store_statistics(FLAGS.out)
+        for dataset, splits in stats.items():
+            for split, s in splits.items():
+                print(f"{dataset:>3} {split:>5}: {s['items']:6d} items (Table 3: {s['table3']}), EB "
+                      f"{100 * s['empty_board_share']:.1f}%, actions mean {s['mean_actions']:.2f} max "
+                      f"{s['max_actions']} (>20: {s['over_20_actions']}), history tokens mean "
+                      f"{s['mean_history_tokens']:.0f} (>256: {100 * s['over_256_history_tokens']:.1f}%)")
+        print(json.dumps(stats))
+        return 0
     try:
         manifest = build_store(FLAGS.out, FLAGS.mdc, FLAGS.seed, FLAGS.datasets, parse_sizes(FLAGS.sizes),
                                FLAGS.scale, parse_dirs(FLAGS.synthetic), FLAGS.work_dir, FLAGS.copies,

@@ -109,7 +109,7 @@ def write_split(out_dir: Path, split: str, items: Sequence[BapItem], level: int 
                              rate, (len(items) - n - 1) / rate)
     tmp.replace(items_path)
     np.save(out_dir / f"{split}.offsets.npy", offsets)
-    np.savez(out_dir / f"{split}.columns.npz",
+    np.savez_compressed(out_dir / f"{split}.columns.npz",
              dataset=np.array([i.dataset for i in items], dtype=str),
              item_id=np.array([i.item_id for i in items], dtype=str),
              num_actions=np.array([len(i.reference_actions) for i in items], np.int32),
