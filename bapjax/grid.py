@@ -82,8 +82,10 @@ def color_id(name: str) -> int:
     key = name.lower()
     if key.startswith("cwcmod:"):
         key = key[len("cwcmod:"):]
-    if key.startswith("cwc_minecraft_") and key.endswith("_rn"):
-        key = key[len("cwc_minecraft_"):-len("_rn")]
+    for prefix in ("cwc_minecraft_", "cwc_"):  # some gold files say cwc_blue_rn
+        if key.startswith(prefix) and key.endswith("_rn"):
+            key = key[len(prefix):-len("_rn")]
+            break
     if key not in COLOR_TO_ID:
         raise ValueError(f"unknown color {name!r}; expected one of {', '.join(COLORS)}")
     return COLOR_TO_ID[key]

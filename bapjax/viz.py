@@ -380,28 +380,13 @@ def read_prediction(path: str, item_id: str) -> list[Action]:
 
 
 def read_gold_xml(path: str) -> dict:
-    """{cell: color} from a gold configuration file: <DrawBlock type=... x= y= z=/> elements
-    (x and z offset by +100), with or without an enclosing root element (the MDC files have
-    none, which a strict XML parser rejects)."""
-    import xml.etree.ElementTree as ET
-
-    p = Path(path)
-    if not p.is_file():
+    """{cell: color} of a gold configuration file (the corpus reader's parser, errors as VizError)."""
+    if not Path(path).is_file():
         raise VizError(f"{path}: no such gold configuration file")
-    text = p.read_text(encoding="utf-8")
-    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("<?xml"))
     try:
-        root = ET.fromstring(f"<root>{text}</root>")
-    except ET.ParseError as err:
-        raise VizError(f"{path}: not a gold configuration ({err})") from None
-    blocks = {}
-    for n, node in enumerate(root.iter("DrawBlock")):
-        try:
-            cell = (int(node.get("x")) - 100, int(node.get("y")), int(node.get("z")) - 100)
-            blocks[cell] = grid.color_id(node.get("type"))
-        except (TypeError, ValueError) as err:
-            raise VizError(f"{path}: DrawBlock {n}: {err}") from None
-    return blocks
+        return mdc.read_gold_xml(path)
+    except mdc.CorpusError as err:
+        raise VizError(str(err)) from None
 
 
 def main(argv: Sequence[str]) -> int:

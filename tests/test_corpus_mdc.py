@@ -151,3 +151,12 @@ def test_cli_stats_and_export(mdc_path, tmp_path):
     for key in ("item_id", "is_empty_board", "prev_structure", "reference_actions", "dialogue"):
         assert key in record
     assert set(record["reference_actions"][0]) == {"type", "color", "x", "y", "z"}
+
+
+def test_every_gold_configuration_reads(mdc_path):
+    root = mdc.resolve_corpus(mdc_path)
+    targets = set(mdc.read_splits(root))
+    sizes = [len(mdc.load_gold_structure(root, t)) for t in sorted(targets)]
+    assert len(sizes) == len(targets) and min(sizes) > 0
+    with pytest.raises(mdc.CorpusError, match="C99999"):
+        mdc.load_gold_structure(root, "C99999")

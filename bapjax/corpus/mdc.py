@@ -444,23 +444,35 @@ def load_items(path: str | os.PathLike, split: str, **kwargs) -> list[BapItem]:
     return load_corpus(path, **kwargs).split(split)
 
 
-def load_gold_structure(root: Path, target_id: str) -> dict:
-    """Target structure {(x, y, z): color} from data/gold-configurations/C<n>.xml."""
-    path = root / "data" / "gold-configurations" / f"{target_id}.xml"
+def read_gold_xml(path: str | os.PathLike) -> dict:
+    """{cell: color} from a gold configuration file of <DrawBlock type=... x= y= z=/> elements
+    (x and z offset by +100), with or without an enclosing root element (the MDC files have
+    none, which a strict XML parser rejects)."""
     import xml.etree.ElementTree as ET
 
+    path = Path(path)
     try:
-        tree = ET.parse(path)
-    except (ET.ParseError, OSError) as err:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
         raise CorpusError(f"{path}: cannot read the gold configuration ({err})") from err
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("<?xml"))
+    try:
+        root = ET.fromstring(f"<root>{text}</root>")
+    except ET.ParseError as err:
+        raise CorpusError(f"{path}: not a gold configuration ({err})") from err
     blocks = {}
-    for n, node in enumerate(tree.getroot().iter("DrawBlock")):
+    for n, node in enumerate(root.iter("DrawBlock")):
         try:
             cell = (int(node.get("x")) - 100, int(node.get("y")), int(node.get("z")) - 100)
             blocks[cell] = grid.color_id(node.get("type"))
         except (TypeError, ValueError) as err:
             raise CorpusError(f"{path}: DrawBlock {n}: {err}") from err
     return blocks
+
+
+def load_gold_structure(root: Path, target_id: str) -> dict:
+    """Target structure {(x, y, z): color} of C<n> from data/gold-configurations/C<n>.xml."""
+    return read_gold_xml(Path(root) / "data" / "gold-configurations" / f"{target_id}.xml")
 
 
 # --------------------------------------------------------------------------------------------
