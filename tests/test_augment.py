@@ -200,5 +200,14 @@ def test_cli_writes_the_paper_4x_mix(mdc_path, tmp_path):
     ids = [i.item_id for i in train]
     assert len(set(ids)) == len(ids)
     per_game = collections.Counter(i.game_id.split("-aug")[0] for i in train)
-    original = collections.Counter(i.game_id for i in mdc.load_corpus(mdc_path).split("train"))
-    assert per_game == {g: 4 * n for g, n in original.items()}
+    originals = {i.item_id: i for i in mdc.load_corpus(mdc_path).split("train")}
+    assert per_game == collections.Counter({g: 4 * n for g, n in collections.Counter(
+        i.game_id for i in originals.values()).items()})
+    # Every augmented item is valid: in the region, same feasibility as its original, same sizes.
+    for item in train:
+        source = originals[item.item_id.replace(item.game_id, item.game_id.split("-aug")[0])]
+        assert _infeasible_count(item) == _infeasible_count(source)
+        assert len(item.reference_actions) == len(source.reference_actions)
+        assert len(item.prev_structure) == len(source.prev_structure)
+        for block in item.prev_structure + item.next_structure:
+            assert grid.in_region(block.x, block.y, block.z)

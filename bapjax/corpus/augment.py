@@ -179,10 +179,11 @@ def load_lexicon(root: Path) -> dict[str, list[str]]:
         raise mdc.CorpusError(f"{path}: cannot read the synonym lexicon ({err})") from err
     if not isinstance(lexicon, dict) or not all(isinstance(v, list) for v in lexicon.values()):
         raise mdc.CorpusError(f"{path}: expected {{word: [synonyms]}}")
-    for word in lexicon:
-        if grid.COLOR_TO_ID.get(word.lower()):
-            raise mdc.CorpusError(f"{path}: the lexicon substitutes color word {word!r}, which "
-                                  "would break the color permutation")
+    for word, synonyms in lexicon.items():
+        for w in (word, *synonyms):
+            if _COLOR_WORD.search(str(w)):
+                raise mdc.CorpusError(f"{path}: the lexicon entry {word!r} involves color word {w!r}, "
+                                      "which would break the color permutation")
     return {k.lower(): [str(s) for s in v] for k, v in lexicon.items()}
 
 
