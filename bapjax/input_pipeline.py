@@ -375,8 +375,11 @@ class DataIterator:
         for s, stage in enumerate(self.schedule):
             if stage.size and (stage.min() < 0 or stage.max() >= n):
                 raise ValueError(f"schedule stage {s} has indices outside [0, {n})")
-        if not any(len(stage) >= (batch_size if drop_remainder else 1) for stage in self.schedule):
-            raise ValueError(f"no schedule stage has a full batch of {batch_size} items")
+        need = batch_size if drop_remainder else 1
+        if len(self.schedule[-1]) < need:
+            # The last stage repeats forever; without a batch in it the iterator could never yield.
+            raise ValueError(f"the last schedule stage has {len(self.schedule[-1])} items, fewer than "
+                             f"a batch of {batch_size}")
         self._pass = 0
         self._batch = 0
         self._order_cache: tuple[int, np.ndarray] | None = None

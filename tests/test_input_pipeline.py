@@ -199,3 +199,8 @@ def test_cached_features_round_trip(train, vocab, tmp_path):
     for key, value in first.arrays().items():
         np.testing.assert_array_equal(again.arrays()[key], value)
     assert again.item_ids == first.item_ids
+
+
+def test_too_small_last_stage_is_an_error(features):
+    with pytest.raises(ValueError, match="last schedule stage"):
+        DataIterator(features, None, CONFIG, batch_size=64, seed=0, schedule=[np.arange(100), np.arange(10)])
