@@ -76,9 +76,16 @@ def test_cli_prints_statistics_last_line_json(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("dataset", ["r", "bs", "ss"])
 def test_full_size_generation(dataset, tmp_path):
-    """Table 3 sizes; the reader reads them back with exactly those counts."""
+    """Table 3 sizes: exact counts through the reader, and every item grounded and feasible."""
+    from tests import test_sim_dialogs as checks
+
     stats = generate.generate_corpus(dataset, tmp_path, seed=0, progress=False)
     corpus = mdc.load_corpus(tmp_path, use_cache=False)
     for split, n in zip(("train", "val", "test"), generate.TABLE3_SIZES[dataset]):
         assert stats["splits"][split]["items"] == n
         assert len(corpus.split(split)) == n
+    # every item of the full corpus through the same checks as the small ones
+    generated = (dataset, tmp_path, stats, corpus)
+    checks.test_every_instruction_is_grounded(generated)
+    checks.test_games_feasible_end_at_target_and_poses_recorded(generated)
+    checks.test_splits_disjoint_by_target(generated)
