@@ -315,7 +315,7 @@ def plane_anchor_phrase(rng: np.random.Generator, dir_a: Sequence[int], size_a: 
 
 COLOR_QUESTIONS = ("what color?", "which color?", "what color should it be", "sure, what color?",
                    "which color do you want", "what colour?", "ok, what color?", "what color is it?",
-                   "you didn't say the color", "color?")
+                   "you didn't say the color, which one?", "color?")
 COLOR_ANSWERS = ("{c}", "{c}", "{c} please", "make it {c}", "a {c} one", "{c}, sorry", "oh, {c}")
 COUNT_QUESTIONS = ("how many?", "how many blocks?", "how many should i place", "how many of them?",
                    "how many do you need?")
