@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import operator
 from typing import Iterable, Mapping, Sequence
 
 import jax
@@ -102,9 +103,8 @@ def predicted_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[
     ``drop_infeasible``: then it is skipped (the structure stays as it was) and reported.
     """
     structure = _as_dict(prev_structure)
-    color_count = [0] * (grid.NUM_COLORS + 1)
-    for color in structure.values():
-        color_count[color] += 1
+    color_count = None  # blocks per color, counted at the first placement
+    x_min, x_max, y_min, y_max, z_min, z_max = grid.X_MIN, grid.X_MAX, grid.Y_MIN, grid.Y_MAX, grid.Z_MIN, grid.Z_MAX
     kept, dropped = [], []
     for step, action in enumerate(actions):
         type_, color, x, y, z = action
@@ -112,10 +112,14 @@ def predicted_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[
         if type_ == REMOVE:
             ok = structure.get(cell) == color
         else:
+            if color_count is None:
+                color_count = [0] * (grid.NUM_COLORS + 1)
+                for c in structure.values():
+                    color_count[c] += 1
             ok = (cell not in structure and 1 <= color <= grid.NUM_COLORS
                   and color_count[color] < grid.INVENTORY_PER_COLOR
-                  and grid.in_region(x, y, z)
-                  and (y == grid.Y_MIN or (x + 1, y, z) in structure or (x - 1, y, z) in structure
+                  and x_min <= x <= x_max and y_min <= y <= y_max and z_min <= z <= z_max
+                  and (y == y_min or (x + 1, y, z) in structure or (x - 1, y, z) in structure
                        or (x, y + 1, z) in structure or (x, y - 1, z) in structure
                        or (x, y, z + 1) in structure or (x, y, z - 1) in structure))
         if not ok:
@@ -129,7 +133,8 @@ def predicted_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[
                 "(use --drop_infeasible to drop such actions)")
         if type_ == REMOVE:
             del structure[cell]
-            color_count[color] -= 1
+            if color_count is not None:
+                color_count[color] -= 1
         else:
             structure[cell] = color
             color_count[color] += 1
@@ -140,6 +145,9 @@ def predicted_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[
 def fast_net_actions(actions: Iterable[Action]) -> frozenset:
     """``bapjax.actions.net_actions`` for well-formed int tuples, without per-field conversion
     (the evaluator's host side runs it twice per item). Elements are (t, c, x, y, z) tuples."""
+    keys = [action[1:] for action in actions]
+    if len(set(keys)) == len(keys):  # no (color, cell) twice: nothing cancels
+        return frozenset(actions)
     balance: dict = {}
     for action in actions:
         key = action[1:]
@@ -164,10 +172,15 @@ def reference_structure(prev_structure: Mapping | Iterable, actions: Sequence[Ac
     return structure
 
 
+_CELL_OF = operator.itemgetter(0, 1, 2)
+_COLOR_OF = operator.itemgetter(3)
+
+
 def _as_dict(structure) -> dict:
+    """{cell: color} of a dict or of (x, y, z, color) blocks (a fresh dict either way)."""
     if isinstance(structure, dict):
         return dict(structure)
-    return {(b[0], b[1], b[2]): b[3] for b in structure}
+    return dict(zip(map(_CELL_OF, structure), map(_COLOR_OF, structure)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -177,30 +190,20 @@ def _as_dict(structure) -> dict:
 _ROTATION_COEFFS = np.array([[1, 0, 0, 1], [0, -1, 1, 0], [-1, 0, 0, -1], [0, 1, -1, 0]], np.int32)
 
 
-def _rotate(x, z, rotation):
-    """Arrays x, z turned by ``rotation`` (an int array broadcasting with them) quarter turns."""
-    coeffs = jnp.asarray(_ROTATION_COEFFS)[rotation]
-    return (coeffs[..., 0] * x + coeffs[..., 1] * z, coeffs[..., 2] * x + coeffs[..., 3] * z)
-
-
-def _alignment_matches(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask):
+def _alignment_matches(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask, ok_dx, ok_dz):
     """Matches and permission of every alignment of a source element set onto a target set.
 
-    src_xyz [N, 3] int, src_label [N] int, src_mask [N] bool (same for the target, [M]).
+    src_xyz [N, 3] int, src_label [N] int, src_mask [N] bool (same for the target, [M]);
+    ok_dx / ok_dz [4, 21] bool: offsets per rotation that keep the source in the region
+    (``allowed_offsets``, computed on the host from the bounding boxes: cheap there, and as
+    reductions fused into the [1764] mask XLA recomputed them per alignment).
     Returns (matches [1764] int32: aligned source elements equal to a target element in cell
-    and label; allowed [1764] bool: every aligned source cell stays in the region).
+    and label; allowed [1764] bool).
     """
+    x, z = src_xyz[:, 0], src_xyz[:, 2]
+    rx = jnp.stack([x, -z, -x, z])  # [4, N]: R^r(x, z) for r = 0..3, R(x, z) = (-z, x)
+    rz = jnp.stack([z, x, -z, -x])
     rotations = jnp.arange(NUM_ROTATIONS)[:, None]
-    rx, rz = _rotate(src_xyz[None, :, 0], src_xyz[None, :, 2], rotations)  # [4, N]
-    # Allowed offsets: the rotated bounding box shifted by (dx, dz) stays in -5..5.
-    big = 4 * MAX_SHIFT
-    min_x = jnp.min(jnp.where(src_mask, rx, big), axis=1)  # [4]
-    max_x = jnp.max(jnp.where(src_mask, rx, -big), axis=1)
-    min_z = jnp.min(jnp.where(src_mask, rz, big), axis=1)
-    max_z = jnp.max(jnp.where(src_mask, rz, -big), axis=1)
-    shifts = jnp.arange(-MAX_SHIFT, MAX_SHIFT + 1)
-    ok_dx = (shifts >= grid.X_MIN - min_x[:, None]) & (shifts <= grid.X_MAX - max_x[:, None])
-    ok_dz = (shifts >= grid.Z_MIN - min_z[:, None]) & (shifts <= grid.Z_MAX - max_z[:, None])
     allowed = (ok_dx[:, :, None] & ok_dz[:, None, :]).reshape(-1)  # [1764]
     # Hough vote: each (source, target) pair with equal label and height fixes one offset per
     # rotation; the match count of an alignment is the number of pairs voting for it (each
@@ -216,6 +219,24 @@ def _alignment_matches(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mas
     return matches, allowed
 
 
+def allowed_offsets(xyz: np.ndarray, mask: np.ndarray):
+    """Host side: (ok_dx, ok_dz) [B, 4, 21] bool, the offsets that keep every masked cell of
+    xyz [B, N, 3] inside the region after each rotation (all offsets for an empty set)."""
+    big = 4 * MAX_SHIFT
+    x, z = xyz[..., 0], xyz[..., 2]
+    lo_x, hi_x = np.where(mask, x, big).min(axis=1), np.where(mask, x, -big).max(axis=1)
+    lo_z, hi_z = np.where(mask, z, big).min(axis=1), np.where(mask, z, -big).max(axis=1)
+    # bounding box of R^r(x, z) for r = 0..3, from the unrotated one: [B, 4]
+    min_x = np.stack([lo_x, -hi_z, -hi_x, lo_z], axis=1)
+    max_x = np.stack([hi_x, -lo_z, -lo_x, hi_z], axis=1)
+    min_z = np.stack([lo_z, lo_x, -hi_z, -hi_x], axis=1)
+    max_z = np.stack([hi_z, hi_x, -lo_z, -lo_x], axis=1)
+    shifts = np.arange(-MAX_SHIFT, MAX_SHIFT + 1)
+    ok_dx = (shifts >= grid.X_MIN - min_x[..., None]) & (shifts <= grid.X_MAX - max_x[..., None])
+    ok_dz = (shifts >= grid.Z_MIN - min_z[..., None]) & (shifts <= grid.Z_MAX - max_z[..., None])
+    return ok_dx, ok_dz
+
+
 def _pick_alignment(matches, allowed):
     """The allowed alignment with the most matches; ties: identity, then flat (r, dx, dz) order."""
     score = jnp.where(allowed, matches, -1)
@@ -223,14 +244,15 @@ def _pick_alignment(matches, allowed):
     return jnp.where(score[IDENTITY] == score[best], IDENTITY, best).astype(jnp.int32)
 
 
-def _best_alignment(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask):
+def _best_alignment(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask, ok_dx, ok_dz):
     """(best alignment index, its matches) of one source set onto one target set."""
-    matches, allowed = _alignment_matches(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask)
+    matches, allowed = _alignment_matches(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask,
+                                          ok_dx, ok_dz)
     best = _pick_alignment(matches, allowed)
     return best, matches[best]
 
 
-def _item_counts(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape):
+def _item_counts(pred, pred_mask, ref, ref_mask, ok_dx, ok_dz, fair_index, fair_is_shape):
     """One item: [strict, fairer strict, shape] true positives and the (fairer, shape) indices.
 
     pred / ref: int [N, 5] / [M, 5] net actions (type, color, x, y, z) with masks. The action
@@ -241,7 +263,7 @@ def _item_counts(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape):
     """
     labels = lambda a: a[:, 0] * 8 + a[:, 1]  # noqa: E731  (type, color)
     matches, allowed = _alignment_matches(pred[:, 2:], labels(pred), pred_mask,
-                                          ref[:, 2:], labels(ref), ref_mask)
+                                          ref[:, 2:], labels(ref), ref_mask, ok_dx, ok_dz)
     shape_index = _pick_alignment(matches, allowed)
     fair_index = jnp.where(fair_is_shape, shape_index, fair_index)
     counts = jnp.stack([matches[IDENTITY], matches[fair_index], matches[shape_index]])
@@ -249,21 +271,22 @@ def _item_counts(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape):
 
 
 @jax.jit
-def batch_best_alignment(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask):
+def batch_best_alignment(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask, ok_dx, ok_dz):
     """``_best_alignment`` over a batch [B, ...]: (indices [B], matches [B])."""
-    return jax.vmap(_best_alignment)(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask)
+    return jax.vmap(_best_alignment)(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask,
+                                     ok_dx, ok_dz)
 
 
 @jax.jit
-def batch_item_counts(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape):
+def batch_item_counts(pred, pred_mask, ref, ref_mask, ok_dx, ok_dz, fair_index, fair_is_shape):
     """``_item_counts`` over a batch: (counts [B, 3], indices [B, 2])."""
-    return jax.vmap(_item_counts)(pred, pred_mask, ref, ref_mask, fair_index, fair_is_shape)
+    return jax.vmap(_item_counts)(pred, pred_mask, ref, ref_mask, ok_dx, ok_dz, fair_index, fair_is_shape)
 
 
 # --------------------------------------------------------------------------------------------
 # Host side: bucketing, padding, and the batched driver
 
-_PAD_BASE = 8  # padded set sizes: 8, 32, 128, 512, ... (few shapes -> few compilations)
+_PAD_BASE = 8  # padded set sizes: 8, 16, 32, 64, ... (one compilation per size in use)
 _MAX_BATCH = 512
 _PAIR_BUDGET = _MAX_BATCH * _PAD_BASE * _PAD_BASE  # batch * pad^2: keeps the vote tensor cache-sized
 
@@ -271,7 +294,7 @@ _PAIR_BUDGET = _MAX_BATCH * _PAD_BASE * _PAD_BASE  # batch * pad^2: keeps the vo
 def _pad_size(n: int) -> int:
     size = _PAD_BASE
     while size < n:
-        size *= 4
+        size *= 2
     return size
 
 
@@ -279,7 +302,7 @@ def _pad_sizes(sizes: np.ndarray) -> np.ndarray:
     """``_pad_size`` of every entry (vectorized)."""
     pads = np.full(len(sizes), _PAD_BASE, np.int64)
     while np.any(pads < sizes):
-        pads = np.where(pads < sizes, pads * 4, pads)
+        pads = np.where(pads < sizes, pads * 2, pads)
     return pads
 
 
@@ -326,7 +349,8 @@ def best_alignments(sources: Sequence[Iterable[tuple]], targets: Sequence[Iterab
             src, src_mask = _padded([sources[i] for i in chunk], 4, batch, int(pad))
             tgt, tgt_mask = _padded([targets[i] for i in chunk], 4, batch, int(pad))
             index, _ = batch_best_alignment(src[..., :3], src[..., 3], src_mask,
-                                            tgt[..., :3], tgt[..., 3], tgt_mask)
+                                            tgt[..., :3], tgt[..., 3], tgt_mask,
+                                            *allowed_offsets(src[..., :3], src_mask))
             out[chunk] = np.asarray(index)[: len(chunk)]
     return out
 
@@ -480,7 +504,9 @@ def _score_items(pred_sets, ref_sets, fair_sources, fair_targets) -> ItemScores:
             fair[: len(chunk)] = fair_index[chunk]
             is_shape = np.zeros(batch, bool)
             is_shape[: len(chunk)] = fair_is_shape[chunk]
-            chunk_counts, chunk_indices = batch_item_counts(pred, pred_mask, ref, ref_mask, fair, is_shape)
+            ok_dx, ok_dz = allowed_offsets(pred[..., 2:], pred_mask)
+            chunk_counts, chunk_indices = batch_item_counts(pred, pred_mask, ref, ref_mask, ok_dx, ok_dz,
+                                                            fair, is_shape)
             counts[chunk] = np.asarray(chunk_counts)[: len(chunk)]
             indices[chunk] = np.asarray(chunk_indices)[: len(chunk)]
     type_tp, color_tp = _type_color_tp(pred_lists, ref_lists)

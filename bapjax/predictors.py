@@ -4,6 +4,9 @@
     python -m bapjax.predictors oracle --items clean.jsonl --out oracle.jsonl
 
 ``empty`` predicts no action for every item (F1 0 wherever the reference is non-empty).
+``perturbed`` (``--seed``) is a model-like wrong answer for demos and benchmarks: the reference
+shifted and/or turned, recolored, thinned or padded with extra ground blocks (one perturbation
+per item), with the steps that became infeasible left out.
 ``oracle`` predicts the reference itself, so it scores 1.0 on every metric. It copies the
 reference as recorded wherever that is a feasible sequence; a few MDC references are not (a
 placement logged without a supporting neighbour: 1 action in the test split, 3 in val). There
@@ -18,6 +21,7 @@ import collections
 import sys
 from typing import Sequence
 
+import numpy as np
 from absl import app, flags
 
 from bapjax import grid
@@ -99,13 +103,59 @@ def oracle_prediction(item: BapItem) -> list[Action]:
     return feasible_equivalent(item.prev_structure, item.reference_actions)
 
 
-PREDICTORS = {"empty": empty_prediction, "oracle": oracle_prediction}
+def perturb_actions(rng: np.random.Generator, actions: Sequence[Action]) -> list[Action]:
+    """One random perturbation of an action sequence (may become infeasible)."""
+    actions = list(actions)
+    kind = rng.integers(5)
+    if kind == 0 and actions:  # shifted and maybe turned copy
+        rotation, dx, dz = int(rng.integers(4)), int(rng.integers(-2, 3)), int(rng.integers(-2, 3))
+        moved = []
+        for a in actions:
+            x, z = a.x, a.z
+            for _ in range(rotation):
+                x, z = -z, x
+            moved.append(Action(a.type, a.color, max(-5, min(5, x + dx)), a.y, max(-5, min(5, z + dz))))
+        actions = moved
+    elif kind == 1:  # color swap
+        perm = rng.permutation(grid.NUM_COLORS) + 1
+        actions = [Action(a.type, int(perm[a.color - 1]), a.x, a.y, a.z) for a in actions]
+    elif kind == 2:  # drop some
+        actions = [a for a in actions if rng.random() < 0.6]
+    elif kind == 3:  # extra ground blocks
+        actions = actions + [Action(PLACE, int(rng.integers(1, 7)), int(rng.integers(-5, 6)), 1,
+                                    int(rng.integers(-5, 6))) for _ in range(int(rng.integers(1, 4)))]
+    return actions  # kind 4: exact copy
 
 
-def predict(name: str, items: Sequence[BapItem]) -> dict[str, list[Action]]:
+def feasible_steps(prev_structure, actions: Sequence[Action]) -> list[Action]:
+    """The steps of ``actions`` that are feasible when infeasible ones are skipped."""
+    structure = as_structure(prev_structure)
+    kept = []
+    for action in actions:
+        if grid.is_feasible(structure, action):
+            kept.append(action)
+            if action.type == PLACE:
+                structure[action.cell] = action.color
+            else:
+                del structure[action.cell]
+    return kept
+
+
+def perturbed_predictions(items: Sequence[BapItem], seed: int = 0) -> dict[str, list[Action]]:
+    rng = np.random.default_rng(seed)
+    return {item.item_id: feasible_steps(item.prev_structure, perturb_actions(rng, item.reference_actions))
+            for item in items}
+
+
+PREDICTORS = {"empty": empty_prediction, "oracle": oracle_prediction, "perturbed": None}
+
+
+def predict(name: str, items: Sequence[BapItem], seed: int = 0) -> dict[str, list[Action]]:
     """{item_id: actions} of a named trivial predictor."""
     if name not in PREDICTORS:
         raise ValueError(f"unknown predictor {name!r}; expected one of {', '.join(PREDICTORS)}")
+    if name == "perturbed":
+        return perturbed_predictions(items, seed)
     return {item.item_id: PREDICTORS[name](item) for item in items}
 
 
@@ -121,6 +171,7 @@ def _define_flags() -> None:
     define("string", "split", None, "Split of --corpus (train, val, test).")
     define("string", "items", None, "Items JSONL instead of --corpus.")
     define("string", "out", None, "Predictions JSONL to write.")
+    define("integer", "seed", 0, "Random seed (perturbed).")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -136,7 +187,7 @@ def main(argv: Sequence[str]) -> int:
     except EvaluationError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    predictions = predict(argv[1], items)
+    predictions = predict(argv[1], items, FLAGS.seed)
     write_predictions(FLAGS.out, predictions)
     changed = sum(1 for item in items if predictions[item.item_id] != list(item.reference_actions))
     note = f" ({changed} with temporary supports added)" if argv[1] == "oracle" else ""

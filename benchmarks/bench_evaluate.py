@@ -29,30 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bapjax import evaluate, metrics  # noqa: E402
-from bapjax.grid import Action  # noqa: E402
+from bapjax.predictors import perturb_actions as perturb  # noqa: E402
 from tests.test_metrics import assert_tables_close, oracle_tables  # noqa: E402
-
-
-def perturb(rng: np.random.Generator, actions) -> list[Action]:
-    """A model-like wrong answer: the reference moved, recolored, thinned and padded."""
-    actions = list(actions)
-    kind = rng.integers(5)
-    if kind == 0 and actions:  # shifted and maybe turned copy
-        r, dx, dz = int(rng.integers(4)), int(rng.integers(-2, 3)), int(rng.integers(-2, 3))
-        moved = []
-        for a in actions:
-            x, z = metrics.rotate_xz(a.x, a.z, r)
-            moved.append(Action(a.type, a.color, max(-5, min(5, x + dx)), a.y, max(-5, min(5, z + dz))))
-        actions = moved
-    elif kind == 1:  # color swap
-        perm = rng.permutation(6) + 1
-        actions = [Action(a.type, int(perm[a.color - 1]), a.x, a.y, a.z) for a in actions]
-    elif kind == 2:  # drop some
-        actions = [a for a in actions if rng.random() < 0.6]
-    elif kind == 3:  # extra ground blocks
-        actions = actions + [Action(0, int(rng.integers(1, 7)), int(rng.integers(-5, 6)), 1,
-                                    int(rng.integers(-5, 6))) for _ in range(int(rng.integers(1, 4)))]
-    return actions  # kind 4: exact copy
 
 
 def timed(fn, repeats=1):
