@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from bapjax import grid
-from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.grid import PLACE, Action
 from bapjax.sim import language, spatial
 from bapjax.sim.planner import plan_actions
 
@@ -177,11 +177,3 @@ def split_instruction(rng: np.random.Generator, instruction: str, record: dict) 
     if not first or not second:
         return [instruction]
     return [first, second]
-
-
-def color_name(color: int) -> str:
-    return grid.color_name(color)
-
-
-def removal_action(cell, color) -> Action:
-    return Action(REMOVE, color, *cell)

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
-import orjson
 from absl import app, flags
 
 from bapjax.sim import blocks_dialogs, random_dialogs, shape_dialogs, writer
@@ -105,31 +104,11 @@ def game_summary(game: SimGame) -> dict:
             "target_blocks": len(game.target)}
 
 
-def render_game(game: SimGame, dataset: str, target_id: str) -> dict:
-    """The files of one game as text (rendered in the worker, written by the main process)."""
-    return {
-        "observations": orjson.dumps({"WorldStates": writer.game_world_states(game), "NumFixedViewers": 0,
-                                      "TimeElapsed": 0, "Simulator": dataset}, option=orjson.OPT_SERIALIZE_NUMPY),
-        "instructions": orjson.dumps({"dataset": dataset, "target_id": target_id, "info": game.info,
-                                      "records": [s.record for s in game.segments]},
-                                     option=orjson.OPT_SERIALIZE_NUMPY),
-        "gold": writer.gold_xml(game.target).encode("utf-8"),
-    }
-
-
 def _work(args):
     dataset, seed, split, index = args
     game = simulate(dataset, seed, split, index)
     target_id = f"C{TARGET_BASE[split] + index}"
-    return index, len(game.segments), target_key(game), game_summary(game), render_game(game, dataset, target_id)
-
-
-def _write_rendered(root: Path, split: str, target_id: str, index: int, files: dict) -> None:
-    game_dir = root / "data" / "logs" / f"sim-{split}" / "logs" / writer.game_dir_name(target_id, index)
-    game_dir.mkdir(parents=True, exist_ok=True)
-    (game_dir / "postprocessed-observations.json").write_bytes(files["observations"])
-    (game_dir / "instructions.json").write_bytes(files["instructions"])
-    (root / "data" / "gold-configurations" / f"{target_id}.xml").write_bytes(files["gold"])
+    return index, len(game.segments), target_key(game), game_summary(game), writer.render_game(game, target_id)
 
 
 class _Progress:
@@ -205,11 +184,11 @@ def generate_corpus(dataset: str, out_dir, seed: int = 0, train_items: int | Non
                         if key in seen_targets:
                             skipped_duplicates += 1
                             continue
-                        summary, files = game_summary(game), render_game(game, dataset, target_id)
+                        summary, files = game_summary(game), writer.render_game(game, target_id)
                         summary["truncated"] = True
                         num_items = needed - have
                     seen_targets.add(key)
-                    _write_rendered(root, split, target_id, game_index, files)
+                    writer.write_rendered(root, split, target_id, game_index, files)
                     splits[split].append(target_id)
                     summaries[split].append(summary)
                     have += num_items

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from bapjax import grid
 from bapjax.sim import language, spatial
 from bapjax.sim.dialogue import GameState, SimGame
 from bapjax.sim.structures import constraint_violations, grow_random_structure

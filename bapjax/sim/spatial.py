@@ -17,7 +17,6 @@ from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from bapjax import grid
 
 Cell = tuple[int, int, int]
 Offset = tuple[int, int, int]  # (right, up, away) in the Builder's frame
@@ -255,7 +254,3 @@ def pose_is_valid(pose: Pose | Sequence[float], structure_cells: Iterable[Cell],
             return False
     deviation = abs((yaw - 90.0 * yaw_quadrant(yaw) + 180.0) % 360.0 - 180.0)
     return deviation <= MAX_YAW_DEVIATION + 1e-6
-
-
-def in_build_region(cell: Sequence[int]) -> bool:
-    return grid.in_region(int(cell[0]), int(cell[1]), int(cell[2]))

@@ -25,8 +25,9 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+import orjson
+
 from bapjax import grid
-from bapjax.grid import PLACE
 from bapjax.sim.dialogue import SimGame
 
 START_LINE = "<Builder> Mission has started."
@@ -117,20 +118,35 @@ def game_dir_name(target_id: str, game_index: int) -> str:
     return f"B0-A0-{target_id}-{game_index}"
 
 
+def render_game(game: SimGame, target_id: str) -> dict[str, bytes]:
+    """The three files of one game as bytes: the log, the grounded records, the gold XML."""
+    return {
+        "observations": orjson.dumps({"WorldStates": game_world_states(game), "NumFixedViewers": 0,
+                                      "TimeElapsed": 0, "Simulator": game.dataset},
+                                     option=orjson.OPT_SERIALIZE_NUMPY),
+        "instructions": orjson.dumps({"dataset": game.dataset, "target_id": target_id, "info": game.info,
+                                      "records": [s.record for s in game.segments]},
+                                     option=orjson.OPT_SERIALIZE_NUMPY),
+        "gold": gold_xml(game.target).encode("utf-8"),
+    }
+
+
+def write_rendered(root: Path, split: str, target_id: str, game_index: int, files: dict[str, bytes]) -> Path:
+    """Write a rendered game under ``root``; returns its game directory."""
+    root = Path(root)
+    game_dir = root / "data" / "logs" / f"sim-{split}" / "logs" / game_dir_name(target_id, game_index)
+    game_dir.mkdir(parents=True, exist_ok=True)
+    (game_dir / "postprocessed-observations.json").write_bytes(files["observations"])
+    (game_dir / "instructions.json").write_bytes(files["instructions"])
+    gold_dir = root / "data" / "gold-configurations"
+    gold_dir.mkdir(parents=True, exist_ok=True)
+    (gold_dir / f"{target_id}.xml").write_bytes(files["gold"])
+    return game_dir
+
+
 def write_game(root: Path, split: str, target_id: str, game_index: int, game: SimGame) -> Path:
     """Write one game's log, its grounded records and its gold configuration; returns the game dir."""
-    game_dir = Path(root) / "data" / "logs" / f"sim-{split}" / "logs" / game_dir_name(target_id, game_index)
-    game_dir.mkdir(parents=True, exist_ok=True)
-    with open(game_dir / "postprocessed-observations.json", "w", encoding="utf-8") as f:
-        json.dump({"WorldStates": game_world_states(game), "NumFixedViewers": 0,
-                   "TimeElapsed": 0, "Simulator": game.dataset}, f, separators=(",", ":"))
-    with open(game_dir / "instructions.json", "w", encoding="utf-8") as f:
-        json.dump({"dataset": game.dataset, "target_id": target_id, "info": game.info,
-                   "records": [s.record for s in game.segments]}, f, separators=(",", ":"))
-    gold_dir = Path(root) / "data" / "gold-configurations"
-    gold_dir.mkdir(parents=True, exist_ok=True)
-    (gold_dir / f"{target_id}.xml").write_text(gold_xml(game.target), encoding="utf-8")
-    return game_dir
+    return write_rendered(root, split, target_id, game_index, render_game(game, target_id))
 
 
 def write_corpus_meta(root: Path, dataset: str, splits: dict[str, list[str]], meta: dict) -> None:
@@ -148,7 +164,3 @@ def read_records(game_dir: Path) -> dict:
     """The grounded instruction records written beside a game log."""
     with open(Path(game_dir) / "instructions.json", encoding="utf-8") as f:
         return json.load(f)
-
-
-def placed_cells(actions: Iterable) -> list:
-    return [a.cell for a in actions if a.type == PLACE]
