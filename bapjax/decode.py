@@ -71,26 +71,27 @@ _DECODE_KEYS = ("text_tokens", "text_mask", "grid", "recent", "perspective")
 
 
 def predict_items(model: BuilderModel, params, items: list, vocab, feature_config, batch_size: int = 32,
-                  max_actions: int = 20, decode_fn=None, progress: bool = False) -> dict[str, list[G.Action]]:
-    """Greedy predictions {item_id: [Action]} for BapItems (featurized in fixed-size batches; the
-    last batch is padded by repeating the first item so shapes stay static)."""
-    from bapjax import input_pipeline  # lazy: the pipeline is a sibling module
+                  max_actions: int = 20, decode_fn=None, progress: bool = False,
+                  features=None) -> dict[str, list[G.Action]]:
+    """Greedy predictions {item_id: [Action]} for BapItems, decoded in fixed-size batches (the
+    last one filled with padding rows, so one compiled shape serves every batch)."""
+    from bapjax import input_pipeline  # sibling module; imported lazily to keep decode light
 
     decode_fn = decode_fn or make_decode_fn(model, max_actions)
+    if features is None:
+        features = input_pipeline.featurize_items(items, vocab, feature_config)
     predictions: dict[str, list[G.Action]] = {}
     start = time.time()
     for lo in range(0, len(items), batch_size):
-        chunk = items[lo:lo + batch_size]
-        feats = [input_pipeline.featurize(it, vocab, feature_config) for it in chunk]
-        feats += [feats[0]] * (batch_size - len(feats))
-        batch = {k: np.stack([f[k] for f in feats]) for k in _DECODE_KEYS}
-        ids = np.asarray(decode_fn(params, batch))
-        for item, row in zip(chunk, ids):
-            predictions[item.item_id] = ids_to_actions(row)
+        rows = np.arange(lo, min(lo + batch_size, len(items)))
+        padded = np.concatenate([rows, np.full(batch_size - len(rows), features.padding_row)])
+        expanded = input_pipeline.expand_batch(features, padded, feature_config)
+        ids = np.asarray(decode_fn(params, {k: expanded[k] for k in _DECODE_KEYS}))
+        for row, ids_row in zip(rows, ids):
+            predictions[items[row].item_id] = ids_to_actions(ids_row)
         if progress:
-            done = lo + len(chunk)
+            done = int(rows[-1]) + 1
             rate = done / max(time.time() - start, 1e-9)
             print(f"decode {done}/{len(items)} items, {rate:.1f} items/s, "
-                  f"ETA {(len(items) - done) / max(rate, 1e-9):.0f}s", flush=True)
+                  f"ETA {(len(items) - done) / max(rate, 1e-9):.0f} s", flush=True)
     return predictions
-

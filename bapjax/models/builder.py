@@ -59,6 +59,7 @@ class BuilderModel(nn.Module):
     world_features: int = 300
     world_layers: int = 3
     kernel_size: int = 3
+    conv_impl: str = "im2col"
     use_perspective: bool = True
     action_embedding: int = 300
     decoder: str = "gru"
@@ -73,7 +74,8 @@ class BuilderModel(nn.Module):
     def setup(self):
         self.text_encoder = GRUTextEncoder(self.vocab_size, self.embedding_dim, self.text_hidden,
                                            self.bidirectional, name="text_encoder")
-        self.world_cnn = WorldCNN(self.world_features, self.world_layers, self.kernel_size, name="world_cnn")
+        self.world_cnn = WorldCNN(self.world_features, self.world_layers, self.kernel_size,
+                                  self.conv_impl, name="world_cnn")
         self.action_in = nn.Dense(self.action_embedding, name="action_in")
         self.action_out = nn.Dense(self.action_embedding, name="action_out")
         if self.decoder == "gru":
@@ -201,6 +203,7 @@ def build_model(model_config: ml_collections.ConfigDict, vocab_size: int) -> Bui
         vocab_size=vocab_size, embedding_dim=c.embedding_dim, text_hidden=c.text_hidden,
         bidirectional=c.get("bidirectional", False), world_features=c.world_features,
         world_layers=c.world_layers, kernel_size=c.get("kernel_size", 3),
+        conv_impl=c.get("conv_impl", "im2col"),
         use_perspective=c.use_perspective, action_embedding=c.action_embedding, decoder=c.decoder,
         decoder_hidden=c.decoder_hidden, transformer_layers=c.get("transformer_layers", 5),
         transformer_width=c.get("transformer_width", 256), transformer_heads=c.get("transformer_heads", 4),

@@ -22,12 +22,44 @@ def world_channels(grids: jax.Array, recent: jax.Array, perspective: jax.Array |
     return jnp.concatenate(parts, axis=-1)
 
 
+def patches(x: jax.Array, k: int) -> jax.Array:
+    """[N, X, Y, Z, C] -> [N, X, Y, Z, k^3 * C]: each cell's k x k x k neighbourhood (zero-padded),
+    offsets in (dx, dy, dz) row-major order, channels fastest."""
+    r = k // 2
+    p = jnp.pad(x, ((0, 0), (r, r), (r, r), (r, r), (0, 0)))
+    nx, ny, nz = x.shape[1:4]
+    return jnp.concatenate([p[:, i:i + nx, j:j + ny, l:l + nz] for i in range(k) for j in range(k)
+                            for l in range(k)], axis=-1)
+
+
+class Conv3DIm2Col(nn.Module):
+    """A SAME 3D convolution computed as patches @ kernel: the same function as `nn.Conv`
+    (kernel [k, k, k, C, F] flattened), about 2x faster than XLA's 3D convolution on CPU."""
+
+    features: int
+    kernel_size: int = 3
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x):
+        k, cin = self.kernel_size, x.shape[-1]
+        kernel = self.param("kernel", nn.initializers.lecun_normal(), (k, k, k, cin, self.features))
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        flat = kernel.reshape(k * k * k * cin, self.features).astype(self.dtype)
+        return patches(x.astype(self.dtype), k) @ flat + bias.astype(self.dtype)
+
+
 class WorldCNN(nn.Module):
-    """`num_layers` SAME-padded 3D convolutions with ReLU; keeps the 11x9x11 grid resolution."""
+    """`num_layers` SAME-padded 3D convolutions with ReLU; keeps the 11x9x11 grid resolution.
+
+    `impl`: "im2col" (patches @ kernel; fastest on CPU) or "xla" (`nn.Conv`, best on GPU/TPU).
+    Both hold a kernel [k, k, k, C, F] and a bias per layer, so checkpoints are interchangeable.
+    """
 
     features: int = 300
     num_layers: int = 3
     kernel_size: int = 3
+    impl: str = "im2col"
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
@@ -35,6 +67,11 @@ class WorldCNN(nn.Module):
         x = channels.astype(self.dtype)
         k = self.kernel_size
         for layer in range(self.num_layers):
-            x = nn.Conv(self.features, (k, k, k), padding="SAME", dtype=self.dtype, name=f"conv{layer}")(x)
+            if self.impl == "im2col":
+                x = Conv3DIm2Col(self.features, k, self.dtype, name=f"conv{layer}")(x)
+            elif self.impl == "xla":
+                x = nn.Conv(self.features, (k, k, k), padding="SAME", dtype=self.dtype, name=f"conv{layer}")(x)
+            else:
+                raise ValueError(f"config.model.conv_impl must be 'im2col' or 'xla', got {self.impl!r}")
             x = nn.relu(x)
         return x

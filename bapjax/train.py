@@ -1,0 +1,571 @@
+"""Train a builder model: `python -m bapjax.train --config=configs/cl.py [--config.field=value]`.
+
+Teacher forcing with cross entropy over actions + STOP (decoder step t sees the world after the
+gold actions < t), AdamW with gradient clipping, data parallel over every device (batch on the
+mesh's 'data' axis, params replicated, `jax.jit` with shardings), evaluation on val with the v2
+metrics, early stopping on val loss, best + latest Orbax checkpoints (params, optimizer, step,
+RNG, the data iterator's position, early-stopping counters) so a killed run resumes to the same
+result, TensorBoard + JSONL metrics, a progress line with rate and ETA, and a learning-curve PNG.
+The last line printed is the final evaluation: one JSON object keyed "<source>_<split>".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from bapjax import decode as decoding
+from bapjax import input_pipeline, sharding
+from bapjax.corpus.items import BapItem
+from bapjax.models import builder
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Training config file (configs/*.py).")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Overrides config.workdir.")
+
+
+# ------------------------------------------------------------------------------------------------
+# Data
+
+
+def log(message: str, *args) -> None:
+    """Progress lines on stdout (host 0); absl's INFO stream stays quiet (Orbax is chatty)."""
+    if jax.process_index() == 0:
+        print(time.strftime("%H:%M:%S ") + (message % args if args else message), flush=True)
+
+
+def resolve_path(path: str) -> Path:
+    """Absolute, '~' and $VAR expanded; relative paths are taken from the cwd when they exist
+    there, else from the repository root (so configs can say ../shared/mdc)."""
+    expanded = Path(os.path.expandvars(os.path.expanduser(str(path))))
+    if expanded.is_absolute() or expanded.exists():
+        return expanded.resolve()
+    return (REPO_ROOT / expanded).resolve()
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BAPJAX_CACHE", Path.home() / ".cache" / "bapjax"))
+
+
+def _generated_corpus(gen: ml_collections.ConfigDict) -> Path:
+    """Directory of a simulated corpus, generated on first use (bapjax.sim.generate)."""
+    out = gen.get("out", "") or str(cache_dir() / "generated" /
+                                    f"{gen.dataset}-s{gen.seed}-{gen.train_items}-{gen.val_items}-{gen.test_items}")
+    out = resolve_path(out)
+    if not (out / "data" / "logs" / "splits.json").exists():
+        from bapjax.sim import generate
+
+        log("generating the %s corpus into %s", gen.dataset, out)
+        generate.generate_corpus(gen.dataset, str(out), seed=int(gen.seed), train_items=int(gen.train_items),
+                                 val_items=int(gen.val_items), test_items=int(gen.test_items),
+                                 processes=gen.get("processes", 0) or None, progress=True)
+    return out
+
+
+def _augmented_corpus(name: str, source: ml_collections.ConfigDict, corpus: Path) -> Path | None:
+    """The augmented training corpus of a source (built with bapjax.corpus.augment when missing)."""
+    aug = source.get("augment", None)
+    if not aug or not aug.get("enabled", True):
+        return None
+    out = aug.get("out", "") or str(cache_dir() / "augmented" / f"{name}-s{aug.seed}")
+    out = resolve_path(out)
+    if not out.exists():
+        import subprocess
+
+        log("augmenting %s into %s (python -m bapjax.corpus.augment)", corpus, out)
+        subprocess.run([sys.executable, "-m", "bapjax.corpus.augment", "--corpus", str(corpus),
+                        "--seed", str(int(aug.seed)), "--out", str(out)], check=True)
+    return out
+
+
+def load_source(name: str, source: ml_collections.ConfigDict) -> dict[str, list[BapItem]]:
+    """{split: items} of one data source (a corpus dir/archive, a generated corpus, augmented train)."""
+    from bapjax.corpus import mdc
+
+    if source.get("generate", None):
+        corpus_path = _generated_corpus(source.generate)
+    elif source.get("corpus", ""):
+        corpus_path = resolve_path(source.corpus)
+    else:
+        raise ValueError(f"data source {name!r} needs `corpus` or `generate`")
+    corpus = mdc.load_corpus(str(corpus_path))
+    splits = {name: list(corpus.split(name)) for name in ("train", "val", "test")}
+    train_path = source.get("train_corpus", "") or _augmented_corpus(name, source, corpus_path)
+    if train_path:
+        train_corpus = mdc.load_corpus(str(resolve_path(train_path)))
+        splits["train"] = list(train_corpus.split("train"))
+    limit = int(source.get("max_train_items", 0) or 0)
+    if limit:
+        splits["train"] = splits["train"][:limit]
+    for split in ("val", "test"):
+        cap = int(source.get(f"max_{split}_items", 0) or 0)
+        if cap:
+            splits[split] = splits[split][:cap]
+    tag = source.get("dataset", "")
+    if tag:  # the config names the data set (curriculum metric D) when the corpus does not
+        for split, items in splits.items():
+            splits[split] = [dataclasses.replace(it, dataset=tag) if it.dataset != tag else it for it in items]
+    log("source %s: %s", name, {k: len(v) for k, v in splits.items()})
+    return splits
+
+
+def source_is_set(source) -> bool:
+    return bool(source.get("corpus", "") or source.get("generate", None))
+
+
+def load_data(config) -> dict[str, dict[str, list[BapItem]]]:
+    """{source name: {split: items}} for every source with a corpus or a generate block."""
+    data = {}
+    for name, source in config.data.sources.items():
+        if source_is_set(source):
+            data[name] = load_source(name, source)
+        else:
+            log("data source %s has no corpus: skipped", name)
+    return data
+
+
+def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: Path):
+    """The vocabulary (saved in the workdir so predict/resume use the same ids) and its GloVe matrix."""
+    from bapjax.text.vocab import Vocabulary
+
+    vocab_path = workdir / "vocab.json"
+    if vocab_path.exists():
+        vocab = Vocabulary.load(vocab_path)
+    elif config.data.get("vocab_path", ""):
+        vocab = Vocabulary.load(resolve_path(config.data.vocab_path))
+    else:
+        vocab = Vocabulary.build(train_items, min_count=int(config.data.get("min_count", 1)))
+    if jax.process_index() == 0 and not vocab_path.exists():
+        workdir.mkdir(parents=True, exist_ok=True)
+        vocab.save(vocab_path)
+    matrix = None
+    if config.model.get("glove", True):
+        from bapjax.text.glove import load_glove_50d
+
+        matrix = vocab.embedding_matrix(load_glove_50d())
+    return vocab, matrix
+
+
+# ------------------------------------------------------------------------------------------------
+# Train state and steps
+
+
+def make_optimizer(train_config) -> optax.GradientTransformation:
+    return optax.chain(
+        optax.clip_by_global_norm(float(train_config.grad_clip)),
+        optax.adamw(float(train_config.learning_rate), weight_decay=float(train_config.weight_decay)),
+    )
+
+
+def create_state(model, optimizer, rng, embedding_matrix) -> dict:
+    """The whole training state as one pytree (what the checkpoints hold, besides JSON metadata)."""
+    init_rng, rng = jax.random.split(rng)
+    params = builder.init_params(model, init_rng, embedding_matrix)
+    return {"step": jnp.int32(0), "params": params, "opt_state": optimizer.init(params),
+            "rng": jax.random.key_data(rng)}
+
+
+def train_step(model, optimizer, state, batch, num_packed: int):
+    """One AdamW step on a global batch (loss = mean cross entropy over all target steps)."""
+
+    def loss_fn(params):
+        logits, pack = model.apply({"params": params}, batch, num_packed)
+        return builder.loss_from_logits(logits, pack)
+
+    (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+    updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
+    params = optax.apply_updates(state["params"], updates)
+    metrics["grad_norm"] = optax.global_norm(grads)
+    rng = jax.random.key_data(jax.random.split(jax.random.wrap_key_data(state["rng"]))[0])
+    new_state = {"step": state["step"] + 1, "params": params, "opt_state": opt_state, "rng": rng}
+    return new_state, metrics
+
+
+def eval_step(model, params, batch, num_packed: int):
+    logits, pack = model.apply({"params": params}, batch, num_packed)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, pack["targets"])
+    w = pack["weights"]
+    correct = (jnp.argmax(logits, -1) == pack["targets"]).astype(jnp.float32)
+    return {"loss_sum": (ce * w).sum(), "correct_sum": (correct * w).sum(), "count": w.sum()}
+
+
+class Trainer:
+    """Holds the compiled steps for one model, optimizer and mesh."""
+
+    def __init__(self, model, optimizer, mesh, pack_multiple: int = 32):
+        self.model, self.optimizer, self.mesh = model, optimizer, mesh
+        self.pack_multiple = pack_multiple
+        repl, data = sharding.replicated(mesh), sharding.batch_sharding(mesh)
+        self._train = jax.jit(functools.partial(train_step, model, optimizer), static_argnums=(2,),
+                              in_shardings=(repl, data), out_shardings=(repl, repl), donate_argnums=(0,))
+        self._eval = jax.jit(functools.partial(eval_step, model), static_argnums=(2,),
+                             in_shardings=(repl, data), out_shardings=repl)
+        self.decode_fn = None
+
+    def num_packed(self, local_batch) -> int:
+        size = builder.packed_size(local_batch["action_mask"], local_batch["weight"], self.pack_multiple)
+        return sharding.global_max(size * jax.process_count()) if jax.process_count() > 1 else size
+
+    def train(self, state, local_batch):
+        k = self.num_packed(local_batch)
+        return self._train(state, sharding.host_batch_to_global(local_batch, self.mesh), k)
+
+    def eval_loss(self, params, iterator) -> dict:
+        sums = {"loss_sum": 0.0, "correct_sum": 0.0, "count": 0.0}
+        for local_batch in iterator:
+            k = self.num_packed(local_batch)
+            out = self._eval(params, sharding.host_batch_to_global(local_batch, self.mesh), k)
+            for key in sums:
+                sums[key] += float(out[key])
+        count = max(sums["count"], 1e-9)
+        return {"loss": sums["loss_sum"] / count, "step_accuracy": sums["correct_sum"] / count}
+
+
+# ------------------------------------------------------------------------------------------------
+# Checkpoints
+
+
+class Checkpoints:
+    """Orbax managers for `latest/` (resume) and `best/` (lowest val loss)."""
+
+    def __init__(self, workdir: Path):
+        import orbax.checkpoint as ocp
+
+        self.ocp = ocp
+        options = ocp.CheckpointManagerOptions(max_to_keep=1, create=True)
+        self.latest = ocp.CheckpointManager(workdir / "checkpoints" / "latest", options=options)
+        self.best = ocp.CheckpointManager(workdir / "checkpoints" / "best", options=options)
+
+    def save(self, manager, state, meta: dict) -> None:
+        step = int(jax.device_get(state["step"]))
+        args = self.ocp.args.Composite(state=self.ocp.args.StandardSave(state),
+                                       meta=self.ocp.args.JsonSave(meta))
+        manager.save(step, args=args, force=True)
+        manager.wait_until_finished()
+
+    def restore(self, manager, abstract_state, step: int | None = None):
+        step = manager.latest_step() if step is None else step
+        if step is None:
+            return None, None
+        args = self.ocp.args.Composite(state=self.ocp.args.StandardRestore(abstract_state),
+                                       meta=self.ocp.args.JsonRestore())
+        restored = manager.restore(step, args=args)
+        return restored["state"], dict(restored["meta"])
+
+    def close(self):
+        self.latest.close()
+        self.best.close()
+
+
+def abstract_like(state, mesh):
+    repl = sharding.replicated(mesh)
+    return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=repl), state)
+
+
+def load_params(checkpoint_dir: str | os.PathLike, model, example_params=None):
+    """Params of a run's best (else latest) checkpoint: `checkpoint_dir` is the run's workdir,
+    its checkpoints/ dir, or a best/ or latest/ manager dir."""
+    import orbax.checkpoint as ocp
+
+    root = Path(checkpoint_dir)
+    candidates = [root / "checkpoints" / "best", root / "checkpoints" / "latest", root / "best",
+                  root / "latest", root]
+    for directory in candidates:
+        if directory.is_dir():
+            manager = ocp.CheckpointManager(directory)
+            step = manager.latest_step()
+            if step is not None:
+                restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
+                manager.close()
+                return restored["state"]["params"], step
+            manager.close()
+    raise FileNotFoundError(f"no Orbax checkpoint under {checkpoint_dir} (looked in "
+                            f"{', '.join(str(c) for c in candidates)})")
+
+
+# ------------------------------------------------------------------------------------------------
+# Metrics output
+
+
+class MetricWriter:
+    """TensorBoard events + metrics.jsonl in the workdir (host 0 only)."""
+
+    def __init__(self, workdir: Path, enabled: bool):
+        self.enabled = enabled
+        self.jsonl = workdir / "metrics.jsonl"
+        self.tb = None
+        if enabled:
+            workdir.mkdir(parents=True, exist_ok=True)
+            try:
+                from tensorboardX import SummaryWriter
+
+                self.tb = SummaryWriter(str(workdir / "tensorboard"))
+            except ImportError:
+                logging.warning("tensorboardX is not installed: no TensorBoard events")
+
+    def write(self, step: int, kind: str, values: dict) -> None:
+        if not self.enabled:
+            return
+        flat = {k: float(v) for k, v in values.items() if isinstance(v, (int, float, np.floating, np.integer))}
+        with self.jsonl.open("a") as f:
+            f.write(json.dumps({"step": step, "kind": kind, **flat, "time": time.time()}) + "\n")
+        if self.tb is not None:
+            for key, value in flat.items():
+                self.tb.add_scalar(f"{kind}/{key}", value, step)
+            self.tb.flush()
+
+    def close(self):
+        if self.tb is not None:
+            self.tb.close()
+
+
+def plot_learning_curves(jsonl: Path, out: Path) -> None:
+    """PNG of train/val loss and val micro Overall F1 against steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+    train = [(r["step"], r["loss"]) for r in rows if r["kind"] == "train" and "loss" in r]
+    val = [(r["step"], r["loss"]) for r in rows if r["kind"] == "val" and "loss" in r]
+    f1_keys = sorted({k for r in rows if r["kind"] == "val" for k in r if k.endswith("overall_micro_f1")})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    if train:
+        axes[0].plot(*zip(*train), label="train loss", alpha=0.7)
+    if val:
+        axes[0].plot(*zip(*val), "o-", label="val loss")
+    axes[0].set_xlabel("step")
+    axes[0].set_ylabel("cross entropy")
+    axes[0].legend()
+    for key in f1_keys:
+        pts = [(r["step"], r[key]) for r in rows if r["kind"] == "val" and key in r]
+        axes[1].plot(*zip(*pts), "o-", label=key)
+    axes[1].set_xlabel("step")
+    axes[1].set_ylabel("micro Overall (fairer) F1")
+    if f1_keys:
+        axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def report_scalars(prefix: str, report: dict) -> dict[str, float]:
+    """A few headline numbers of an evaluator report, for logs and curves."""
+    out = {}
+    try:
+        out[f"{prefix}_overall_micro_f1"] = float(report["micro"]["Overall"]["overall"])
+        out[f"{prefix}_overall_macro_f1"] = float(report["macro"]["Overall"]["overall"])
+        out[f"{prefix}_strict_micro_f1"] = float(report["strict_micro"])
+    except (KeyError, TypeError):
+        pass
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Evaluation with the v2 metrics
+
+
+def evaluate_split(model, params, items, vocab, feature_config, eval_config, decode_fn) -> dict:
+    from bapjax import evaluate
+
+    predictions = decoding.predict_items(model, params, items, vocab, feature_config,
+                                         batch_size=int(eval_config.batch_size),
+                                         max_actions=int(eval_config.max_actions), decode_fn=decode_fn)
+    return evaluate.evaluate_predictions(items, predictions, drop_infeasible=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Main loop
+
+
+def total_steps(iterator: input_pipeline.DataIterator, num_passes: int) -> int:
+    return sum(iterator.batches_in_pass(p) for p in range(num_passes))
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict:
+    """Train per `config`, checkpointing into `workdir`; return the final evaluation
+    {"<source>_<split>": report}."""
+    workdir = Path(workdir)
+    sharding.maybe_initialize_distributed(config.get("distributed", None))
+    is_main = jax.process_index() == 0
+    mesh = sharding.data_mesh()
+    tc, ec = config.train, config.eval
+    sharding.check_batch_size(int(tc.batch_size), mesh)
+
+    data = load_data(config)
+    train_items = [it for splits in data.values() for it in splits["train"]]
+    val_items = [it for splits in data.values() for it in splits["val"]]
+    if not train_items:
+        raise ValueError("no training items: check config.data.sources")
+    vocab, embedding_matrix = load_vocab_and_embeddings(config, train_items, workdir)
+    feature_config = input_pipeline.FeatureConfig.from_config(config.features)
+    feat_cache = cache_dir() / "features"
+
+    schedule = None
+    if config.get("curriculum", None) and config.curriculum.get("metric", ""):
+        from bapjax import curriculum
+
+        schedule = curriculum.schedule_from_config(train_items, config, int(config.seed))
+        log("curriculum %s with %d buckets: stage sizes %s", config.curriculum.metric,
+                     config.curriculum.num_buckets, [len(s) for s in schedule])
+    train_iter = input_pipeline.DataIterator(
+        train_items, vocab, feature_config, int(tc.batch_size), seed=int(config.seed), shuffle=True,
+        process_index=jax.process_index(), process_count=jax.process_count(), schedule=schedule,
+        drop_remainder=True, cache_dir=feat_cache)
+    val_features = input_pipeline.featurize_items_cached(val_items, vocab, feature_config, feat_cache) if val_items else None
+    num_passes = (len(schedule) - 1 if schedule else 0) + int(tc.num_epochs)
+    steps_total = total_steps(train_iter, num_passes)
+    if int(tc.get("max_steps", 0) or 0):
+        steps_total = min(steps_total, int(tc.max_steps))
+    eval_every = int(tc.get("eval_every_steps", 0) or 0) or train_iter.batches_in_pass(num_passes - 1)
+    log("training %d steps (%d passes), batch %d over %d devices, eval every %d steps",
+                 steps_total, num_passes, tc.batch_size, mesh.size, eval_every)
+
+    model = builder.build_model(config.model, vocab.size)
+    optimizer = make_optimizer(tc)
+    trainer = Trainer(model, optimizer, mesh, int(tc.get("pack_multiple", 32)))
+    state = create_state(model, optimizer, jax.random.PRNGKey(int(config.seed)), embedding_matrix)
+    state = sharding.replicate(state, mesh)
+    ckpts = Checkpoints(workdir)
+    meta = {"iterator": train_iter.get_state(), "best_val_loss": math.inf, "evals_without_improvement": 0,
+            "stopped_early": False}
+    restored, restored_meta = ckpts.restore(ckpts.latest, abstract_like(state, mesh))
+    if restored is not None:
+        state = restored
+        meta = restored_meta
+        train_iter.set_state(meta["iterator"])
+        log("resumed from step %d", int(state["step"]))
+    writer = MetricWriter(workdir, is_main)
+    decode_fn = decoding.make_decode_fn(model, int(ec.max_actions))
+
+    def val_iterator():
+        return input_pipeline.DataIterator(val_features, None, feature_config, int(ec.batch_size), seed=0,
+                                           shuffle=False, process_index=jax.process_index(),
+                                           process_count=jax.process_count(), drop_remainder=False,
+                                           num_epochs=1)
+
+    def run_eval(step: int) -> None:
+        nonlocal state
+        values = {}
+        if val_features is not None:
+            values.update(trainer.eval_loss(state["params"], val_iterator()))
+        cap = int(ec.get("val_decode_items", 0) or 0)
+        if is_main and cap >= 0:
+            for name, splits in data.items():
+                items = splits["val"][:cap] if cap else splits["val"]
+                if items:
+                    report = evaluate_split(model, state["params"], items, vocab, feature_config, ec, decode_fn)
+                    values.update(report_scalars(f"{name}_val", report))
+        writer.write(step, "val", values)
+        log("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in values.items()}))
+        if "loss" in values and values["loss"] < meta["best_val_loss"] - float(tc.get("min_delta", 0.0)):
+            meta["best_val_loss"] = values["loss"]
+            meta["evals_without_improvement"] = 0
+            meta["iterator"] = train_iter.get_state()
+            ckpts.save(ckpts.best, state, dict(meta))
+        else:
+            meta["evals_without_improvement"] += 1
+
+    step = int(jax.device_get(state["step"]))
+    preempt_at = int(tc.get("preempt_after_steps", 0) or 0)
+    log_every = int(tc.get("log_every_steps", 50))
+    ckpt_every = int(tc.get("checkpoint_every_steps", 0) or 0) or eval_every
+    t0, step0, window = time.time(), step, []
+    budget_s = 60.0 * float(tc.get("time_budget_minutes", 0) or 0)
+    while step < steps_total and not meta["stopped_early"]:
+        if budget_s and time.time() - t0 > budget_s:
+            log("time budget of %.0f min reached at step %d: final evaluation", budget_s / 60, step)
+            run_eval(step)
+            meta["iterator"] = train_iter.get_state()
+            ckpts.save(ckpts.latest, state, dict(meta))
+            break
+        batch = next(train_iter)
+        state, metrics = trainer.train(state, batch)
+        step += 1
+        window.append(metrics)
+        if step % log_every == 0 or step == steps_total:
+            values = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
+            window = []
+            rate = (step - step0) / max(time.time() - t0, 1e-9)
+            writer.write(step, "train", {**values, "steps_per_s": rate, "items_per_s": rate * int(tc.batch_size)})
+            if is_main:
+                eta = (steps_total - step) / max(rate, 1e-9)
+                print(f"step {step}/{steps_total} loss {values['loss']:.4f} acc {values['step_accuracy']:.3f} "
+                      f"| {rate * int(tc.batch_size):.1f} items/s, ETA {eta / 60:.1f} min", flush=True)
+        if step % eval_every == 0 or step == steps_total:
+            run_eval(step)
+            patience = int(tc.get("patience", 0) or 0)
+            if patience and meta["evals_without_improvement"] >= patience:
+                meta["stopped_early"] = True
+                log("early stopping at step %d (no val-loss improvement in %d evals)", step, patience)
+        if step % ckpt_every == 0 or step == steps_total or meta["stopped_early"]:
+            meta["iterator"] = train_iter.get_state()
+            ckpts.save(ckpts.latest, state, dict(meta))
+        if preempt_at and step >= preempt_at and step < steps_total:
+            meta["iterator"] = train_iter.get_state()
+            ckpts.save(ckpts.latest, state, dict(meta))
+            ckpts.close()
+            writer.close()
+            logging.warning("stopping at step %d as config.train.preempt_after_steps asks", step)
+            return {}
+
+    # Final evaluation with the best checkpoint (lowest val loss), else the last state.
+    final_state = state
+    if ckpts.best.latest_step() is not None:
+        final_state, _ = ckpts.restore(ckpts.best, abstract_like(state, mesh))
+    results = {}
+    if is_main:
+        for key in ec.final_splits:
+            source_name, _, split = key.partition(":")
+            if source_name not in config.data.sources:
+                raise ValueError(f"config.eval.final_splits names unknown source {source_name!r} ({key})")
+            if source_name not in data:
+                continue
+            items = data[source_name][split]
+            if not items:
+                continue
+            report = evaluate_split(model, final_state["params"], items, vocab, feature_config, ec, decode_fn)
+            results[f"{source_name}_{split}"] = report
+            writer.write(step, "test", report_scalars(f"{source_name}_{split}", report))
+        (workdir / "final_eval.json").write_text(json.dumps(results, indent=1))
+        if writer.jsonl.exists():
+            plot_learning_curves(writer.jsonl, workdir / "learning_curves.png")
+    ckpts.close()
+    writer.close()
+    return results
+
+
+def main(argv):
+    del argv
+    config = _CONFIG.value
+    if config is None:
+        raise app.UsageError("--config=configs/<name>.py is required")
+    workdir = _WORKDIR.value or config.workdir
+    results = train_and_evaluate(config, Path(workdir).expanduser().resolve())
+    if jax.process_index() == 0 and results:
+        from bapjax import evaluate
+
+        for key, report in results.items():
+            print(f"\n== {key} ==\n{evaluate.format_report(report, fmt='text')}", flush=True)
+        print(json.dumps(results), flush=True)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,21 @@
+"""M_agg: joint training on D_bs, D_ss, D_r (simulated, paper Table 3 sizes) and D_mc (augmented).
+
+python -m bapjax.train --config=configs/agg.py
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from configs import common  # noqa: E402
+
+
+def get_config():
+    config = common.base_config()
+    config.workdir = "runs/agg"
+    for name, (train, val, test) in common.PAPER_SIZES.items():
+        config.data.sources[name] = common.generated_source(name, train, val, test)
+    config.data.sources.mc = common.mdc_source(augment=True)
+    config.eval.final_splits = ("bs:test", "ss:test", "r:test", "mc:test")
+    config.eval.val_decode_items = 300  # per source, to keep evals affordable
+    return config

@@ -1,0 +1,18 @@
+"""M_agg+cl: joint training on D_bs, D_ss, D_r, D_mc with curriculum learning (paper 6.2).
+
+python -m bapjax.train --config=configs/cl.py [--config.curriculum.metric=D,L_A --config.curriculum.num_buckets=10]
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from configs import agg  # noqa: E402
+
+
+def get_config():
+    config = agg.get_config()
+    config.workdir = "runs/cl"
+    config.curriculum.metric = "D"  # paper's metrics: D, L_A, L_I and lexicographic combinations
+    config.curriculum.num_buckets = 10  # paper grid: 5, 10, 15, 20, 25, 30
+    return config

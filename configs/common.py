@@ -1,0 +1,136 @@
+"""Shared defaults for the experiment configs (each configs/*.py starts from `base_config`).
+
+Data sources live under `config.data.sources.<name>` so any field can be overridden from the
+command line, e.g. `--config.data.sources.mc.corpus=/data/mdc`. A source is used when it has a
+`corpus` (an MDC-layout directory or archive) or a `generate` block (simulated on first use into
+$BAPJAX_CACHE/generated/...); `augment` builds an augmented training corpus with
+`python -m bapjax.corpus.augment` on first use; `train_corpus` points at one already built.
+"""
+
+import ml_collections
+
+MDC = "../shared/mdc"  # relative to the repository root (or the cwd, if it exists there)
+
+# Paper Table 3 sizes of the synthetic sets.
+PAPER_SIZES = {"bs": (9890, 1186, 1181), "ss": (11868, 1000, 1000), "r": (15825, 1161, 1089)}
+
+
+def mdc_source(augment: bool = True) -> ml_collections.ConfigDict:
+    source = ml_collections.ConfigDict()
+    source.corpus = MDC
+    source.dataset = "mc"
+    source.train_corpus = ""
+    source.augment = ml_collections.ConfigDict({"enabled": augment, "seed": 0, "out": ""})
+    source.max_train_items = 0
+    source.max_val_items = 0
+    source.max_test_items = 0
+    return source
+
+
+def generated_source(dataset: str, train: int, val: int, test: int, seed: int = 0) -> ml_collections.ConfigDict:
+    source = ml_collections.ConfigDict()
+    source.corpus = ""
+    source.dataset = dataset
+    source.train_corpus = ""
+    source.generate = ml_collections.ConfigDict({
+        "dataset": dataset, "seed": seed, "train_items": train, "val_items": val, "test_items": test,
+        "out": "", "processes": 0})
+    source.max_train_items = 0
+    source.max_val_items = 0
+    source.max_test_items = 0
+    return source
+
+
+def paper_model() -> ml_collections.ConfigDict:
+    """Sizes of the original implementation (rnn 300; the world CNN at width 300 is the ~17
+    GFLOP-per-encoding (fwd+bwd) model of DESIGN.md: two 3x3x3 layers of 300 channels)."""
+    model = ml_collections.ConfigDict()
+    model.embedding_dim = 50  # GloVe 6B 50d (the original used 300d glove.42B)
+    model.glove = True
+    model.text_hidden = 300
+    model.bidirectional = False
+    model.world_features = 300
+    model.world_layers = 2
+    model.kernel_size = 3
+    model.conv_impl = "im2col"  # "xla" (nn.Conv) is the better choice on GPU/TPU
+    model.use_perspective = True
+    model.action_embedding = 300
+    model.decoder = "gru"  # or "transformer"
+    model.decoder_hidden = 300
+    model.transformer_layers = 5
+    model.transformer_width = 256
+    model.transformer_heads = 4
+    model.transformer_mlp = 1024
+    model.head_hidden = 300
+    model.head_layers = 1
+    return model
+
+
+def cpu_model() -> ml_collections.ConfigDict:
+    """Narrow sizes for CPU runs (same architecture)."""
+    model = paper_model()
+    model.text_hidden = 128
+    model.world_features = 16
+    model.world_layers = 3
+    model.action_embedding = 64
+    model.decoder_hidden = 128
+    model.transformer_width = 128
+    model.transformer_mlp = 256
+    model.transformer_layers = 2
+    model.head_hidden = 64
+    return model
+
+
+def base_config() -> ml_collections.ConfigDict:
+    config = ml_collections.ConfigDict()
+    config.workdir = "runs/baseline"
+    config.seed = 0
+
+    config.data = ml_collections.ConfigDict()
+    config.data.sources = ml_collections.ConfigDict()
+    config.data.vocab_path = ""  # empty: build from the training items, saved as <workdir>/vocab.json
+    config.data.min_count = 1
+
+    config.features = ml_collections.ConfigDict()
+    config.features.max_text_tokens = 256
+    config.features.max_actions = 20  # T = 21 decoder steps in training (actions + STOP)
+    config.features.recent_window = 10
+    config.features.recent_decay = 0.5
+    config.features.perspective_scale = 0.1
+
+    config.model = paper_model()
+
+    config.train = ml_collections.ConfigDict()
+    config.train.batch_size = 32  # global; the original used 1
+    config.train.num_epochs = 40  # passes over all data (after the curriculum stages, if any)
+    config.train.max_steps = 0  # 0: no cap
+    config.train.learning_rate = 1e-3
+    config.train.weight_decay = 0.1
+    config.train.grad_clip = 5.0
+    config.train.patience = 10  # evals without val-loss improvement before stopping (0: off)
+    config.train.min_delta = 0.0
+    config.train.eval_every_steps = 0  # 0: once per pass over the data
+    config.train.checkpoint_every_steps = 0  # 0: at every eval
+    config.train.log_every_steps = 50
+    config.train.pack_multiple = 32
+    config.train.time_budget_minutes = 0.0  # >0: stop training after this long, then the final eval
+    config.train.preempt_after_steps = 0  # testing: stop (as if killed) after this many steps
+
+    config.eval = ml_collections.ConfigDict()
+    config.eval.batch_size = 64
+    config.eval.max_actions = 20  # greedy decoding length (the paper's v2 experiments)
+    config.eval.val_decode_items = 0  # decode-and-score this many val items per source at each eval (0: all, -1: none)
+    config.eval.final_splits = ("mc:test",)
+
+    config.curriculum = ml_collections.ConfigDict()
+    config.curriculum.metric = ""  # "" = no curriculum; D, L_A, L_I or combinations like "D,L_A"
+    config.curriculum.num_buckets = 10
+
+    config.distributed = ml_collections.ConfigDict()
+    config.distributed.initialize = False  # True on multi-host (TPU pods, multi-node GPU)
+    config.distributed.coordinator_address = ""
+    config.distributed.num_processes = -1
+    config.distributed.process_id = -1
+    return config
+
+

@@ -1,0 +1,25 @@
+"""The baseline (M_mc, MDC augmented 4x) with the narrow CPU model: the real CPU run of docs/training.md.
+
+nice -n 10 python -m bapjax.train --config=configs/cpu.py
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from configs import baseline, common  # noqa: E402
+
+
+def get_config():
+    config = baseline.get_config()
+    config.workdir = "runs/cpu"
+    config.model = common.cpu_model()
+    config.train.batch_size = 32
+    config.train.num_epochs = 3
+    config.train.time_budget_minutes = 45.0  # the shared 2-core machine: stop, then evaluate on test
+    config.train.eval_every_steps = 150
+    config.train.patience = 5
+    config.train.log_every_steps = 10
+    config.data.sources.mc.max_val_items = 320  # val loss on 320 items per eval (all 1331 is slow on CPU)
+    config.eval.val_decode_items = 160
+    return config
