@@ -238,6 +238,32 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
                            [item.item_id for item in items], truncated_actions, truncated_text)
 
 
+def items_digest(items: Sequence[BapItem]) -> str:
+    """Content hash of items (every field), linear in the total history length.
+
+    Consecutive items of a game extend the previous item's history, so a running hash of the
+    history is extended by the new events only instead of rehashing each whole history.
+    """
+    digest = hashlib.sha256()
+    history_hash = hashlib.sha256()
+    previous: tuple = ()
+    for item in items:
+        history = item.history
+        n = len(previous)
+        if n <= len(history) and history[:n] == previous:
+            new_events = history[n:]
+        else:
+            history_hash = hashlib.sha256()
+            new_events = history
+        history_hash.update(repr(new_events).encode())
+        previous = history
+        digest.update(repr((item.item_id, item.game_id, item.target_id, item.split, item.dataset,
+                            item.prev_structure, item.reference_actions, item.next_structure,
+                            tuple(item.builder_pose), len(history))).encode())
+        digest.update(history_hash.digest())
+    return digest.hexdigest()
+
+
 def featurize_items_cached(items: Sequence[BapItem], vocab: Vocabulary, config: FeatureConfig,
                            cache_dir: str | os.PathLike | None = None, progress: bool = False) -> FeaturizedItems:
     """``featurize_items`` through an on-disk cache keyed by item content, vocab and config."""
@@ -245,8 +271,7 @@ def featurize_items_cached(items: Sequence[BapItem], vocab: Vocabulary, config: 
         return featurize_items(items, vocab, config, progress)
     digest = hashlib.sha256(f"v{FEATURIZER_VERSION}\n{config.fingerprint()}\n".encode())
     digest.update("\n".join(vocab.tokens).encode())
-    for item in items:
-        digest.update(json.dumps(item.to_json(), sort_keys=True).encode())
+    digest.update(items_digest(items).encode())
     path = Path(cache_dir) / f"features-{digest.hexdigest()[:20]}.npz"
     if path.exists():
         return FeaturizedItems.load(path)

@@ -204,3 +204,20 @@ def test_cached_features_round_trip(train, vocab, tmp_path):
 def test_too_small_last_stage_is_an_error(features):
     with pytest.raises(ValueError, match="last schedule stage"):
         DataIterator(features, None, CONFIG, batch_size=64, seed=0, schedule=[np.arange(100), np.arange(10)])
+
+
+def test_items_digest_sees_every_field(train):
+    from bapjax.corpus.items import ChatTurn
+
+    base = input_pipeline.items_digest(train[:80])
+    assert input_pipeline.items_digest(list(train[:80])) == base
+    # Change an early chat turn of one item's history (its neighbours share the prefix).
+    item = train[40]
+    k = next(n for n, e in enumerate(item.history) if isinstance(e, ChatTurn))
+    history = item.history[:k] + (item.history[k]._replace(text=item.history[k].text + "!"),) + item.history[k + 1:]
+    changed = list(train[:80])
+    changed[40] = dataclasses.replace(item, history=history)
+    assert input_pipeline.items_digest(changed) != base
+    changed = list(train[:80])
+    changed[40] = dataclasses.replace(item, dataset="bs")
+    assert input_pipeline.items_digest(changed) != base
