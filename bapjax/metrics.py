@@ -198,7 +198,7 @@ def _alignment_matches(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mas
     (``allowed_offsets``, computed on the host from the bounding boxes: cheap there, and as
     reductions fused into the [1764] mask XLA recomputed them per alignment).
     Returns (matches [1764] int32: aligned source elements equal to a target element in cell
-    and label; allowed [1764] bool).
+    and label; allowed [1764] bool; the vote bins [4 N M] and whether each vote counts).
     """
     x, z = src_xyz[:, 0], src_xyz[:, 2]
     rx = jnp.stack([x, -z, -x, z])  # [4, N]: R^r(x, z) for r = 0..3, R(x, z) = (-z, x)
@@ -214,9 +214,10 @@ def _alignment_matches(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mas
     dx = tgt_xyz[None, None, :, 0] - rx[:, :, None]  # [4, N, M], always in -10..10
     dz = tgt_xyz[None, None, :, 2] - rz[:, :, None]
     bins = (rotations[:, :, None] * NUM_SHIFTS + dx + MAX_SHIFT) * NUM_SHIFTS + dz + MAX_SHIFT
-    votes = jnp.broadcast_to(pair_ok[None], bins.shape).astype(jnp.int32)
-    matches = jnp.zeros(NUM_TRANSFORMS, jnp.int32).at[bins.reshape(-1)].add(votes.reshape(-1))
-    return matches, allowed
+    votes = jnp.broadcast_to(pair_ok[None], bins.shape).reshape(-1)
+    bins = bins.reshape(-1)
+    matches = jnp.zeros(NUM_TRANSFORMS, jnp.int32).at[bins].add(votes.astype(jnp.int32))
+    return matches, allowed, bins, votes
 
 
 def allowed_offsets(xyz: np.ndarray, mask: np.ndarray):
@@ -237,18 +238,37 @@ def allowed_offsets(xyz: np.ndarray, mask: np.ndarray):
     return ok_dx, ok_dz
 
 
-def _pick_alignment(matches, allowed):
-    """The allowed alignment with the most matches; ties: identity, then flat (r, dx, dz) order."""
-    score = jnp.where(allowed, matches, -1)
-    best = jnp.argmax(score)  # first maximum = lowest (r, dx, dz)
-    return jnp.where(score[IDENTITY] == score[best], IDENTITY, best).astype(jnp.int32)
+def _pick_alignment(matches, allowed, bins, votes):
+    """The allowed alignment with the most matches; ties: identity, then flat (r, dx, dz) order.
+
+    The identity is always allowed (the source lies in the region), so when nothing matches it
+    wins, and otherwise every alignment with the top count received votes: the search runs over
+    the vote bins (4 N M candidates) when they are fewer than the 1764 alignments, and over
+    all alignments otherwise. One plain max over a (count, -index) key replaces an argmax.
+    """
+    if bins.shape[0] < NUM_TRANSFORMS:
+        candidate = bins
+        ok = votes & allowed[bins]
+    else:
+        candidate = jnp.arange(NUM_TRANSFORMS, dtype=jnp.int32)
+        ok = allowed
+    count = matches[candidate]
+    key = jnp.where(ok & (count > 0), count * _KEY_BASE + (_KEY_BASE - 1 - candidate), -1)
+    best_key = jnp.max(key)
+    best_count = best_key // _KEY_BASE
+    best = _KEY_BASE - 1 - best_key % _KEY_BASE
+    use_identity = (best_key < 0) | (matches[IDENTITY] == best_count)
+    return jnp.where(use_identity, IDENTITY, best).astype(jnp.int32)
+
+
+_KEY_BASE = 2048  # > NUM_TRANSFORMS: key = count * base + (base - 1 - index)
 
 
 def _best_alignment(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask, ok_dx, ok_dz):
     """(best alignment index, its matches) of one source set onto one target set."""
-    matches, allowed = _alignment_matches(src_xyz, src_label, src_mask, tgt_xyz, tgt_label, tgt_mask,
-                                          ok_dx, ok_dz)
-    best = _pick_alignment(matches, allowed)
+    matches, allowed, bins, votes = _alignment_matches(src_xyz, src_label, src_mask, tgt_xyz, tgt_label,
+                                                       tgt_mask, ok_dx, ok_dz)
+    best = _pick_alignment(matches, allowed, bins, votes)
     return best, matches[best]
 
 
@@ -262,9 +282,9 @@ def _item_counts(pred, pred_mask, ref, ref_mask, ok_dx, ok_dz, fair_index, fair_
     as aligning P to H; otherwise ``fair_index`` (identity for U items) is used.
     """
     labels = lambda a: a[:, 0] * 8 + a[:, 1]  # noqa: E731  (type, color)
-    matches, allowed = _alignment_matches(pred[:, 2:], labels(pred), pred_mask,
-                                          ref[:, 2:], labels(ref), ref_mask, ok_dx, ok_dz)
-    shape_index = _pick_alignment(matches, allowed)
+    matches, allowed, bins, votes = _alignment_matches(pred[:, 2:], labels(pred), pred_mask,
+                                                       ref[:, 2:], labels(ref), ref_mask, ok_dx, ok_dz)
+    shape_index = _pick_alignment(matches, allowed, bins, votes)
     fair_index = jnp.where(fair_is_shape, shape_index, fair_index)
     counts = jnp.stack([matches[IDENTITY], matches[fair_index], matches[shape_index]])
     return counts, jnp.stack([fair_index, shape_index])
@@ -286,7 +306,7 @@ def batch_item_counts(pred, pred_mask, ref, ref_mask, ok_dx, ok_dz, fair_index, 
 # --------------------------------------------------------------------------------------------
 # Host side: bucketing, padding, and the batched driver
 
-_PAD_BASE = 8  # padded set sizes: 8, 16, 32, 64, ... (one compilation per size in use)
+_PAD_BASE = 8  # padded set sizes: 8, 32, 128, 512, ... (one compilation per size in use)
 _MAX_BATCH = 512
 _PAIR_BUDGET = _MAX_BATCH * _PAD_BASE * _PAD_BASE  # batch * pad^2: keeps the vote tensor cache-sized
 
@@ -294,7 +314,7 @@ _PAIR_BUDGET = _MAX_BATCH * _PAD_BASE * _PAD_BASE  # batch * pad^2: keeps the vo
 def _pad_size(n: int) -> int:
     size = _PAD_BASE
     while size < n:
-        size *= 2
+        size *= 4
     return size
 
 
@@ -302,7 +322,7 @@ def _pad_sizes(sizes: np.ndarray) -> np.ndarray:
     """``_pad_size`` of every entry (vectorized)."""
     pads = np.full(len(sizes), _PAD_BASE, np.int64)
     while np.any(pads < sizes):
-        pads = np.where(pads < sizes, pads * 2, pads)
+        pads = np.where(pads < sizes, pads * 4, pads)
     return pads
 
 
@@ -324,11 +344,19 @@ def _rows(sets: Sequence[Iterable[tuple]], width: int):
 
 
 def _padded(sets: Sequence[Iterable[tuple]], width: int, batch: int, pad: int):
-    rows, owner, position, _ = _rows(sets, width)
-    values = np.zeros((batch, pad, width), np.int32)
-    mask = np.zeros((batch, pad), bool)
-    values[owner, position] = rows
-    mask[owner, position] = True
+    return _scatter_rows(_rows(sets, width), np.arange(len(sets)), batch, pad)
+
+
+def _scatter_rows(flat, slot_of_owner: np.ndarray, rows_out: int, pad: int):
+    """Padded [rows_out, pad, width] values and mask from flattened rows; ``slot_of_owner``
+    maps each owner to its output row (-1: not in this output)."""
+    rows, owner, position, _ = flat
+    slot = slot_of_owner[owner]
+    keep = slot >= 0
+    values = np.zeros((rows_out, pad, rows.shape[1]), np.int32)
+    mask = np.zeros((rows_out, pad), bool)
+    values[slot[keep], position[keep]] = rows[keep]
+    mask[slot[keep], position[keep]] = True
     return values, mask
 
 
@@ -401,27 +429,29 @@ def macro_f1(tp, n_pred, n_ref) -> float | None:
     return float(np.mean(item_f1(tp, n_pred, n_ref)))
 
 
-def _type_color_tp(pred_lists, ref_lists):
+def _type_color_tp(pred_flat, ref_flat, count: int):
     """Type and Color multiset matches per item, from (type, color) histograms (host, NumPy)."""
-    def histograms(sets):
-        rows, owner, _, _ = _rows(sets, 5)
-        hist = np.zeros((len(sets), 2, grid.NUM_COLORS + 1), np.int64)
-        np.add.at(hist, (owner, rows[:, 0], rows[:, 1]), 1)
-        return hist
+    slots = 2 * (grid.NUM_COLORS + 1)
 
-    pred_hist, ref_hist = histograms(pred_lists), histograms(ref_lists)
+    def histograms(flat):
+        rows, owner, _, _ = flat
+        index = owner * slots + rows[:, 0] * (grid.NUM_COLORS + 1) + rows[:, 1]
+        hist = np.bincount(index, minlength=count * slots)
+        return hist.reshape(count, 2, grid.NUM_COLORS + 1)
+
+    pred_hist, ref_hist = histograms(pred_flat), histograms(ref_flat)
     color_tp = np.minimum(pred_hist, ref_hist).sum(axis=(1, 2))
     type_tp = np.minimum(pred_hist.sum(axis=2), ref_hist.sum(axis=2)).sum(axis=1)
     return type_tp, color_tp
 
 
-def _location_tp(pred_lists, ref_lists, fair_index: np.ndarray) -> np.ndarray:
+def _location_tp(pred_flat, ref_flat, fair_index: np.ndarray) -> np.ndarray:
     """Location multiset matches per item after the fairer alignment (host, vectorized NumPy):
     sum over cells of min(count in aligned P, count in H)."""
-    count = len(pred_lists)
+    count = len(fair_index)
 
-    def keyed(sets, index):
-        rows, owner, _, _ = _rows(sets, 5)
+    def keyed(flat, index):
+        rows, owner, _, _ = flat
         x, z = rows[:, 2], rows[:, 4]
         if index is not None:
             r, dx, dz = _TRANSFORM_PARAMS[index[owner]].T
@@ -431,8 +461,8 @@ def _location_tp(pred_lists, ref_lists, fair_index: np.ndarray) -> np.ndarray:
         keys, counts = np.unique(owner.astype(np.int64) * 32768 + cell, return_counts=True)
         return keys, counts
 
-    pred_keys, pred_counts = keyed(pred_lists, fair_index)
-    ref_keys, ref_counts = keyed(ref_lists, None)
+    pred_keys, pred_counts = keyed(pred_flat, fair_index)
+    ref_keys, ref_counts = keyed(ref_flat, None)
     _, in_pred, in_ref = np.intersect1d(pred_keys, ref_keys, assume_unique=True, return_indices=True)
     matched = np.minimum(pred_counts[in_pred], ref_counts[in_ref])
     return np.bincount(pred_keys[in_pred] // 32768, weights=matched, minlength=count).astype(np.int64)
@@ -489,28 +519,38 @@ def _score_items(pred_sets, ref_sets, fair_sources, fair_targets) -> ItemScores:
         blocks = lambda s: [(x, y, z, c) for (x, y, z), c in s.items()]  # noqa: E731
         fair_index[searched] = best_alignments([blocks(fair_sources[i]) for i in searched],
                                                [blocks(fair_targets[i]) for i in searched])
+    pred_flat, ref_flat = _rows(pred_lists, 5), _rows(ref_lists, 5)
+    n_pred, n_ref = pred_flat[3], ref_flat[3]
     counts = np.zeros((count, 3), np.int64)
     indices = np.zeros((count, 2), np.int32)
-    n_pred = np.fromiter((len(s) for s in pred_lists), np.int64, count)
-    n_ref = np.fromiter((len(s) for s in ref_lists), np.int64, count)
     pads = _pad_sizes(np.maximum(n_pred, n_ref))
+    pending = []  # dispatch every batch first, then wait: padding overlaps device work
     for pad in np.unique(pads):
+        pad = int(pad)
         members = np.flatnonzero(pads == pad)
-        for start, stop, batch in _batch_plan(len(members), int(pad)):
-            chunk = members[start:stop]
-            pred, pred_mask = _padded([pred_lists[i] for i in chunk], 5, batch, int(pad))
-            ref, ref_mask = _padded([ref_lists[i] for i in chunk], 5, batch, int(pad))
-            fair = np.full(batch, IDENTITY, np.int32)
-            fair[: len(chunk)] = fair_index[chunk]
-            is_shape = np.zeros(batch, bool)
-            is_shape[: len(chunk)] = fair_is_shape[chunk]
-            ok_dx, ok_dz = allowed_offsets(pred[..., 2:], pred_mask)
-            chunk_counts, chunk_indices = batch_item_counts(pred, pred_mask, ref, ref_mask, ok_dx, ok_dz,
-                                                            fair, is_shape)
-            counts[chunk] = np.asarray(chunk_counts)[: len(chunk)]
-            indices[chunk] = np.asarray(chunk_indices)[: len(chunk)]
-    type_tp, color_tp = _type_color_tp(pred_lists, ref_lists)
-    location_tp = _location_tp(pred_lists, ref_lists, indices[:, 0])
+        plan = _batch_plan(len(members), pad)
+        batch = plan[0][2]
+        rows_out = batch * len(plan)
+        slot_of_owner = np.full(count, -1, np.int64)
+        slot_of_owner[members] = np.arange(len(members))
+        pred_all, pred_mask_all = _scatter_rows(pred_flat, slot_of_owner, rows_out, pad)
+        ref_all, ref_mask_all = _scatter_rows(ref_flat, slot_of_owner, rows_out, pad)
+        fair_all = np.full(rows_out, IDENTITY, np.int32)
+        fair_all[: len(members)] = fair_index[members]
+        is_shape_all = np.zeros(rows_out, bool)
+        is_shape_all[: len(members)] = fair_is_shape[members]
+        ok_dx_all, ok_dz_all = allowed_offsets(pred_all[..., 2:], pred_mask_all)
+        for start, stop, _ in plan:
+            rows = slice(start, start + batch)
+            outputs = batch_item_counts(pred_all[rows], pred_mask_all[rows], ref_all[rows],
+                                        ref_mask_all[rows], ok_dx_all[rows], ok_dz_all[rows],
+                                        fair_all[rows], is_shape_all[rows])
+            pending.append((members[start:stop], outputs))
+    for chunk, (chunk_counts, chunk_indices) in pending:
+        counts[chunk] = np.asarray(chunk_counts)[: len(chunk)]
+        indices[chunk] = np.asarray(chunk_indices)[: len(chunk)]
+    type_tp, color_tp = _type_color_tp(pred_flat, ref_flat, count)
+    location_tp = _location_tp(pred_flat, ref_flat, indices[:, 0])
     return ItemScores(
         n_pred=n_pred, n_ref=n_ref, strict_tp=counts[:, 0], type_tp=type_tp, color_tp=color_tp,
         location_tp=location_tp, fair_tp=counts[:, 1], shape_tp=counts[:, 2],
