@@ -85,16 +85,16 @@ EXTREME_WORDS = {
     "bottom": ("bottom-most", "bottommost", "lowest", "bottom"),
     "left": ("left-most", "leftmost"),
     "right": ("right-most", "rightmost"),
-    "front": ("front-most", "nearest", "closest"),
-    "back": ("back-most", "farthest", "furthest"),
+    "front": ("front-most", "frontmost"),  # bare "closest" could mean closest to the last block
+    "back": ("back-most", "backmost"),
 }
 EXTREME_POSTFIX = {  # "the red block furthest to the left"
     "top": ("at the top", "highest up"),
     "bottom": ("at the bottom", "lowest down"),
     "left": ("furthest to the left", "farthest to your left", "on the far left"),
     "right": ("furthest to the right", "farthest to your right", "on the far right"),
-    "front": ("closest to you", "nearest to you"),
-    "back": ("farthest from you", "furthest away from you"),
+    "front": ("closest to you", "nearest to you", "nearest you", "in front"),
+    "back": ("farthest from you", "furthest away from you", "furthest from you", "at the back"),
 }
 
 
