@@ -361,30 +361,36 @@ class DataIterator:
     """Seeded, resumable, host-sharded batches over featurized items.
 
     ``batch_size`` is the global batch size; each of the ``process_count`` hosts yields
-    ``batch_size // process_count`` rows of every global batch (its own slice), so all hosts
-    take the same number of steps. ``schedule`` is a list of index arrays (curriculum stages):
-    pass p goes once over stage min(p, last) in a seeded random order; without a schedule every
-    pass is one epoch over all items. ``num_epochs`` bounds the number of passes (None: endless).
-    With ``drop_remainder=False`` the last partial batch of a pass is filled with padding rows
-    (weight 0).
+    ``batch_size // process_count`` rows per step, and all hosts take the same number of steps.
+    ``schedule`` is a list of index arrays (curriculum stages): pass p goes once over stage
+    min(p, last) in a seeded random order; without a schedule every pass is one epoch over all
+    items. ``num_epochs`` bounds the number of passes (None: endless). With
+    ``drop_remainder=False`` the last batches of a pass are filled with padding rows (weight 0).
+
+    ``shard_mode`` says what each host owns:
+
+    * ``"batch"`` (default): hosts share one global order and host p takes its slice of every
+      global batch, so training sees the same global batches whatever the number of hosts
+      (every host featurizes all items, cheap at BAP sizes);
+    * ``"items"``: host p owns the items with index % process_count == p and featurizes and reads
+      only those; each pass draws the global order and each host keeps its own items of it.
     """
 
     def __init__(self, items: Sequence[BapItem] | FeaturizedItems, vocab: Vocabulary | None,
                  feature_config: FeatureConfig | None, batch_size: int, seed: int,
                  shuffle: bool = True, process_index: int = 0, process_count: int = 1,
                  schedule: Sequence[np.ndarray] | None = None, drop_remainder: bool = True,
-                 num_epochs: int | None = None, cache_dir: str | os.PathLike | None = None):
+                 num_epochs: int | None = None, cache_dir: str | os.PathLike | None = None,
+                 shard_mode: str = "batch"):
         self.config = feature_config or FeatureConfig()
-        if isinstance(items, FeaturizedItems):
-            self.features = items
-        else:
-            if vocab is None:
-                raise ValueError("DataIterator needs a vocabulary to featurize items")
-            self.features = featurize_items_cached(items, vocab, self.config, cache_dir)
+        if shard_mode not in ("batch", "items"):
+            raise ValueError(f"shard_mode is {shard_mode!r}; expected 'batch' or 'items'")
         if batch_size % process_count:
             raise ValueError(f"global batch size {batch_size} is not divisible by process_count {process_count}")
         if not 0 <= process_index < process_count:
             raise ValueError(f"process_index {process_index} not in [0, {process_count})")
+        self.num_items = len(items)
+        self.shard_mode = shard_mode
         self.batch_size = batch_size
         self.local_batch_size = batch_size // process_count
         self.seed = int(seed)
@@ -393,7 +399,19 @@ class DataIterator:
         self.process_count = process_count
         self.drop_remainder = drop_remainder
         self.num_epochs = num_epochs
-        n = len(self.features)
+        owned = np.arange(self.num_items)
+        if shard_mode == "items":
+            owned = owned[process_index::process_count]
+        if isinstance(items, FeaturizedItems):
+            self.features = items  # a full table: rows are global item ids
+            self._local_table = False
+        else:
+            if vocab is None:
+                raise ValueError("DataIterator needs a vocabulary to featurize items")
+            mine = items if shard_mode == "batch" else [items[i] for i in owned]
+            self.features = featurize_items_cached(mine, vocab, self.config, cache_dir)
+            self._local_table = shard_mode == "items"
+        n = self.num_items
         if schedule is None:
             schedule = [np.arange(n)]
         self.schedule = [np.asarray(stage, np.int64) for stage in schedule]
@@ -407,20 +425,21 @@ class DataIterator:
                              f"a batch of {batch_size}")
         self._pass = 0
         self._batch = 0
-        self._order_cache: tuple[int, np.ndarray] | None = None
+        self._rows_cache: tuple[int, np.ndarray] | None = None
 
     # -- position -------------------------------------------------------------------------
     def get_state(self) -> dict:
         """JSON-serializable position; store it with the checkpoint."""
         return {"pass": self._pass, "batch": self._batch, "seed": self.seed,
-                "num_items": len(self.features), "batch_size": self.batch_size,
-                "num_stages": len(self.schedule)}
+                "num_items": self.num_items, "batch_size": self.batch_size,
+                "num_stages": len(self.schedule), "shard_mode": self.shard_mode}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        for key, mine in (("seed", self.seed), ("num_items", len(self.features)),
-                          ("batch_size", self.batch_size), ("num_stages", len(self.schedule))):
-            if key in state and int(state[key]) != mine:
-                raise ValueError(f"iterator state has {key}={state[key]} but this iterator has {mine}; "
+        for key, mine in (("seed", self.seed), ("num_items", self.num_items),
+                          ("batch_size", self.batch_size), ("num_stages", len(self.schedule)),
+                          ("shard_mode", self.shard_mode)):
+            if key in state and state[key] != mine:
+                raise ValueError(f"iterator state has {key}={state[key]!r} but this iterator has {mine!r}; "
                                  "it belongs to another data set or configuration")
         self._pass = int(state["pass"])
         self._batch = int(state["batch"])
@@ -430,26 +449,46 @@ class DataIterator:
         return min(pass_index, len(self.schedule) - 1)
 
     def pass_order(self, pass_index: int) -> np.ndarray:
-        """Global row order of one pass, padded (or cut) to whole global batches."""
-        if self._order_cache is not None and self._order_cache[0] == pass_index:
-            return self._order_cache[1]
+        """Global item order of one pass (before cutting into batches)."""
         stage = self.schedule[self.stage_of_pass(pass_index)]
-        if self.shuffle:
-            rng = np.random.default_rng([self.seed, pass_index])
-            order = stage[rng.permutation(len(stage))]
+        if not self.shuffle:
+            return stage
+        return stage[np.random.default_rng([self.seed, pass_index]).permutation(len(stage))]
+
+    def _to_table_rows(self, global_ids: np.ndarray) -> np.ndarray:
+        """Table rows of global item ids (-1 = padding)."""
+        rows = global_ids.copy()
+        if self._local_table:  # host p's table holds items p, p + P, p + 2P, ...
+            rows = (global_ids - self.process_index) // self.process_count
+        rows[global_ids < 0] = self.features.padding_row
+        return rows
+
+    def pass_rows(self, pass_index: int) -> np.ndarray:
+        """This host's table rows for every batch of one pass: int64 [batches, local batch]."""
+        if self._rows_cache is not None and self._rows_cache[0] == pass_index:
+            return self._rows_cache[1]
+        order = self.pass_order(pass_index)
+        B, b, P, p = self.batch_size, self.local_batch_size, self.process_count, self.process_index
+        if self.shard_mode == "batch":
+            batches = len(order) // B if self.drop_remainder else -(-len(order) // B)
+            padded = np.full(batches * B, -1, np.int64)
+            take = min(len(order), len(padded))
+            padded[:take] = order[:take]
+            mine = padded.reshape(batches, P, b)[:, p, :]
         else:
-            order = stage
-        whole = len(order) // self.batch_size * self.batch_size
-        if self.drop_remainder:
-            order = order[:whole]
-        elif whole < len(order):
-            pad = self.batch_size - (len(order) - whole)
-            order = np.concatenate([order, np.full(pad, self.features.padding_row, np.int64)])
-        self._order_cache = (pass_index, order)
-        return order
+            counts = np.bincount(order % P, minlength=P)
+            batches = counts.min() // b if self.drop_remainder else -(-counts.max() // b)
+            own = order[order % P == p]
+            mine = np.full(batches * b, -1, np.int64)
+            take = min(len(own), len(mine))
+            mine[:take] = own[:take]
+            mine = mine.reshape(batches, b)
+        rows = self._to_table_rows(mine.reshape(-1)).reshape(mine.shape)
+        self._rows_cache = (pass_index, rows)
+        return rows
 
     def batches_in_pass(self, pass_index: int) -> int:
-        return len(self.pass_order(pass_index)) // self.batch_size
+        return len(self.pass_rows(pass_index))
 
     # -- iteration ------------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
@@ -460,14 +499,13 @@ class DataIterator:
         while True:
             if self.num_epochs is not None and self._pass >= self.num_epochs:
                 raise StopIteration
-            order = self.pass_order(self._pass)
-            if self._batch < len(order) // self.batch_size:
+            rows = self.pass_rows(self._pass)
+            if self._batch < len(rows):
                 break
             self._pass += 1
             self._batch = 0
-        start = self._batch * self.batch_size + self.process_index * self.local_batch_size
         self._batch += 1
-        return order[start:start + self.local_batch_size]
+        return rows[self._batch - 1]
 
     def __next__(self) -> dict[str, np.ndarray]:
         return expand_batch(self.features, self.next_rows(), self.config)

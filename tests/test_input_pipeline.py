@@ -221,3 +221,48 @@ def test_items_digest_sees_every_field(train):
     changed = list(train[:80])
     changed[40] = dataclasses.replace(item, dataset="bs")
     assert input_pipeline.items_digest(changed) != base
+
+
+def test_item_sharded_hosts_read_only_their_items(train, vocab):
+    items = train[:300]
+    position = {item.item_id: n for n, item in enumerate(items)}
+    hosts = [DataIterator(items, vocab, CONFIG, batch_size=24, seed=4, process_index=p, process_count=3,
+                          shard_mode="items") for p in range(3)]
+    for p, host in enumerate(hosts):
+        assert len(host.features) == 100  # featurized only items p, p + 3, ...
+        assert all(position[i] % 3 == p for i in host.features.item_ids)
+    assert len({h.batches_in_pass(0) for h in hosts}) == 1
+    seen = []
+    for p, host in enumerate(hosts):
+        for _ in range(host.batches_in_pass(0)):
+            rows = host.next_rows()
+            ids = [position[host.features.item_ids[r]] for r in rows]
+            assert all(i % 3 == p for i in ids)
+            seen += ids
+    assert len(seen) == len(set(seen)) == hosts[0].batches_in_pass(0) * 24
+    # Exact resume in this mode too.
+    state = hosts[1].get_state()
+    want = [hosts[1].next_rows() for _ in range(5)]
+    again = DataIterator(items, vocab, CONFIG, batch_size=24, seed=4, process_index=1, process_count=3,
+                         shard_mode="items")
+    again.set_state(state)
+    assert all(np.array_equal(again.next_rows(), w) for w in want)
+    with pytest.raises(ValueError, match="shard_mode"):
+        DataIterator(items, vocab, CONFIG, batch_size=24, seed=4, shard_mode="batch").set_state(state)
+
+
+def test_item_sharded_padded_pass_covers_every_item_once(train, vocab):
+    items = train[:250]
+    covered = []
+    batches = set()
+    for p in range(2):
+        it = DataIterator(items, vocab, CONFIG, batch_size=32, seed=0, process_index=p, process_count=2,
+                          drop_remainder=False, num_epochs=1, shard_mode="items")
+        batches.add(it.batches_in_pass(0))
+        for _ in range(it.batches_in_pass(0)):
+            batch_rows = it.next_rows()
+            covered += [it.features.item_ids[r] for r in batch_rows if r != it.features.padding_row]
+        with pytest.raises(StopIteration):
+            it.next_rows()
+    assert len(batches) == 1
+    assert sorted(covered) == sorted(i.item_id for i in items)
