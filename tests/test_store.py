@@ -41,6 +41,7 @@ def test_round_trip_and_random_access(built):
     assert manifest["splits"]["train"]["by_dataset"] == {"bs": 50, "mc": 400}
     assert len(train.items("bs")) == 50 and all(i.dataset == "bs" for i in train.items("bs"))
     assert train.indices("bs").tolist() == list(range(400, 450))
+    assert train.take([3, 0, 420]) == [splits["train"][3], splits["train"][0], splits["train"][420]]
     with pytest.raises(IndexError, match="out of range"):
         train[len(train)]
     with pytest.raises(KeyError, match="split 'test'"):

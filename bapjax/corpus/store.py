@@ -222,6 +222,10 @@ class StoreSplit:
         keep = np.isin(self.datasets, list(wanted))
         return [item for item, k in zip(self, keep) if k]
 
+    def take(self, indices: Iterable[int]) -> list[BapItem]:
+        """Items at the given indices (random access; e.g. one host's shard)."""
+        return [self[int(i)] for i in indices]
+
     def indices(self, dataset: str) -> np.ndarray:
         return np.nonzero(self.datasets == dataset)[0]
 
