@@ -130,6 +130,7 @@ class BuilderModel(nn.Module):
         batch: text_tokens [B, L], text_mask [B, L], grid [B, 11, 9, 11], recent [B, 11, 9, 11],
         perspective [B, 11, 9, 11, 3], actions [B, T], action_mask [B, T], weight [B].
         """
+        batch = {k: jnp.asarray(v) for k, v in batch.items()}
         actions = batch["actions"].astype(jnp.int32)
         bsz, steps = actions.shape
         token_states, summary = self.encode_text(batch["text_tokens"], batch["text_mask"])
@@ -163,6 +164,7 @@ def pack_steps(action_mask: jax.Array, weight: jax.Array, num_packed: int) -> di
     Slots beyond the real count point at (0, 0) with weight 0. `num_packed` must be >= the
     number of targets (choose it with `packed_size`), otherwise targets are dropped.
     """
+    action_mask, weight = jnp.asarray(action_mask), jnp.asarray(weight)
     bsz, steps = action_mask.shape
     flat = (action_mask & (weight[:, None] > 0)).reshape(-1)
     (idx,) = jnp.nonzero(flat, size=num_packed, fill_value=0)
