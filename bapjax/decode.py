@@ -57,13 +57,22 @@ def make_decode_fn(model: BuilderModel, max_actions: int = 20):
     return jax.jit(functools.partial(greedy_decode, model, max_actions=max_actions))
 
 
-def ids_to_actions(ids: np.ndarray) -> list[G.Action]:
-    """One row of decoded ids -> Actions up to the first STOP."""
+def ids_to_actions(ids: np.ndarray, grid: np.ndarray | None = None) -> list[G.Action]:
+    """One row of decoded ids -> Actions up to the first STOP. A removal's color is the color of
+    the block it removes, so pass the start grid [11, 9, 11] when removals can occur (it is
+    updated along the sequence)."""
     actions = []
+    current = None if grid is None else np.array(grid, copy=True)
     for action_id in np.asarray(ids).tolist():
         if action_id >= G.NUM_ACTIONS:
             break
-        actions.append(G.decode_action(int(action_id)))
+        action = G.decode_action(int(action_id), current)
+        if current is not None:
+            i, j, k = G.cell_to_index(action.x, action.y, action.z)
+            current[i, j, k] = 0 if action.type == G.REMOVE else action.color
+        elif action.type == G.REMOVE:
+            raise ValueError("ids_to_actions needs the start grid to name a removal's color")
+        actions.append(action)
     return actions
 
 
@@ -87,8 +96,8 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
         padded = np.concatenate([rows, np.full(batch_size - len(rows), features.padding_row)])
         expanded = input_pipeline.expand_batch(features, padded, feature_config)
         ids = np.asarray(decode_fn(params, {k: expanded[k] for k in _DECODE_KEYS}))
-        for row, ids_row in zip(rows, ids):
-            predictions[items[row].item_id] = ids_to_actions(ids_row)
+        for offset, (row, ids_row) in enumerate(zip(rows, ids)):
+            predictions[items[row].item_id] = ids_to_actions(ids_row, expanded["grid"][offset])
         if progress:
             done = int(rows[-1]) + 1
             rate = done / max(time.time() - start, 1e-9)
