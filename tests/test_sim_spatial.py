@@ -231,3 +231,55 @@ def test_reference_options_are_unique_and_realized():
         assert text.startswith("the ")
         if option["color"]:
             assert option["color"] in text
+
+
+def brute_force_options(structure, cell, yaw, last_cell):
+    """Reference for language.reference_table: each kind checked cell by cell."""
+    color = structure[cell]
+    out = set()
+    if last_cell == cell:
+        out.add(("last", None, None))
+    same = [c for c, k in structure.items() if k == color]
+    if len(same) == 1:
+        out.add(("color", language.color_word(color), None))
+    else:
+        for extreme in spatial.EXTREMES:
+            if spatial.unique_extreme(same, cell, extreme, yaw):
+                out.add(("extreme_color", language.color_word(color), extreme))
+    if len(structure) > 1:
+        for extreme in spatial.EXTREMES:
+            if spatial.unique_extreme(list(structure), cell, extreme, yaw):
+                out.add(("extreme", None, extreme))
+    return out
+
+
+def test_reference_table_matches_brute_force():
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        n = int(rng.integers(1, 15))
+        structure = {tuple(int(v) for v in (rng.integers(-3, 4), rng.integers(1, 4), rng.integers(-3, 4))):
+                     int(rng.integers(1, 4)) for _ in range(n)}
+        yaw = float(rng.choice([0, 90, 180, -90])) + float(rng.uniform(-30, 30))
+        cells = list(structure)
+        last = cells[int(rng.integers(len(cells)))]
+        table = language.reference_table(structure, yaw, last)
+        for cell in cells:
+            got = {(o["kind"], o["color"], o["extreme"]) for o in table[cell]}
+            assert got == brute_force_options(structure, cell, yaw, last)
+            assert all(o["cell"] == list(cell) for o in table[cell])
+
+
+def test_split_instruction_cuts_outside_grounded_phrases():
+    from bapjax.sim import dialogue
+
+    rng = np.random.default_rng(5)
+    record = {"relation": {"text": "one to the left, two above"}, "ref": {"text": "the red block"}}
+    text = "okay, place a blue block one to the left, two above the red block, please"
+    seen = set()
+    for _ in range(400):
+        lines = dialogue.split_instruction(rng, text, record)
+        assert ", ".join(lines) == text
+        if len(lines) == 2:
+            seen.add(lines[0])
+    # the comma inside the relation is never a cut; the two others are
+    assert seen == {"okay", "okay, place a blue block one to the left, two above the red block"}
