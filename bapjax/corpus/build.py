@@ -241,7 +241,11 @@ def main(argv: Sequence[str]) -> int:
     if not FLAGS.out:
         raise app.UsageError("--out is required")
     if FLAGS.stats:
-        stats = store_statistics(FLAGS.out)
+        try:
+            stats = store_statistics(FLAGS.out)
+        except store.StoreError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         for dataset, splits in stats.items():
             for split, s in splits.items():
                 print(f"{dataset:>3} {split:>5}: {s['items']:6d} items (Table 3: {s['table3']}), EB "
