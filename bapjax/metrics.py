@@ -105,7 +105,8 @@ def predicted_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[
     structure = _as_dict(prev_structure)
     color_count = None  # blocks per color, counted at the first placement
     x_min, x_max, y_min, y_max, z_min, z_max = grid.X_MIN, grid.X_MAX, grid.Y_MIN, grid.Y_MAX, grid.Z_MIN, grid.Z_MAX
-    kept, dropped = [], []
+    balance: dict = {}  # (color, x, y, z) -> placements minus removals of the kept steps
+    dropped = []
     for step, action in enumerate(actions):
         type_, color, x, y, z = action
         cell = (x, y, z)
@@ -131,15 +132,18 @@ def predicted_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[
                 f"{where}: step {step + 1} of {len(actions)} "
                 f"({grid.action_to_dict(action)}) is infeasible: {reason} "
                 "(use --drop_infeasible to drop such actions)")
+        key = (color, x, y, z)
         if type_ == REMOVE:
             del structure[cell]
             if color_count is not None:
                 color_count[color] -= 1
+            balance[key] = balance.get(key, 0) - 1
         else:
             structure[cell] = color
             color_count[color] += 1
-        kept.append(action)
-    return fast_net_actions(kept), structure, dropped
+            balance[key] = balance.get(key, 0) + 1
+    net = frozenset((PLACE if n > 0 else REMOVE,) + key for key, n in balance.items() if n)
+    return net, structure, dropped
 
 
 def fast_net_actions(actions: Iterable[Action]) -> frozenset:

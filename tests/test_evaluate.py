@@ -156,3 +156,12 @@ def test_cli_json_last_line_and_bad_input(test_items, tmp_path):
     done = _cli("-m", "bapjax.evaluate", "--items", str(items_file), "--predictions", str(predictions_file))
     assert done.returncode == 2
     assert "oracle.jsonl:41: item x:1: actions[0]: cell (0, 12, 0) is outside the build region" in done.stderr
+
+
+def test_group_without_items_is_null(test_items):
+    items = [i for i in test_items if not i.is_empty_board][:10]
+    report = evaluate.evaluate_predictions(items, {i.item_id: [] for i in items})
+    assert all(v is None for v in report["micro"]["EB"].values())
+    assert all(v is None for v in report["macro"]["EB"].values())
+    assert report["counts"]["EB"] == 0 and report["counts"]["multiple"] == 0
+    assert "EB               -" in evaluate.format_report(report, "text")
