@@ -119,3 +119,23 @@ def test_build_with_augmented_mdc(mdc_path, tmp_path):
     assert manifest["splits"]["val"]["by_dataset"] == {"mc": 1331, "ss": 4}
     assert manifest["splits"]["test"]["by_dataset"] == {"mc": 1616, "ss": 4}
     store.ItemStore(tmp_path / "store").verify()
+
+
+def test_fast_decoder_matches_validating_decoder_and_names_bad_fields(mdc_corpus):
+    from bapjax.corpus.items import BapItem
+
+    for item in mdc_corpus.split("test")[:300]:
+        record = json.loads(store.item_record(item))
+        fast = store.item_from_record(record, "r")
+        assert fast == item
+        try:
+            assert BapItem.from_json(record, "r") == fast
+        except ValueError as err:  # a history action outside the region: only the store accepts it
+            assert "outside the build region" in str(err)
+    record = json.loads(store.item_record(mdc_corpus.split("test")[0]))
+    record["reference_actions"][0]["color"] = "pink"
+    with pytest.raises(store.StoreError, match="reference_actions\\[0\\].*color"):
+        store.item_from_record(record, "rec")
+    del record["builder_pose"]
+    with pytest.raises(store.StoreError, match="rec"):
+        store.item_from_record(record, "rec")

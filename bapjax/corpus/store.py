@@ -36,8 +36,8 @@ import orjson
 from absl import logging
 
 from bapjax import grid
-from bapjax.corpus.items import BapItem, ChatTurn
-from bapjax.grid import Action
+from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax.grid import Action, Block
 
 STORE_FORMAT = "bapjax-item-store"
 STORE_VERSION = 1
@@ -66,12 +66,34 @@ def _history_action(record: Mapping[str, Any], where: str) -> Action:
 
 
 def item_from_record(record: Mapping[str, Any], where: str) -> BapItem:
-    """Inverse of ``item_record``."""
-    history = record.get("history", [])
-    events = tuple(_history_action(e["action"], f"{where} history[{n}]") if "action" in e
-                   else ChatTurn(e["speaker"], e["text"]) for n, e in enumerate(history))
-    item = BapItem.from_json({k: v for k, v in record.items() if k != "history"}, where=where)
-    return dataclasses.replace(item, history=events)
+    """Inverse of ``item_record``. Records were validated when written, so this decodes directly;
+    a malformed record falls back to ``BapItem.from_json`` for an error that names the field."""
+    colors, types = grid.COLOR_TO_ID, grid.TYPE_TO_ID
+    try:
+        history = tuple(
+            Action(types[e["action"]["type"]], colors[e["action"]["color"]], e["action"]["x"],
+                   e["action"]["y"], e["action"]["z"]) if "action" in e else ChatTurn(e["speaker"], e["text"])
+            for e in record.get("history", ()))
+        pose = record["builder_pose"]
+        return BapItem(
+            item_id=record["item_id"], game_id=record["game_id"], target_id=record["target_id"],
+            split=record["split"], history=history,
+            prev_structure=tuple(Block(b["x"], b["y"], b["z"], colors[b["color"]]) for b in record["prev_structure"]),
+            reference_actions=tuple(Action(types[a["type"]], colors[a["color"]], a["x"], a["y"], a["z"])
+                                    for a in record["reference_actions"]),
+            next_structure=tuple(Block(b["x"], b["y"], b["z"], colors[b["color"]]) for b in record["next_structure"]),
+            builder_pose=BuilderPose(*(float(pose[k]) for k in BuilderPose._fields)),
+            dataset=record["dataset"])
+    except (KeyError, TypeError) as err:
+        # The validating path names the bad field when it can.
+        try:
+            for n, e in enumerate(record.get("history", [])):
+                if "action" in e:
+                    _history_action(e["action"], f"{where} history[{n}]")
+            BapItem.from_json({k: v for k, v in record.items() if k != "history"}, where=where)
+        except ValueError as detail:
+            raise StoreError(str(detail)) from err
+        raise StoreError(f"{where}: malformed record: missing or bad field {err!r}") from err
 
 
 def _file_sha256(path: Path) -> str:
