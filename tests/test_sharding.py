@@ -1,0 +1,74 @@
+"""Data parallelism: a training step on 8 (forced host) devices equals the 1-device step."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent('''
+    import jax, numpy as np
+    assert jax.device_count() == 8, jax.devices()
+    from bapjax import sharding, train
+    from bapjax.models import builder
+    import ml_collections
+
+    tc = ml_collections.ConfigDict(dict(learning_rate=1e-3, weight_decay=0.1, grad_clip=5.0))
+    model = builder.BuilderModel(vocab_size=30, embedding_dim=8, text_hidden=16, world_features=8,
+                                 world_layers=2, action_embedding=16, decoder_hidden=16, head_hidden=16)
+    optimizer = train.make_optimizer(tc)
+    rng = np.random.default_rng(0)
+    B, T = 16, 5
+    batches = []
+    for _ in range(2):
+        actions = np.full((B, T), 7623, np.int32)
+        mask = np.zeros((B, T), bool)
+        for b in range(B):
+            n = rng.integers(0, T)
+            actions[b, :n] = rng.integers(0, 7623, size=n)
+            mask[b, :n + 1] = True
+        batches.append({
+            "text_tokens": rng.integers(2, 30, size=(B, 7)).astype(np.int32),
+            "text_mask": np.ones((B, 7), bool),
+            "grid": rng.integers(0, 2, size=(B, 11, 9, 11)).astype(np.int8),
+            "recent": rng.random((B, 11, 9, 11)).astype(np.float32),
+            "perspective": rng.normal(size=(B, 11, 9, 11, 3)).astype(np.float32),
+            "actions": actions, "action_mask": mask,
+            "weight": (np.arange(B) < B - 2).astype(np.float32),  # two padding rows
+        })
+
+    def run(devices):
+        mesh = sharding.data_mesh(devices)
+        trainer = train.Trainer(model, optimizer, mesh)
+        state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)
+        for batch in batches:
+            state, metrics = trainer.train(state, batch)
+        return jax.device_get(state["params"]), float(metrics["loss"]), state
+
+    params1, loss1, _ = run(jax.devices()[:1])
+    params8, loss8, state8 = run(jax.devices())
+    leaf = jax.tree_util.tree_leaves(state8["params"])[0]
+    assert len(leaf.sharding.device_set) == 8 and leaf.sharding.is_fully_replicated
+    diffs = jax.tree_util.tree_map(lambda a, b: float(np.max(np.abs(a - b))), params1, params8)
+    worst = max(jax.tree_util.tree_leaves(diffs))
+    print("max param diff", worst, "losses", loss1, loss8)
+    assert abs(loss1 - loss8) < 1e-5, (loss1, loss8)
+    assert worst < 1e-5, diffs
+    try:
+        sharding.check_batch_size(12, sharding.data_mesh())
+        raise SystemExit("a batch of 12 over 8 devices was accepted")
+    except ValueError:
+        pass
+    print("OK")
+''')
+
+
+def test_eight_devices_match_one_device():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "OK" in result.stdout
+
