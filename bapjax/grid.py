@@ -235,8 +235,13 @@ def action_to_dict(action: Action | tuple) -> dict:
     return {"type": ACTION_TYPES[type_], "color": color_name(color), "x": x, "y": y, "z": z}
 
 
-def action_from_dict(record: Mapping[str, Any], where: str = "action") -> Action:
-    """Action from {type, color, x, y, z}; errors name ``where`` and the bad field."""
+def action_from_dict(record: Mapping[str, Any], where: str = "action",
+                     check_region: bool = True) -> Action:
+    """Action from {type, color, x, y, z}; errors name ``where`` and the bad field.
+
+    ``check_region=False`` accepts cells outside the build region (the MDC history holds a few
+    such actions: Builders sometimes built outside it before the item started).
+    """
     if not isinstance(record, Mapping):
         raise ValueError(f"{where}: expected an object with type, color, x, y, z; got {record!r}")
     missing = [f for f in ("type", "color", "x", "y", "z") if f not in record]
@@ -255,7 +260,7 @@ def action_from_dict(record: Mapping[str, Any], where: str = "action") -> Action
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
             raise ValueError(f"{where}: field {name!r} is {value!r}; expected an integer")
         coords.append(int(value))
-    if not in_region(*coords):
+    if check_region and not in_region(*coords):
         raise ValueError(
             f"{where}: cell {tuple(coords)} is outside the build region "
             f"x {X_MIN}..{X_MAX}, y {Y_MIN}..{Y_MAX}, z {Z_MIN}..{Z_MAX}"

@@ -103,7 +103,7 @@ class BapItem:
             nxt = as_blocks(apply_sequence(prev, actions))
         if "history" in record:
             history = tuple(
-                grid.action_from_dict(e["action"], f"{where} history[{i}]")
+                grid.action_from_dict(e["action"], f"{where} history[{i}]", check_region=False)
                 if "action" in e
                 else ChatTurn(e["speaker"], e["text"])
                 for i, e in enumerate(record["history"])
