@@ -502,8 +502,8 @@ def _score_items(pred_sets, ref_sets, fair_sources, fair_targets) -> ItemScores:
     count = len(pred_sets)
     if len(ref_sets) != count:
         raise ValueError(f"{count} predicted sets but {len(ref_sets)} reference sets")
-    pred_lists = [list(s) for s in pred_sets]
-    ref_lists = [list(s) for s in ref_sets]
+    pred_lists = pred_sets if isinstance(pred_sets, list) else list(pred_sets)
+    ref_lists = ref_sets if isinstance(ref_sets, list) else list(ref_sets)
     fair_sources = fair_sources or {}
     fair_targets = fair_targets or {}
     # Items in M whose S_M / S_H are exactly the placements of P / H (an empty S_prev and a
