@@ -1,0 +1,84 @@
+"""Training loop: configs load; a killed run resumes to the same parameters as an uninterrupted one."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_config(name):
+    spec = importlib.util.spec_from_file_location(f"cfg_{name}", REPO / "configs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
+@pytest.mark.parametrize("name", ["baseline", "agg", "cl", "cpu", "quickstart"])
+def test_configs_load_and_build_a_model(name):
+    from bapjax.models import builder
+
+    config = load_config(name)
+    assert config.train.learning_rate == 1e-3 and config.train.weight_decay == 0.1
+    assert config.train.grad_clip == 5.0 and config.eval.max_actions == 20
+    model = builder.build_model(config.model, vocab_size=50)
+    assert model.decoder in ("gru", "transformer")
+    for key in config.eval.final_splits:
+        assert key.partition(":")[0] in config.data.sources
+    if name == "cl":
+        assert config.curriculum.metric and config.curriculum.num_buckets == 10
+    if name in ("agg", "cl"):
+        assert set(config.data.sources) == {"bs", "ss", "r", "mc"}
+
+
+def tiny_config(workdir_name):
+    config = load_config("cpu")
+    config.workdir = workdir_name
+    mc = config.data.sources.mc
+    mc.augment.enabled = False
+    mc.max_train_items, mc.max_val_items, mc.max_test_items = 40, 8, 8
+    config.model.update(dict(glove=False, embedding_dim=8, text_hidden=16, world_features=8, world_layers=1,
+                             action_embedding=16, decoder_hidden=16, head_hidden=16))
+    config.features.max_text_tokens = 24
+    config.features.max_actions = 3
+    config.train.update(dict(batch_size=8, num_epochs=2, max_steps=6, eval_every_steps=3, patience=0,
+                             log_every_steps=3, time_budget_minutes=0.0, pack_multiple=32))
+    config.eval.update(dict(val_decode_items=-1, final_splits=(), batch_size=8))
+    return config
+
+
+def latest_params(workdir):
+    from bapjax import train
+
+    params, step = train.load_params(Path(workdir) / "checkpoints" / "latest", None)
+    return params, step
+
+
+@pytest.mark.slow  # three short runs with compilation: ~1-2 min on an idle 2-core CPU
+def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypatch):
+    from bapjax import train
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    config = tiny_config("unused")
+    config.data.sources.mc.corpus = str(mdc_path)
+    train.train_and_evaluate(config, tmp_path / "straight")
+    straight, step = latest_params(tmp_path / "straight")
+    assert step == 6
+
+    killed = config.copy_and_resolve_references()
+    killed.train.preempt_after_steps = 4
+    assert train.train_and_evaluate(killed, tmp_path / "resumed") == {}
+    _, step = latest_params(tmp_path / "resumed")
+    assert step == 4
+    train.train_and_evaluate(config, tmp_path / "resumed")  # picks up from step 4
+    resumed, step = latest_params(tmp_path / "resumed")
+    assert step == 6
+    for a, b in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(resumed)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    rows = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    assert {r["kind"] for r in rows} >= {"train", "val"}
+    assert (tmp_path / "straight" / "learning_curves.png").exists()
