@@ -4,8 +4,8 @@ Layout (one directory per split "day"):
 
     <out>/data/dataset.json                                          {"name": "r"|"bs"|"ss", ...}
     <out>/data/logs/splits.json                                      {"train": [C...], "val": [...], "test": [...]}
-    <out>/data/logs/sim-<split>/logs/B0-A0-C<id>-<n>/postprocessed-observations.json
-    <out>/data/logs/sim-<split>/logs/B0-A0-C<id>-<n>/instructions.json   (grounded records; the reader ignores it)
+    <out>/data/logs/sim-<split>/logs/<dataset>-B0-A0-C<id>-<n>/postprocessed-observations.json
+    <out>/data/logs/sim-<split>/logs/<dataset>-B0-A0-C<id>-<n>/instructions.json   (grounded records; the reader ignores it)
     <out>/data/gold-configurations/C<id>.xml                          (x, z offset by +100, as the MDC)
 
 The gold files hold the MDC's ``<DrawBlock .../>`` lines inside one ``<GoldConfiguration>`` root
@@ -114,8 +114,9 @@ def gold_xml(structure: dict) -> str:
     return "<GoldConfiguration>\n" + "".join(line + "\n" for line in lines) + "</GoldConfiguration>\n"
 
 
-def game_dir_name(target_id: str, game_index: int) -> str:
-    return f"B0-A0-{target_id}-{game_index}"
+def game_dir_name(dataset: str, target_id: str, game_index: int) -> str:
+    """Game directory name; the data set prefix keeps item ids unique across mixed sets."""
+    return f"{dataset}-B0-A0-{target_id}-{game_index}"
 
 
 def render_game(game: SimGame, target_id: str) -> dict[str, bytes]:
@@ -128,13 +129,15 @@ def render_game(game: SimGame, target_id: str) -> dict[str, bytes]:
                                       "records": [s.record for s in game.segments]},
                                      option=orjson.OPT_SERIALIZE_NUMPY),
         "gold": gold_xml(game.target).encode("utf-8"),
+        "dataset": game.dataset,
     }
 
 
 def write_rendered(root: Path, split: str, target_id: str, game_index: int, files: dict[str, bytes]) -> Path:
     """Write a rendered game under ``root``; returns its game directory."""
     root = Path(root)
-    game_dir = root / "data" / "logs" / f"sim-{split}" / "logs" / game_dir_name(target_id, game_index)
+    game_dir = root / "data" / "logs" / f"sim-{split}" / "logs" / game_dir_name(
+        files["dataset"], target_id, game_index)
     game_dir.mkdir(parents=True, exist_ok=True)
     (game_dir / "postprocessed-observations.json").write_bytes(files["observations"])
     (game_dir / "instructions.json").write_bytes(files["instructions"])
