@@ -98,6 +98,15 @@ def load_source(name: str, source: ml_collections.ConfigDict) -> dict[str, list[
     """{split: items} of one data source (a corpus dir/archive, a generated corpus, augmented train)."""
     from bapjax.corpus import mdc
 
+    if source.get("store", ""):
+        from bapjax.corpus.store import ItemStore
+
+        store = ItemStore(resolve_path(source.store))
+        wanted = source.get("dataset", "") or None
+        splits = {split: (store.split(split).items(wanted) if split in store.split_names() else [])
+                  for split in ("train", "val", "test")}
+        log("source %s (store %s): %s", name, source.store, {k: len(v) for k, v in splits.items()})
+        return splits
     if source.get("generate", None):
         corpus_path = _generated_corpus(source.generate)
     elif source.get("corpus", ""):
@@ -126,7 +135,7 @@ def load_source(name: str, source: ml_collections.ConfigDict) -> dict[str, list[
 
 
 def source_is_set(source) -> bool:
-    return bool(source.get("corpus", "") or source.get("generate", None))
+    return bool(source.get("corpus", "") or source.get("generate", None) or source.get("store", ""))
 
 
 def load_data(config) -> dict[str, dict[str, list[BapItem]]]:
@@ -415,6 +424,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     if not train_items:
         raise ValueError("no training items: check config.data.sources")
     vocab, embedding_matrix = load_vocab_and_embeddings(config, train_items, workdir)
+    if is_main:
+        (workdir / "config.json").write_text(config.to_json_best_effort(indent=1))
     feature_config = input_pipeline.FeatureConfig.from_config(config.features)
     feat_cache = cache_dir() / "features"
 

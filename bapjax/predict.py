@@ -1,0 +1,105 @@
+"""Greedy predictions of a trained model, in the evaluator's JSONL format.
+
+    python -m bapjax.predict --checkpoint runs/cpu --corpus ../shared/mdc --split test --out preds.jsonl
+    python -m bapjax.predict --checkpoint runs/cl --store data/store --split test --dataset bs --out bs.jsonl
+    python -m bapjax.predict --checkpoint runs/cpu --items items.jsonl --out preds.jsonl --evaluate
+
+`--checkpoint` is a training workdir (it holds config.json, vocab.json and checkpoints/best|latest)
+or a checkpoints/best or /latest directory inside one. Then score with
+`python -m bapjax.evaluate --predictions preds.jsonl --corpus ... --split ...` (or `--evaluate`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import ml_collections
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("checkpoint", None, "Training workdir (or its checkpoints/best or /latest).")
+flags.DEFINE_string("corpus", None, "Corpus directory or archive (MDC layout).")
+flags.DEFINE_string("store", None, "An item store directory (bapjax.corpus.store).")
+flags.DEFINE_string("items", None, "A JSONL file of items (bapjax.evaluate.write_items format).")
+flags.DEFINE_string("split", "test", "Split to predict (with --corpus or --store).")
+flags.DEFINE_string("dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")
+flags.DEFINE_string("out", None, "Output predictions JSONL.")
+flags.DEFINE_integer("batch_size", 64, "Items decoded per compiled batch.")
+flags.DEFINE_integer("max_actions", None, "Greedy decoding length (default: the run's config.eval.max_actions).")
+flags.DEFINE_integer("limit", 0, "Predict only the first N items (0: all).")
+flags.DEFINE_bool("evaluate", False, "Also print the v2 tables and the report JSON.")
+
+
+def find_run_dir(checkpoint: str) -> Path:
+    """The workdir holding config.json and vocab.json for a checkpoint path."""
+    path = Path(checkpoint).expanduser().resolve()
+    for candidate in (path, *path.parents[:3]):
+        if (candidate / "config.json").exists() and (candidate / "vocab.json").exists():
+            return candidate
+    raise FileNotFoundError(f"{checkpoint}: no config.json + vocab.json here or in its parents; "
+                            "pass the training workdir")
+
+
+def load_model(checkpoint: str):
+    """(model, params, run config, vocabulary) of a training run."""
+    from bapjax import train
+    from bapjax.models import builder
+    from bapjax.text.vocab import Vocabulary
+
+    run_dir = find_run_dir(checkpoint)
+    config = ml_collections.ConfigDict(json.loads((run_dir / "config.json").read_text()))
+    vocab = Vocabulary.load(run_dir / "vocab.json")
+    model = builder.build_model(config.model, vocab.size)
+    ckpt = Path(checkpoint).expanduser().resolve()
+    params, step = train.load_params(ckpt if ckpt != run_dir else run_dir, model)
+    print(f"loaded {run_dir} step {step}", file=sys.stderr)
+    return model, params, config, vocab
+
+
+def load_items(corpus: str | None, store: str | None, items_file: str | None, split: str, dataset: str | None):
+    given = [x for x in (corpus, store, items_file) if x]
+    if len(given) != 1:
+        raise app.UsageError("give exactly one of --corpus, --store, --items")
+    if items_file:
+        from bapjax import evaluate
+
+        return evaluate.read_items(items_file)
+    if store:
+        from bapjax.corpus.store import ItemStore
+
+        return ItemStore(store).split(split).items(dataset)
+    from bapjax.corpus import mdc
+
+    return list(mdc.load_corpus(corpus).split(split))
+
+
+def main(argv):
+    del argv
+    if not FLAGS.checkpoint or not FLAGS.out:
+        raise app.UsageError("--checkpoint and --out are required")
+    from bapjax import decode, evaluate, input_pipeline
+
+    model, params, config, vocab = load_model(FLAGS.checkpoint)
+    items = load_items(FLAGS.corpus, FLAGS.store, FLAGS.items, FLAGS.split, FLAGS.dataset)
+    if FLAGS.limit:
+        items = items[:FLAGS.limit]
+    feature_config = input_pipeline.FeatureConfig.from_config(config.features)
+    max_actions = FLAGS.max_actions or int(config.eval.max_actions)
+    start = time.time()
+    predictions = decode.predict_items(model, params, items, vocab, feature_config, FLAGS.batch_size,
+                                       max_actions, progress=True)
+    elapsed = time.time() - start
+    evaluate.write_predictions(FLAGS.out, predictions)
+    print(f"wrote {len(predictions)} predictions to {FLAGS.out} ({len(items) / elapsed:.1f} items/s)",
+          file=sys.stderr)
+    if FLAGS.evaluate:
+        report = evaluate.evaluate_predictions(items, predictions)
+        print(evaluate.format_report(report, fmt="text"))
+        print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    app.run(main)
