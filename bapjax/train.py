@@ -392,8 +392,11 @@ def report_scalars(prefix: str, report: dict) -> dict[str, float]:
 
 
 def evaluate_split(model, params, items, vocab, feature_config, eval_config, decode_fn) -> dict:
+    """Greedy-decode `items` and score them with the v2 evaluator. Runs on this host only, with
+    a local copy of the (replicated) params, so it also works when the mesh spans hosts."""
     from bapjax import evaluate
 
+    params = jax.tree_util.tree_map(lambda x: x.addressable_data(0), params)
     predictions = decoding.predict_items(model, params, items, vocab, feature_config,
                                          batch_size=int(eval_config.batch_size),
                                          max_actions=int(eval_config.max_actions), decode_fn=decode_fn)
