@@ -189,9 +189,9 @@ def _evaluate_items(items, predictions, multiple, drop_infeasible, allow_missing
         in_multiple = {item.item_id for item in items if item.is_empty_board}
     else:
         in_multiple = set(multiple) & known
-    missing, dropped_steps, items_with_drops = [], 0, 0
-    pred_sets, ref_sets, fair_sources, fair_targets = [], [], {}, {}
-    for position, item in enumerate(items):
+    missing = []
+    action_lists = []
+    for item in items:
         actions = predictions.get(item.item_id)
         if actions is None:
             if not allow_missing:
@@ -200,19 +200,19 @@ def _evaluate_items(items, predictions, multiple, drop_infeasible, allow_missing
                     "items as empty predictions)")
             missing.append(item.item_id)
             actions = []
-        try:
-            pred_net, pred_structure, dropped = metrics.predicted_net_actions(
-                item.prev_structure, actions, drop_infeasible, where=f"item {item.item_id}")
-        except metrics.InfeasibleActionError as err:
-            raise EvaluationError(str(err)) from None
-        dropped_steps += len(dropped)
-        items_with_drops += bool(dropped)
-        pred_sets.append(pred_net)
-        ref_sets.append(metrics.fast_net_actions(item.reference_actions))
-        if item.item_id in in_multiple:
-            fair_sources[position] = pred_structure
-            fair_targets[position] = metrics.reference_structure(item.prev_structure,
-                                                                 item.reference_actions)
+        action_lists.append(actions)
+    multiple_positions = [n for n, item in enumerate(items) if item.item_id in in_multiple]
+    try:
+        pred_sets, fair_sources, dropped = metrics.predicted_net_actions_batch(
+            [item.prev_structure for item in items], action_lists, drop_infeasible,
+            names=[item.item_id for item in items], structure_needed=multiple_positions)
+    except metrics.InfeasibleActionError as err:
+        raise EvaluationError(str(err)) from None
+    dropped_steps = sum(map(len, dropped))
+    items_with_drops = sum(1 for d in dropped if d)
+    ref_sets = [metrics.fast_net_actions(item.reference_actions) for item in items]
+    fair_targets = {n: metrics.reference_structure(items[n].prev_structure, items[n].reference_actions)
+                    for n in multiple_positions}
     scores = metrics.score_items(pred_sets, ref_sets, fair_sources, fair_targets)
     is_eb = np.array([item.is_empty_board for item in items], bool)
     report = metrics.tables(scores, is_eb)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import itertools
 import operator
 from typing import Iterable, Mapping, Sequence
 
@@ -127,11 +128,9 @@ def predicted_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[
             if drop_infeasible:
                 dropped.append(step)
                 continue
-            reason = grid.infeasibility_reason(structure, action) or "infeasible"
             raise InfeasibleActionError(
-                f"{where}: step {step + 1} of {len(actions)} "
-                f"({grid.action_to_dict(action)}) is infeasible: {reason} "
-                "(use --drop_infeasible to drop such actions)")
+                f"{where}: step {step + 1} of {len(actions)} ({_describe(action)}) is infeasible: "
+                f"{_reason(structure, action)} (use --drop_infeasible to drop such actions)")
         key = (color, x, y, z)
         if type_ == REMOVE:
             del structure[cell]
@@ -144,6 +143,105 @@ def predicted_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[
             balance[key] = balance.get(key, 0) + 1
     net = frozenset((PLACE if n > 0 else REMOVE,) + key for key, n in balance.items() if n)
     return net, structure, dropped
+
+
+def _describe(action) -> str:
+    try:
+        return str(grid.action_to_dict(action))
+    except ValueError:
+        return str(tuple(int(v) for v in action))
+
+
+def _reason(structure, action) -> str:
+    type_, color = int(action[0]), int(action[1])
+    if not 1 <= color <= grid.NUM_COLORS:
+        return f"color id {color} is not in 1..{grid.NUM_COLORS}"
+    if type_ not in (PLACE, REMOVE):
+        return f"action type {type_} is neither place (0) nor remove (1)"
+    return grid.infeasibility_reason(structure, action) or "infeasible"
+
+
+# Bordered byte grids for the batch walk: x, z in -5..5 -> 1..11, y in 1..9 -> 1..9, so every
+# face neighbour of a region cell has a valid index and border cells read as empty.
+_BX, _BY = 11 * 13, 13  # strides of x and y in a flattened [13, 11, 13] grid
+_GRID_BYTES = 13 * 11 * 13
+_WALK_CHUNK = 4096  # items whose grids are built at once
+
+
+def predicted_net_actions_batch(prev_structures: Sequence, action_lists: Sequence[Sequence[Action]],
+                                drop_infeasible: bool = False, names: Sequence[str] | None = None,
+                                structure_needed: Iterable[int] = ()):
+    """``predicted_net_actions`` for many items at once (the evaluator's host side).
+
+    S_prev grids for a chunk of items are built in one vectorized NumPy step and walked as
+    byte strings, which avoids building a dict per item. Returns (net sets, {position: S_M}
+    for the positions in ``structure_needed`` (computed with the dict walk), dropped step
+    indices per item). An infeasible step raises ``InfeasibleActionError`` naming
+    ``names[position]`` and the step (the message comes from the dict walk).
+    """
+    count = len(action_lists)
+    needed = set(structure_needed)
+    nets: list = [None] * count
+    dropped_all: list = [[] for _ in range(count)]
+    structures = {}
+    for position in needed:
+        where = f"item {names[position]}" if names else "prediction"
+        nets[position], structures[position], dropped_all[position] = predicted_net_actions(
+            prev_structures[position], action_lists[position], drop_infeasible, where)
+    x_min, x_max, y_min, y_max, z_min, z_max = (grid.X_MIN, grid.X_MAX, grid.Y_MIN, grid.Y_MAX,
+                                                grid.Z_MIN, grid.Z_MAX)
+    limit = grid.INVENTORY_PER_COLOR
+    for start in range(0, count, _WALK_CHUNK):
+        stop = min(count, start + _WALK_CHUNK)
+        rows, owner, _, _ = _rows(prev_structures[start:stop], 4)
+        grids = np.zeros((stop - start, _GRID_BYTES), np.uint8)
+        flat = (rows[:, 0] + 6) * _BX + rows[:, 1] * _BY + rows[:, 2] + 6
+        grids[owner, flat] = rows[:, 3]
+        color_counts = np.bincount(owner * 8 + rows[:, 3], minlength=(stop - start) * 8)
+        color_counts = color_counts.reshape(-1, 8).tolist()
+        for offset in range(stop - start):
+            position = start + offset
+            if position in needed:
+                continue
+            actions = action_lists[position]
+            if not actions:
+                nets[position] = frozenset()
+                continue
+            cells = bytearray(grids[offset].tobytes())
+            counts = color_counts[offset]
+            balance: dict = {}
+            dropped = dropped_all[position]
+            for step, (type_, color, x, y, z) in enumerate(actions):
+                if x_min <= x <= x_max and y_min <= y <= y_max and z_min <= z <= z_max:
+                    f = (x + 6) * _BX + y * _BY + z + 6
+                    if type_ == REMOVE:
+                        ok = color > 0 and cells[f] == color
+                    else:
+                        ok = (not cells[f] and 1 <= color <= 6 and counts[color] < limit
+                              and (y == y_min or cells[f + _BX] or cells[f - _BX] or cells[f + _BY]
+                                   or cells[f - _BY] or cells[f + 1] or cells[f - 1]) > 0)
+                else:
+                    ok = False
+                if not ok:
+                    if drop_infeasible:
+                        dropped.append(step)
+                        continue
+                    where = f"item {names[position]}" if names else "prediction"
+                    predicted_net_actions(prev_structures[position], actions, False, where)
+                    raise AssertionError(f"{where}: step {step + 1} judged infeasible by the byte walk "
+                                         "only")  # the dict walk above raises first
+                key = (color, x, y, z)
+                if type_ == REMOVE:
+                    cells[f] = 0
+                    counts[color] -= 1
+                    balance[key] = balance.get(key, 0) - 1
+                else:
+                    cells[f] = color
+                    counts[color] += 1
+                    balance[key] = balance.get(key, 0) + 1
+            nets[position] = frozenset((PLACE if n > 0 else REMOVE,) + key
+                                       for key, n in balance.items() if n)
+    return nets, structures, dropped_all
 
 
 def fast_net_actions(actions: Iterable[Action]) -> frozenset:
@@ -341,7 +439,8 @@ def _rows(sets: Sequence[Iterable[tuple]], width: int):
     """Flattened element rows of many small sets: (rows [E, width], owner [E], position [E])."""
     lengths = np.fromiter(map(len, sets), np.int64, len(sets))
     total = int(lengths.sum())
-    rows = np.array([a for s in sets for a in s], np.int32) if total else np.zeros((0, width), np.int32)
+    chain = itertools.chain.from_iterable
+    rows = np.fromiter(chain(chain(sets)), np.int32, total * width)  # C-level flattening
     owner = np.repeat(np.arange(len(sets)), lengths)
     position = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     return rows.reshape(total, width), owner, position, lengths

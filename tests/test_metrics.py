@@ -267,14 +267,16 @@ def random_case(rng):
 
 def metrics_counts(cases):
     """bapjax.metrics on the same cases (drop_infeasible semantics)."""
-    pred_sets, ref_sets, sources, targets = [], [], {}, {}
+    multiple = [n for n, case in enumerate(cases) if case[3]]
+    prevs = [[(x, y, z, c) for (x, y, z), c in case[0].items()] for case in cases]
+    pred_sets, sources, _ = metrics.predicted_net_actions_batch(
+        prevs, [case[1] for case in cases], drop_infeasible=True, structure_needed=multiple)
+    ref_sets, targets = [], {}
     for n, (prev, predicted, reference, in_multiple, _) in enumerate(cases):
-        p, s_m, _ = metrics.predicted_net_actions(prev, predicted, drop_infeasible=True)
         h, s_h = metrics.reference_net_actions(prev, reference)
-        pred_sets.append(p)
         ref_sets.append(h)
         if in_multiple:
-            sources[n], targets[n] = s_m, s_h
+            targets[n] = s_h
     scores = metrics.score_items(pred_sets, ref_sets, sources, targets)
     return scores, metrics.tables(scores, np.array([c[4] for c in cases]))
 
@@ -462,6 +464,41 @@ def test_predicted_net_actions_feasibility():
     seq = [Action(PLACE, 1, x, 1, z) for x, z in itertools.product(range(-5, 6), range(-5, -3))]
     _, _, dropped = metrics.predicted_net_actions({}, seq[:21], drop_infeasible=True)
     assert dropped == [20]
+
+
+def test_batch_walk_matches_dict_walk():
+    """The byte-grid batch walk agrees with the dict walk (and so with the grid rules) on net
+    sets, dropped steps and errors, including odd colors, off-grid cells and full inventories."""
+    rng = np.random.default_rng(11)
+    prevs, seqs = [], []
+    for _ in range(600):
+        prev = dict((a.cell, a.color) for a in random_feasible_sequence(rng, {}, int(rng.integers(0, 25)), 1.0))
+        seq = random_feasible_sequence(rng, prev, int(rng.integers(0, 6)))
+        for _ in range(int(rng.integers(0, 4))):
+            seq.insert(int(rng.integers(len(seq) + 1)), Action(
+                int(rng.integers(2)), int(rng.integers(0, 8)), int(rng.integers(-6, 7)),
+                int(rng.integers(0, 11)), int(rng.integers(-6, 7))))
+        prevs.append(prev)
+        seqs.append(seq)
+    full = {(x, 1, z): 1 for x in range(-5, 6) for z in range(-5, -3)}  # 22 red blocks
+    prevs.append(full)
+    seqs.append([Action(PLACE, 1, 0, 1, 0), Action(REMOVE, 1, -5, 1, -5), Action(PLACE, 1, 0, 1, 0)])
+    blocks = [[(x, y, z, c) for (x, y, z), c in p.items()] for p in prevs]
+    nets, _, dropped = metrics.predicted_net_actions_batch(blocks, seqs, drop_infeasible=True)
+    for n, (prev, seq) in enumerate(zip(prevs, seqs)):
+        net, _, want_dropped = metrics.predicted_net_actions(prev, seq, drop_infeasible=True)
+        assert nets[n] == net and dropped[n] == want_dropped, n
+        try:
+            metrics.predicted_net_actions(prev, seq)
+            strict_error = None
+        except metrics.InfeasibleActionError as err:
+            strict_error = str(err)
+        try:
+            metrics.predicted_net_actions_batch([blocks[n]], [seq], names=["X"])
+            assert strict_error is None, n
+        except metrics.InfeasibleActionError as err:
+            assert strict_error is not None and str(err).split(": step")[1] == strict_error.split(": step")[1]
+    assert dropped[-1] == [0, 2]  # 22 red blocks: no red placement even after one removal
 
 
 def test_feasibility_matches_grid_rules():
