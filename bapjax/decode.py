@@ -20,8 +20,13 @@ from bapjax.models.builder import START, BuilderModel
 NEG_INF = -1e9
 
 
-def greedy_decode(model: BuilderModel, params, batch: dict, max_actions: int = 20) -> jax.Array:
-    """Action ids [B, max_actions] (padded with STOP) for a batch with the pipeline's keys."""
+def greedy_decode(model: BuilderModel, params, batch: dict, max_actions: int = 20,
+                  min_actions: int = 0) -> jax.Array:
+    """Action ids [B, max_actions] (padded with STOP) for a batch with the pipeline's keys.
+
+    `min_actions`: STOP is masked for the first steps (a BAP item always has at least one
+    action, so 1 is a sound constraint; 0 leaves STOP to the model).
+    """
     variables = {"params": params}
     tokens, text_mask = batch["text_tokens"], batch["text_mask"]
     bsz = tokens.shape[0]
@@ -41,6 +46,7 @@ def greedy_decode(model: BuilderModel, params, batch: dict, max_actions: int = 2
                             method=BuilderModel.encode_world)
         logits = model.apply(variables, feats, dec_out, method=BuilderModel.action_logits)
         feasible = jax.vmap(G.feasible_mask_single)(world)
+        feasible = feasible.at[:, G.STOP].set(t >= min_actions)
         choice = jnp.argmax(jnp.where(feasible, logits, NEG_INF), axis=-1).astype(jnp.int32)
         choice = jnp.where(done, G.STOP, choice)
         world = jax.vmap(G.apply_action)(world, choice)
@@ -52,9 +58,9 @@ def greedy_decode(model: BuilderModel, params, batch: dict, max_actions: int = 2
     return jax.lax.while_loop(cond, body, init)[-1]
 
 
-def make_decode_fn(model: BuilderModel, max_actions: int = 20):
+def make_decode_fn(model: BuilderModel, max_actions: int = 20, min_actions: int = 0):
     """A jitted `(params, batch) -> ids [B, max_actions]`."""
-    return jax.jit(functools.partial(greedy_decode, model, max_actions=max_actions))
+    return jax.jit(functools.partial(greedy_decode, model, max_actions=max_actions, min_actions=min_actions))
 
 
 def ids_to_actions(ids: np.ndarray, grid: np.ndarray | None = None) -> list[G.Action]:
@@ -81,12 +87,12 @@ _DECODE_KEYS = ("text_tokens", "text_mask", "grid", "recent", "perspective")
 
 def predict_items(model: BuilderModel, params, items: list, vocab, feature_config, batch_size: int = 32,
                   max_actions: int = 20, decode_fn=None, progress: bool = False,
-                  features=None) -> dict[str, list[G.Action]]:
+                  features=None, min_actions: int = 0) -> dict[str, list[G.Action]]:
     """Greedy predictions {item_id: [Action]} for BapItems, decoded in fixed-size batches (the
     last one filled with padding rows, so one compiled shape serves every batch)."""
     from bapjax import input_pipeline  # sibling module; imported lazily to keep decode light
 
-    decode_fn = decode_fn or make_decode_fn(model, max_actions)
+    decode_fn = decode_fn or make_decode_fn(model, max_actions, min_actions)
     if features is None:
         features = input_pipeline.featurize_items(items, vocab, feature_config)
     predictions: dict[str, list[G.Action]] = {}

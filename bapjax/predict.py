@@ -20,17 +20,24 @@ import ml_collections
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("checkpoint", None, "Training workdir (or its checkpoints/best or /latest).")
-flags.DEFINE_string("corpus", None, "Corpus directory or archive (MDC layout).")
-flags.DEFINE_string("store", None, "An item store directory (bapjax.corpus.store).")
-flags.DEFINE_string("items", None, "A JSONL file of items (bapjax.evaluate.write_items format).")
-flags.DEFINE_string("split", "test", "Split to predict (with --corpus or --store).")
-flags.DEFINE_string("dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")
-flags.DEFINE_string("out", None, "Output predictions JSONL.")
-flags.DEFINE_integer("batch_size", 64, "Items decoded per compiled batch.")
-flags.DEFINE_integer("max_actions", None, "Greedy decoding length (default: the run's config.eval.max_actions).")
-flags.DEFINE_integer("limit", 0, "Predict only the first N items (0: all).")
-flags.DEFINE_bool("evaluate", False, "Also print the v2 tables and the report JSON.")
+
+
+def _define_flags() -> None:
+    """CLI flags; names shared with other bapjax CLIs (--corpus, --split, --out) are defined once."""
+    from bapjax.evaluate import define_flag_once
+
+    define_flag_once("string", "checkpoint", None, "Training workdir (or its checkpoints/best or /latest).")
+    define_flag_once("string", "corpus", None, "Corpus directory or archive (MDC layout).")
+    define_flag_once("string", "store", None, "An item store directory (bapjax.corpus.store).")
+    define_flag_once("string", "items", None, "A JSONL file of items (bapjax.evaluate.write_items format).")
+    define_flag_once("string", "split", None, "Split to predict with --corpus or --store (default test).")
+    define_flag_once("string", "dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")
+    define_flag_once("string", "out", None, "Output predictions JSONL.")
+    define_flag_once("integer", "batch_size", 64, "Items decoded per compiled batch.")
+    define_flag_once("integer", "max_actions", None, "Greedy decoding length (default: the run's config.eval.max_actions).")
+    define_flag_once("integer", "min_actions", None, "STOP is masked before this many actions (default: the run's config.eval.min_actions, else 0).")
+    define_flag_once("integer", "limit", 0, "Predict only the first N items (0: all).")
+    define_flag_once("bool", "evaluate", False, "Also print the v2 tables and the report JSON.")
 
 
 def find_run_dir(checkpoint: str) -> Path:
@@ -83,14 +90,15 @@ def main(argv):
     from bapjax import decode, evaluate, input_pipeline
 
     model, params, config, vocab = load_model(FLAGS.checkpoint)
-    items = load_items(FLAGS.corpus, FLAGS.store, FLAGS.items, FLAGS.split, FLAGS.dataset)
+    items = load_items(FLAGS.corpus, FLAGS.store, FLAGS.items, FLAGS.split or "test", FLAGS.dataset)
     if FLAGS.limit:
         items = items[:FLAGS.limit]
     feature_config = input_pipeline.FeatureConfig.from_config(config.features)
     max_actions = FLAGS.max_actions or int(config.eval.max_actions)
+    min_actions = FLAGS.min_actions if FLAGS.min_actions is not None else int(config.eval.get("min_actions", 0))
     start = time.time()
     predictions = decode.predict_items(model, params, items, vocab, feature_config, FLAGS.batch_size,
-                                       max_actions, progress=True)
+                                       max_actions, progress=True, min_actions=min_actions)
     elapsed = time.time() - start
     evaluate.write_predictions(FLAGS.out, predictions)
     print(f"wrote {len(predictions)} predictions to {FLAGS.out} ({len(items) / elapsed:.1f} items/s)",
@@ -102,4 +110,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    _define_flags()
     app.run(main)

@@ -467,7 +467,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
         train_iter.set_state(meta["iterator"])
         log("resumed from step %d", int(state["step"]))
     writer = MetricWriter(workdir, is_main)
-    decode_fn = decoding.make_decode_fn(model, int(ec.max_actions))
+    decode_fn = decoding.make_decode_fn(model, int(ec.max_actions), int(ec.get("min_actions", 0)))
 
     def val_iterator():
         return input_pipeline.DataIterator(val_features, None, feature_config, int(ec.batch_size), seed=0,

@@ -119,6 +119,7 @@ def base_config() -> ml_collections.ConfigDict:
     config.eval = ml_collections.ConfigDict()
     config.eval.batch_size = 64
     config.eval.max_actions = 20  # greedy decoding length (the paper's v2 experiments)
+    config.eval.min_actions = 1  # STOP masked at step 0: every BAP item has at least one action
     config.eval.val_decode_items = 0  # decode-and-score this many val items per source at each eval (0: all, -1: none)
     config.eval.final_splits = ("mc:test",)
 

@@ -89,6 +89,8 @@ def test_stops_at_max_length_and_at_stop():
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 1e4  # STOP always wins
     ids = np.asarray(decode.make_decode_fn(model, max_actions=5)(params, batch))
     assert (ids == G.STOP).all()
+    ids = np.asarray(decode.make_decode_fn(model, max_actions=5, min_actions=1)(params, batch))
+    assert (ids[:, 0] < G.NUM_ACTIONS).all() and (ids[:, 1:] == G.STOP).all()
     assert decode.ids_to_actions(np.array([5, G.STOP, 7])) == [G.decode_action(5)]
     grid = np.zeros(G.GRID_SHAPE, np.int8)
     place = G.encode_action(G.Action(G.PLACE, 3, 0, 1, 0))
