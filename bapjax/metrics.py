@@ -408,9 +408,9 @@ def batch_item_counts(pred, pred_mask, ref, ref_mask, ok_dx, ok_dz, fair_index, 
 # --------------------------------------------------------------------------------------------
 # Host side: bucketing, padding, and the batched driver
 
-_PAD_BASE = 8  # padded set sizes: 8, 32, 128, 512, ... (one compilation per size in use)
+_PAD_BASE = 4  # padded set sizes: 4, 16, 64, 256, ... (one compilation per size in use)
 _MAX_BATCH = 512
-_PAIR_BUDGET = _MAX_BATCH * _PAD_BASE * _PAD_BASE  # batch * pad^2: keeps the vote tensor cache-sized
+_PAIR_BUDGET = _MAX_BATCH * 8 * 8  # batch * pad^2: keeps the [B, 4, N, M] vote tensor cache-sized
 
 
 def _pad_size(n: int) -> int:
