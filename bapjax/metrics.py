@@ -22,12 +22,13 @@ Definitions (DESIGN.md, "BAP v2 evaluation"; paper sections 2.4 and 4):
 * Per-item F1 = 2 tp / (|P| + |H|), 1 when both are empty; micro = the same on summed counts;
   macro = mean per-item F1.
 
-The hot path (``score_items``) runs on device: items are grouped by a padded size (powers of
-two), stacked into fixed-shape batches (batch sizes from a short list), and one jitted, vmapped
-function per shape counts matches for all 4 x 21 x 21 alignments of every item at once
+The hot path (``score_items``) runs on device: items are grouped by a padded set size (4, 16,
+64, ...), stacked into fixed-shape batches (one batch size per padded size), and one jitted,
+vmapped function per shape counts matches for all 4 x 21 x 21 alignments of every item at once
 (a Hough-style vote: every (predicted, reference) pair with the same label and height votes
 for the one offset per rotation that maps one onto the other). No Python loop runs over items
-or offsets there; the host only builds the padded arrays.
+or offsets there; the host builds the padded arrays and the allowed-offset masks with NumPy.
+The host side before it (``predicted_net_actions_batch``) walks each predicted sequence once.
 """
 
 from __future__ import annotations
@@ -52,9 +53,6 @@ NUM_SHIFTS = 2 * MAX_SHIFT + 1  # 21 offsets per axis, -10..10
 NUM_TRANSFORMS = NUM_ROTATIONS * NUM_SHIFTS * NUM_SHIFTS  # 1764
 METRIC_NAMES = ("type", "color", "location", "shape", "overall")
 GROUPS = ("EB", "NEB", "Overall")
-
-
-
 
 
 def transform_index(rotation: int, dx: int, dz: int) -> int:

@@ -32,7 +32,7 @@ from absl import app, flags
 
 from bapjax.actions import as_blocks, as_structure, structure_diff
 from bapjax.corpus.items import BapItem
-from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.grid import REMOVE, Action
 
 CONTEXTS = ("clear", "unclear")
 INTERPRETATIONS = ("unique", "multiple")
