@@ -287,7 +287,10 @@ def _choose(ask: Callable[[str], str], prompt: str, options: dict[str, str]) -> 
     """Ask until one of the option keys (first letters) is typed; 'q' returns None."""
     keys = "/".join(options)
     while True:
-        answer = ask(f"{prompt} [{keys}, q=quit]: ").strip().lower()
+        try:
+            answer = ask(f"{prompt} [{keys}, q=quit]: ").strip().lower()
+        except EOFError:  # input ran out: stop like 'q' (what was answered is saved)
+            return None
         if answer == "q":
             return None
         if answer in options:
