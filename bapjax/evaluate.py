@@ -14,7 +14,6 @@ The metric definitions live in ``bapjax.metrics``; this module is input checking
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -26,7 +25,7 @@ import numpy as np
 from absl import app, flags, logging
 
 from bapjax import grid, metrics
-from bapjax.corpus.items import BapItem, ChatTurn
+from bapjax.corpus.items import BapItem
 from bapjax.grid import Action
 
 
@@ -99,38 +98,12 @@ def read_items(path: str | os.PathLike) -> list[BapItem]:
             if not line.strip():
                 continue
             try:
-                items.append(item_from_json(json.loads(line), f"{path}:{number}"))
+                items.append(BapItem.from_json(json.loads(line), f"{path}:{number}"))
             except json.JSONDecodeError as err:
                 raise EvaluationError(f"{path}:{number}: not valid JSON ({err.msg})") from None
             except (ValueError, KeyError, TypeError) as err:
                 raise EvaluationError(f"{path}:{number}: {err}") from None
     return items
-
-
-def item_from_json(record: Mapping, where: str) -> BapItem:
-    """``BapItem.from_json`` that also takes history actions outside the build region.
-
-    MDC histories hold a few Builder actions outside the region (earlier in a game, on cells
-    no item structure touches); ``BapItem.from_json`` region-checks them and would reject an
-    exported item that the corpus loader itself produced, so history is parsed here."""
-    if not isinstance(record, Mapping) or "history" not in record:
-        return BapItem.from_json(record, where)
-    item = BapItem.from_json({k: v for k, v in record.items() if k != "history"}, where)
-    history = []
-    for n, event in enumerate(record["history"]):
-        if isinstance(event, Mapping) and "action" in event:
-            a = event["action"]
-            try:
-                history.append(Action(grid.TYPE_TO_ID[a["type"]], grid.color_id(str(a["color"])),
-                                      int(a["x"]), int(a["y"]), int(a["z"])))
-            except (KeyError, TypeError, ValueError) as err:
-                raise ValueError(f"{where} {item.item_id} history[{n}]: bad action {a!r} ({err})") from None
-        elif isinstance(event, Mapping) and "speaker" in event and "text" in event:
-            history.append(ChatTurn(str(event["speaker"]), str(event["text"])))
-        else:
-            raise ValueError(f"{where} {item.item_id} history[{n}]: expected {{speaker, text}} "
-                             f"or {{action}}, got {event!r}")
-    return dataclasses.replace(item, history=tuple(history))
 
 
 def write_items(path: str | os.PathLike, items: Iterable[BapItem]) -> int:
