@@ -285,18 +285,13 @@ FLAGS = flags.FLAGS
 
 
 def define_flag_once(kind: str, name: str, default, help_text: str, **kwargs) -> None:
-    """Define an absl flag unless a module imported earlier (e.g. corpus.mdc) already did:
-    the bapjax CLIs share names like --corpus, --split and --out. corpus.mdc defines its flags
-    at import, so it is imported first and its definitions win."""
-    from bapjax.corpus import mdc  # noqa: F401
-
+    """Define an absl flag unless another bapjax module already did: the CLIs share names like
+    --corpus, --split and --out, and a CLI may import another CLI's module."""
     if name not in FLAGS:
         getattr(flags, f"DEFINE_{kind}")(name, default, help=help_text, **kwargs)
 
 
 def _define_flags() -> None:
-    from bapjax.corpus import mdc  # noqa: F401  (defines --corpus, --split, --out first)
-
     define_flag_once("string", "corpus", None, "Corpus directory / archive (with --split).")
     define_flag_once("string", "split", None, "Split of --corpus to evaluate on (train, val, test).")
     define_flag_once("string", "items", None, "Items JSONL (mdc export or v2_clean output) instead of --corpus.")

@@ -329,18 +329,27 @@ def render_prediction(item: BapItem, predicted_actions: Sequence[Action], path, 
 # --------------------------------------------------------------------------------------------
 # CLI
 
-# --corpus, --split (default: search all splits) and --out come from bapjax.corpus.mdc.
 FLAGS = flags.FLAGS
-flags.DEFINE_string("item_id", None, "Item id, e.g. 'B1-A3-C1-1522435497386:5'.")
-flags.DEFINE_string("predictions", None, "Predictions JSONL: {item_id, actions: [{type,color,x,y,z}]}.")
-flags.DEFINE_string("gold", None, "Gold configuration XML (structure).")
-flags.DEFINE_string("target", None, "Target id, e.g. C1, read from --corpus (structure).")
-flags.DEFINE_float("yaw", 45.0, "Camera yaw for structure pictures (Minecraft degrees).")
-flags.DEFINE_enum("kind", "shapes", ["shapes", "random"], "sample: shape composition or random growth.")
-flags.DEFINE_integer("num_shapes", 3, "sample --kind shapes: number of shapes.")
-flags.DEFINE_integer("num_blocks", 15, "sample --kind random: number of blocks.")
-flags.DEFINE_integer("seed", 0, "sample: random seed.")
-flags.DEFINE_integer("dpi", 90, "Picture resolution.")
+
+
+def _define_flags() -> None:
+    """Flags exist only when this module is the program or a test asks (idempotent)."""
+    from bapjax.evaluate import define_flag_once
+
+    define_flag_once("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive.")
+    define_flag_once("string", "split", None, "Split to search for --item_id (default: all splits).")
+    define_flag_once("string", "out", None, "Output PNG file.")
+    define_flag_once("string", "item_id", None, "Item id, e.g. 'B1-A3-C1-1522435497386:5'.")
+    define_flag_once("string", "predictions", None, "Predictions JSONL: {item_id, actions: [{type,color,x,y,z}]}.")
+    define_flag_once("string", "gold", None, "Gold configuration XML (structure).")
+    define_flag_once("string", "target", None, "Target id, e.g. C1, read from --corpus (structure).")
+    define_flag_once("float", "yaw", 45.0, "Camera yaw for structure pictures (Minecraft degrees).")
+    define_flag_once("enum", "kind", "shapes", "sample: shape composition or random growth.",
+                     enum_values=["shapes", "random"])
+    define_flag_once("integer", "num_shapes", 3, "sample --kind shapes: number of shapes.")
+    define_flag_once("integer", "num_blocks", 15, "sample --kind random: number of blocks.")
+    define_flag_once("integer", "seed", 0, "sample: random seed.")
+    define_flag_once("integer", "dpi", 90, "Picture resolution.")
 
 
 class VizError(ValueError):
@@ -440,4 +449,5 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
+    _define_flags()
     app.run(main)

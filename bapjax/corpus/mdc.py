@@ -479,10 +479,14 @@ def load_gold_structure(root: Path, target_id: str) -> dict:
 # CLI
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive.")
-flags.DEFINE_string("split", None, "Split to export (train, val, test).")
-flags.DEFINE_string("out", None, "Output JSONL file for export ('-' for stdout).")
-flags.DEFINE_bool("no_cache", False, "Reparse every game instead of using the item cache.")
+
+
+def _define_flags() -> None:
+    """Flags exist only when this module is the program, so other CLIs can import it freely."""
+    flags.DEFINE_string("corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive.")
+    flags.DEFINE_string("split", None, "Split to export (train, val, test).")
+    flags.DEFINE_string("out", None, "Output JSONL file for export ('-' for stdout).")
+    flags.DEFINE_bool("no_cache", False, "Reparse every game instead of using the item cache.")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -520,4 +524,5 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
+    _define_flags()
     app.run(main)
