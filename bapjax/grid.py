@@ -388,6 +388,8 @@ def infeasibility_reason(structure: Mapping[tuple[int, int, int], int], action: 
     type_, color, x, y, z = (int(v) for v in action)
     if not in_region(x, y, z):
         return f"cell {(x, y, z)} is outside the build region"
+    if not 1 <= color <= NUM_COLORS:
+        return f"color id {color} is not in 1..{NUM_COLORS}"
     cell = (x, y, z)
     if type_ == REMOVE:
         if cell not in structure:

@@ -133,6 +133,11 @@ def test_scalar_is_feasible_matches_mask():
             assert (grid.infeasibility_reason(structure, action) is None) == mask[action_id]
 
 
+def test_infeasibility_reason_for_a_color_id_out_of_range():
+    assert "color id 0" in grid.infeasibility_reason({(0, 1, 0): 1}, Action(REMOVE, 0, 0, 1, 0))
+    assert not grid.is_feasible({(0, 1, 0): 1}, Action(REMOVE, 0, 0, 1, 0))
+
+
 def test_removal_naming_another_color_is_infeasible():
     structure = {(0, 1, 0): 1}
     assert grid.is_feasible(structure, Action(REMOVE, 1, 0, 1, 0))
