@@ -45,6 +45,7 @@ import numpy as np
 import orjson
 from absl import app, flags, logging
 
+from bapjax import parallel
 from bapjax import grid
 from bapjax.corpus import mdc
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
@@ -354,9 +355,8 @@ def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: i
     start = time.time()
     records: list[dict] = []
     if processes > 1:
-        import multiprocessing
 
-        with multiprocessing.get_context("fork").Pool(processes) as pool:
+        with parallel.pool_context().Pool(processes) as pool:
             results = pool.imap(_augment_one, jobs, chunksize=4)
             for n, result in enumerate(results, 1):
                 records.extend(result)

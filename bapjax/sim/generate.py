@@ -21,7 +21,6 @@ import collections
 import hashlib
 import json
 import math
-import multiprocessing
 import os
 import re
 import shutil
@@ -33,6 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 from absl import app, flags
 
+from bapjax import parallel
 from bapjax.sim import blocks_dialogs, random_dialogs, shape_dialogs, writer
 from bapjax.sim.dialogue import SimGame
 from bapjax.sim.planner import PlanningError
@@ -159,7 +159,7 @@ def generate_corpus(dataset: str, out_dir, seed: int = 0, train_items: int | Non
     skipped_duplicates = 0
     done_before = 0
     start = time.time()
-    pool = multiprocessing.get_context("fork").Pool(processes) if processes > 1 else None
+    pool = parallel.pool_context().Pool(processes) if processes > 1 else None
     try:
         for split in SPLITS:
             needed = requested[split]
