@@ -355,7 +355,6 @@ def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: i
     start = time.time()
     records: list[dict] = []
     if processes > 1:
-
         with parallel.pool_context().Pool(processes) as pool:
             results = pool.imap(_augment_one, jobs, chunksize=4)
             for n, result in enumerate(results, 1):
