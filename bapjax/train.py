@@ -262,7 +262,10 @@ class Checkpoints:
         self.best = ocp.CheckpointManager(workdir / "checkpoints" / "best", options=options)
 
     def save(self, manager, state, meta: dict) -> None:
+        """Save (replacing a checkpoint of the same step, e.g. a final save right after an eval)."""
         step = int(jax.device_get(state["step"]))
+        if step in manager.all_steps():
+            manager.delete(step)
         args = self.ocp.args.Composite(state=self.ocp.args.StandardSave(state),
                                        meta=self.ocp.args.JsonSave(meta))
         manager.save(step, args=args, force=True)
@@ -506,7 +509,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     while step < steps_total and not meta["stopped_early"]:
         if budget_s and time.time() - t0 > budget_s:
             log("time budget of %.0f min reached at step %d: final evaluation", budget_s / 60, step)
-            run_eval(step)
+            if step % eval_every:  # not evaluated at this step yet
+                run_eval(step)
             meta["iterator"] = train_iter.get_state()
             ckpts.save(ckpts.latest, state, dict(meta))
             break
