@@ -82,3 +82,19 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypat
     rows = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
     assert {r["kind"] for r in rows} >= {"train", "val"}
     assert (tmp_path / "straight" / "learning_curves.png").exists()
+
+
+def test_checkpoint_save_replaces_a_same_step_checkpoint(tmp_path):
+    import jax.numpy as jnp
+
+    from bapjax import train
+
+    ckpts = train.Checkpoints(tmp_path)
+    state = {"step": jnp.int32(3), "params": {"w": jnp.ones(2)}}
+    ckpts.save(ckpts.latest, state, {"iterator": {"pass": 0}})
+    ckpts.save(ckpts.latest, {**state, "params": {"w": jnp.full(2, 7.0)}}, {"iterator": {"pass": 1}})
+    restored, meta = ckpts.restore(ckpts.latest, jax.tree_util.tree_map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state))
+    np.testing.assert_array_equal(np.asarray(restored["params"]["w"]), [7.0, 7.0])
+    assert meta["iterator"]["pass"] == 1
+    ckpts.close()
