@@ -16,19 +16,19 @@ def get_config():
     config = common.base_config()
     config.workdir = "runs/quickstart"
     for name in ("bs", "ss", "r"):
-        config.data.sources[name] = common.generated_source(name, train=400, val=50, test=100, seed=1)
+        config.data.sources[name] = common.generated_source(name, train=300, val=40, test=100, seed=1)
     mc = common.mdc_source(augment=False)
     mc.corpus = ""  # set to a corpus path to add the MDC
-    mc.max_train_items = 1200
+    mc.max_train_items = 600
     mc.max_val_items = 100
     mc.max_test_items = 300
     config.data.sources.mc = mc
     config.model = common.cpu_model()
-    config.model.world_features = 24
+    config.model.world_features = 16
     config.model.world_layers = 2
-    config.features.max_text_tokens = 128
+    config.features.max_text_tokens = 96
     config.train.batch_size = 32
-    config.train.num_epochs = 3
+    config.train.num_epochs = 2
     config.train.patience = 0
     config.train.log_every_steps = 10
     config.eval.val_decode_items = -1  # val loss only during training; tables at the end
