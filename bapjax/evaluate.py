@@ -25,6 +25,7 @@ import numpy as np
 from absl import app, flags, logging
 
 from bapjax import grid, metrics
+from bapjax.jsonl import iter_records
 from bapjax.corpus.items import BapItem
 from bapjax.grid import Action
 
@@ -39,41 +40,28 @@ class EvaluationError(ValueError):
 
 def read_predictions(path: str | os.PathLike) -> dict[str, list[Action]]:
     """{item_id: [Action, ...]} from a predictions JSONL file (errors name the line and field)."""
-    path = Path(path)
     predictions: dict[str, list[Action]] = {}
-    try:
-        handle = open(path, encoding="utf-8")
-    except OSError as err:
-        raise EvaluationError(f"{path}: cannot read predictions ({err.strerror})") from None
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise EvaluationError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
-            if not isinstance(record, dict):
-                raise EvaluationError(f"{where}: expected an object with item_id and actions")
-            if "item_id" not in record:
-                raise EvaluationError(f"{where}: missing field 'item_id'")
-            item_id = record["item_id"]
-            if not isinstance(item_id, str) or not item_id:
-                raise EvaluationError(f"{where}: field 'item_id' is {item_id!r}; expected a string")
-            if "actions" not in record:
-                raise EvaluationError(f"{where}: item {item_id}: missing field 'actions'")
-            if not isinstance(record["actions"], list):
-                raise EvaluationError(f"{where}: item {item_id}: field 'actions' is not a list")
-            if item_id in predictions:
-                raise EvaluationError(f"{where}: item {item_id} is predicted twice")
-            try:
-                predictions[item_id] = [
-                    grid.action_from_dict(a, f"{where}: item {item_id}: actions[{i}]")
-                    for i, a in enumerate(record["actions"])
-                ]
-            except ValueError as err:
-                raise EvaluationError(str(err)) from None
+    for where, record in iter_records(path, EvaluationError, "predictions"):
+        if not isinstance(record, dict):
+            raise EvaluationError(f"{where}: expected an object with item_id and actions")
+        if "item_id" not in record:
+            raise EvaluationError(f"{where}: missing field 'item_id'")
+        item_id = record["item_id"]
+        if not isinstance(item_id, str) or not item_id:
+            raise EvaluationError(f"{where}: field 'item_id' is {item_id!r}; expected a string")
+        if "actions" not in record:
+            raise EvaluationError(f"{where}: item {item_id}: missing field 'actions'")
+        if not isinstance(record["actions"], list):
+            raise EvaluationError(f"{where}: item {item_id}: field 'actions' is not a list")
+        if item_id in predictions:
+            raise EvaluationError(f"{where}: item {item_id} is predicted twice")
+        try:
+            predictions[item_id] = [
+                grid.action_from_dict(a, f"{where}: item {item_id}: actions[{i}]")
+                for i, a in enumerate(record["actions"])
+            ]
+        except ValueError as err:
+            raise EvaluationError(str(err)) from None
     return predictions
 
 
@@ -87,22 +75,12 @@ def write_predictions(path: str | os.PathLike, predictions: Mapping[str, Iterabl
 
 def read_items(path: str | os.PathLike) -> list[BapItem]:
     """Items from an export JSONL file (``python -m bapjax.corpus.mdc export`` or v2_clean)."""
-    path = Path(path)
     items = []
-    try:
-        handle = open(path, encoding="utf-8")
-    except OSError as err:
-        raise EvaluationError(f"{path}: cannot read items ({err.strerror})") from None
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                items.append(BapItem.from_json(json.loads(line), f"{path}:{number}"))
-            except json.JSONDecodeError as err:
-                raise EvaluationError(f"{path}:{number}: not valid JSON ({err.msg})") from None
-            except (ValueError, KeyError, TypeError) as err:
-                raise EvaluationError(f"{path}:{number}: {err}") from None
+    for where, record in iter_records(path, EvaluationError, "items"):
+        try:
+            items.append(BapItem.from_json(record, where))
+        except (ValueError, KeyError, TypeError) as err:
+            raise EvaluationError(f"{where}: {err}") from None
     return items
 
 

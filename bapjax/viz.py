@@ -369,23 +369,16 @@ def find_item(corpus_path: str, item_id: str, split: str | None = None) -> BapIt
 
 
 def read_prediction(path: str, item_id: str) -> list[Action]:
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{line_no}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise VizError(f"{where}: not JSON ({err})") from None
-            if not isinstance(record, dict) or "item_id" not in record or "actions" not in record:
-                raise VizError(f"{where}: expected an object with item_id and actions")
-            if record["item_id"] != item_id:
-                continue
-            if not isinstance(record["actions"], list):
-                raise VizError(f"{where}: field 'actions' is not a list")
-            return [grid.action_from_dict(a, f"{where} action {k}") for k, a in enumerate(record["actions"])]
-    raise VizError(f"{path}: no prediction for item {item_id!r}")
+    """One item's predicted actions from a predictions JSONL file (the evaluator's reader)."""
+    from bapjax.evaluate import EvaluationError, read_predictions
+
+    try:
+        predictions = read_predictions(path)
+    except EvaluationError as err:
+        raise VizError(str(err)) from None
+    if item_id not in predictions:
+        raise VizError(f"{path}: no prediction for item {item_id!r}")
+    return predictions[item_id]
 
 
 def read_gold_xml(path: str) -> dict:

@@ -146,15 +146,17 @@ def test_cli_structure_sample_and_errors(tmp_path, capsys):
 
 
 def test_read_prediction_errors_name_the_line(tmp_path):
+    good = {"item_id": "a", "actions": []}
     path = tmp_path / "p.jsonl"
-    path.write_text(json.dumps({"item_id": "a", "actions": []}) + "\n"
-                    + json.dumps({"item_id": "b", "actions": [{"type": "place", "color": "red",
-                                                               "x": 0, "y": 1}]}) + "\n")
+    path.write_text(json.dumps(good) + "\n")
     assert viz.read_prediction(str(path), "a") == []
-    with pytest.raises(ValueError, match="p.jsonl:2 action 0: missing field"):
-        viz.read_prediction(str(path), "b")
     with pytest.raises(viz.VizError, match="no prediction for item 'c'"):
         viz.read_prediction(str(path), "c")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(good) + "\n" + json.dumps(
+        {"item_id": "b", "actions": [{"type": "place", "color": "red", "x": 0, "y": 1}]}) + "\n")
+    with pytest.raises(viz.VizError, match=r"bad.jsonl:2: item b: actions\[0\]: missing field"):
+        viz.read_prediction(str(bad), "a")
 
 
 def test_cli_item_and_prediction_on_the_real_corpus(mdc_path, mdc_corpus, tmp_path, capsys):

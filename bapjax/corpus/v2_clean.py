@@ -33,6 +33,7 @@ from absl import app, flags
 from bapjax.actions import as_blocks, as_structure, structure_diff
 from bapjax.corpus.items import BapItem
 from bapjax.grid import REMOVE, Action
+from bapjax.jsonl import iter_records
 
 CONTEXTS = ("clear", "unclear")
 INTERPRETATIONS = ("unique", "multiple")
@@ -93,25 +94,12 @@ class Annotation:
 
 def read_annotations(path: str | os.PathLike) -> dict[str, Annotation]:
     """{item_id: Annotation} from an annotation JSONL file (errors name the line and field)."""
-    path = Path(path)
     out: dict[str, Annotation] = {}
-    try:
-        handle = open(path, encoding="utf-8")
-    except OSError as err:
-        raise AnnotationError(f"{path}: cannot read annotations ({err.strerror})") from None
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise AnnotationError(f"{where}: not valid JSON ({err.msg})") from None
-            annotation = Annotation.from_json(record, where)
-            if annotation.item_id in out:
-                raise AnnotationError(f"{where}: item {annotation.item_id} is annotated twice")
-            out[annotation.item_id] = annotation
+    for where, record in iter_records(path, AnnotationError, "annotations"):
+        annotation = Annotation.from_json(record, where)
+        if annotation.item_id in out:
+            raise AnnotationError(f"{where}: item {annotation.item_id} is annotated twice")
+        out[annotation.item_id] = annotation
     return out
 
 
