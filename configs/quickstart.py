@@ -28,7 +28,7 @@ def get_config():
     config.model.world_layers = 2
     config.features.max_text_tokens = 96
     config.train.batch_size = 32
-    config.train.num_epochs = 2
+    config.train.num_epochs = 5
     config.train.patience = 0
     config.train.log_every_steps = 10
     config.eval.val_decode_items = -1  # val loss only during training; tables at the end
