@@ -166,23 +166,7 @@ class _SegmentCache:
 
 def _truncated_history_ids(item: BapItem, segment_ids: _SegmentCache, max_tokens: int) -> tuple[list[int], bool]:
     """``tokenizer.truncate_history`` on ids, reading only the events that can fit."""
-    kept: list[list[int]] = []
-    used = 0
-    truncated = False
-    for event in reversed(item.history):
-        segment = segment_ids(event)
-        if used + len(segment) <= max_tokens:
-            kept.append(segment)
-            used += len(segment)
-            continue
-        truncated = True
-        room = max_tokens - used
-        if room >= 2:
-            kept.append([segment[0], *segment[len(segment) - (room - 1):]])
-        elif room == 1 and not kept:
-            kept.append(segment[-1:])
-        break
-    return [t for segment in reversed(kept) for t in segment], truncated
+    return tokenizer.truncate_newest_first(map(segment_ids, reversed(item.history)), max_tokens)
 
 
 def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: FeatureConfig,

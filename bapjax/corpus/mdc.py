@@ -70,7 +70,7 @@ def cache_root() -> Path:
     return Path(os.environ.get("BAPJAX_CACHE", Path.home() / ".cache" / "bapjax"))
 
 
-def _file_digest(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -80,7 +80,7 @@ def _file_digest(path: Path) -> str:
 
 def _unpack_archive(archive: Path) -> Path:
     """Unpack once into the cache; returns the directory holding ``data/``."""
-    target = cache_root() / f"corpus-{_file_digest(archive)[:16]}"
+    target = cache_root() / f"corpus-{file_sha256(archive)[:16]}"
     if (target / ".complete").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,7 @@ import orjson
 from absl import logging
 
 from bapjax import grid
+from bapjax.corpus.mdc import file_sha256
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
 from bapjax.grid import Action, Block
 
@@ -96,14 +97,6 @@ def item_from_record(record: Mapping[str, Any], where: str) -> BapItem:
         raise StoreError(f"{where}: malformed record: missing or bad field {err!r}") from err
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def write_split(out_dir: Path, split: str, items: Sequence[BapItem], level: int = 6,
                 progress: bool = False) -> dict:
     """Write one split's files; returns its manifest entry."""
@@ -143,7 +136,7 @@ def write_split(out_dir: Path, split: str, items: Sequence[BapItem], level: int 
         "empty_board": int(sum(i.is_empty_board for i in items)),
         "mean_actions": round(float(np.mean([len(i.reference_actions) for i in items])), 4) if items else 0.0,
         "bytes": int(offsets[-1]),
-        "sha256": _file_sha256(items_path),
+        "sha256": file_sha256(items_path),
         "content_sha256": content.hexdigest(),
     }
 
@@ -291,7 +284,7 @@ class ItemStore:
         """Recompute every split's hashes against the manifest (raises StoreError on mismatch)."""
         for name, entry in self.manifest["splits"].items():
             split = self.split(name)
-            if _file_sha256(split.path) != entry["sha256"]:
+            if file_sha256(split.path) != entry["sha256"]:
                 raise StoreError(f"{split.path}: sha256 differs from the manifest")
             content = hashlib.sha256()
             for n in range(len(split)):

@@ -68,26 +68,34 @@ def history_segments(history: Iterable) -> list[list[str]]:
     return segments
 
 
-def truncate_history(segments: list[list[str]], max_tokens: int) -> list[str]:
-    """The most recent ``max_tokens`` tokens, cut at event boundaries where possible.
+def truncate_newest_first(segments_newest_first: Iterable[list], max_tokens: int) -> tuple[list, bool]:
+    """The truncation rule on segments given newest first (read lazily, only while they fit).
 
     Whole events are kept from the newest backwards. If the oldest kept event does not fit
     whole, its newest tokens are kept behind its first token (the speaker or action-type
     token), so every kept fragment still says who spoke or what kind of action it was.
+    Returns (tokens oldest first, whether anything was cut).
     """
     if max_tokens <= 0:
-        return []
-    kept: list[list[str]] = []
+        return [], True
+    kept: list[list] = []
     used = 0
-    for segment in reversed(segments):
+    truncated = False
+    for segment in segments_newest_first:
         if used + len(segment) <= max_tokens:
             kept.append(segment)
             used += len(segment)
             continue
+        truncated = True
         room = max_tokens - used
         if room >= 2:
             kept.append([segment[0], *segment[len(segment) - (room - 1):]])
         elif room == 1 and not kept:
             kept.append(segment[-1:])
         break
-    return [token for segment in reversed(kept) for token in segment]
+    return [token for segment in reversed(kept) for token in segment], truncated
+
+
+def truncate_history(segments: list[list[str]], max_tokens: int) -> list[str]:
+    """The most recent ``max_tokens`` tokens of segments given oldest first (see above)."""
+    return truncate_newest_first(reversed(segments), max_tokens)[0]
