@@ -332,12 +332,7 @@ class _Planner:
                 self._flush()  # give the borrowed inventory back before other goal blocks
 
     def cleanup(self) -> None:
-        for cell in reversed(self.temps):
-            self._remove(cell)
-        self.temps = []
-        for cell in self.deferred:
-            self._remove(cell)
-        self.deferred = []
+        self._flush()
 
 
 def _ranked_pending(start, goal, order, rng) -> list[Cell]:

@@ -47,6 +47,16 @@ def _choose_reference(state: GameState, target, yaw: float, exclude=()) -> tuple
     return cell, language.realize_reference(rng, option)
 
 
+def _reference_relation(state: GameState, rng, target, yaw: float) -> tuple[dict, dict] | None:
+    """(reference, relation phrase) locating ``target`` from a chosen reference block, or None."""
+    chosen = _choose_reference(state, target, yaw)
+    if chosen is None:
+        return None
+    ref_cell, ref = chosen
+    offset = spatial.world_to_builder(spatial.sub(target, ref_cell), yaw)
+    return ref, language.relation_phrase(rng, offset)
+
+
 def _place_segment(state: GameState, cell, color: int) -> bool:
     rng = state.rng
     goal = {**state.structure, tuple(cell): color}
@@ -59,12 +69,10 @@ def _place_segment(state: GameState, cell, color: int) -> bool:
                   "ref": None, "relation": None, "anchor": None, "omitted": omitted}
     else:
         pose = state.sample_pose([cell], [cell])
-        chosen = _choose_reference(state, cell, pose.yaw)
-        if chosen is None:
+        described = _reference_relation(state, rng, cell, pose.yaw)
+        if described is None:
             return False
-        ref_cell, ref = chosen
-        offset = spatial.world_to_builder(spatial.sub(cell, ref_cell), pose.yaw)
-        relation = language.relation_phrase(rng, offset)
+        ref, relation = described
         text = language.place_instruction(rng, None if omitted else color_text, relation["text"], ref["text"])
         record = {"kind": "place", "color": color_text, "target_cells": [list(cell)], "ref": ref,
                   "relation": relation, "anchor": None, "omitted": omitted}
@@ -99,12 +107,10 @@ def _remove_segment(state: GameState, cell) -> bool:
         record = {"kind": "remove", "color": color_text, "target_cells": [list(cell)], "ref": ref,
                   "relation": None, "anchor": None, "omitted": None, "target_is_ref": True}
     else:
-        chosen = _choose_reference(state, cell, pose.yaw)
-        if chosen is None:
+        described = _reference_relation(state, rng, cell, pose.yaw)
+        if described is None:
             return False
-        ref_cell, ref = chosen
-        offset = spatial.world_to_builder(spatial.sub(cell, ref_cell), pose.yaw)
-        relation = language.relation_phrase(rng, offset)
+        ref, relation = described
         target_text = f"the {color_text} {language.pick(rng, ('block', 'one', 'block'))} {relation['text']} {ref['text']}"
         text = language.remove_instruction(rng, target_text)
         record = {"kind": "remove", "color": color_text, "target_cells": [list(cell)], "ref": ref,
