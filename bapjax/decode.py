@@ -1,66 +1,141 @@
-"""Greedy decoding: one compiled `lax.while_loop` over a batch of items.
+"""Greedy decoding as a pool of slots: one compiled `lax.while_loop` over a set of items.
 
-Each step embeds the previous action, advances the decoder, re-encodes the current voxel world
-with the CNN, masks infeasible actions (`bapjax.grid.feasible_mask_single`: occupancy, support,
-the 20-per-color inventory), takes the argmax, applies it to the world, and stops an item at
-STOP or after `max_actions` actions; the loop ends when every item has stopped.
+`slots` items decode at once. Each step embeds each slot's previous action, advances the decoder,
+encodes the slot's current world (colors and recent-action channel after the actions so far,
+`bapjax.models.world_input.advance_world`, the same rule as teacher forcing), masks infeasible
+actions (`bapjax.grid.feasible_mask_single`: occupancy, support, the 20-per-color inventory),
+and picks the next action. A slot whose item stops (STOP or `max_actions`) takes the next
+waiting item at once, so no work is spent on finished items until the queue runs dry; the loop
+ends when every item is done. Under a mesh each device runs its own pool over its own items
+(`bapjax.sharding.per_device`), so devices never wait for each other's longest item.
+
+STOP rules: "argmax" takes the most likely of STOP and every single feasible action; "mass"
+stops when STOP is more likely than continuing at all (p(STOP) >= the summed probability of the
+feasible actions), then takes the most likely action. Greedy argmax over 7,623 actions favours
+STOP whenever the model is unsure *where* to build, which makes predictions short.
 """
 
 from __future__ import annotations
 
 import functools
 import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bapjax import grid as G
-from bapjax.models.builder import START, BuilderModel
+from bapjax import sharding
+from bapjax.models import world_input
+from bapjax.models.builder import START, BuilderModel, start_world
 
 NEG_INF = -1e9
+STOP_RULES = ("argmax", "mass")
 
 
-def greedy_decode(model: BuilderModel, params, batch: dict, max_actions: int = 20,
-                  min_actions: int = 0) -> jax.Array:
-    """Action ids [B, max_actions] (padded with STOP) for a batch with the pipeline's keys.
+def choose_actions(logits: jax.Array, feasible: jax.Array, stop_rule: str) -> jax.Array:
+    """Greedy choice [N] from logits [N, 7624] and a feasibility mask (STOP column included)."""
+    masked = jnp.where(feasible, logits, NEG_INF)
+    if stop_rule == "argmax":
+        return jnp.argmax(masked, axis=-1).astype(jnp.int32)
+    if stop_rule != "mass":
+        raise ValueError(f"stop rule must be one of {STOP_RULES}, got {stop_rule!r}")
+    best_action = jnp.argmax(masked[:, :G.STOP], axis=-1).astype(jnp.int32)
+    continue_mass = jax.nn.logsumexp(masked[:, :G.STOP], axis=-1)
+    stop = feasible[:, G.STOP] & (masked[:, G.STOP] >= continue_mass)
+    return jnp.where(stop, G.STOP, best_action)
 
-    `min_actions`: STOP is masked for the first steps (a BAP item always has at least one
-    action, so 1 is a sound constraint; 0 leaves STOP to the model).
+
+def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_actions: int = 20,
+                min_actions: int = 0, stop_rule: str = "argmax", teacher_actions: jax.Array | None = None,
+                return_logits: bool = False):
+    """Action ids [N, max_actions] (padded with STOP) for the N rows of `batch` (the pipeline's
+    keys; rows with `weight` 0, if given, must come last and are not decoded).
+
+    `min_actions`: STOP is masked for the first steps (every BAP item has at least one action,
+    so 1 is sound; `min_actions == max_actions` decodes exactly that many actions).
+    `teacher_actions` [N, >= max_actions]: follow these ids instead of the model's choice (forced
+    decoding, e.g. to score a gold sequence); with `return_logits` also return the per-step
+    logits [N, max_actions, 7624] (before masking).
     """
     variables = {"params": params}
+    M = BuilderModel
+    batch = {k: jnp.asarray(v) for k, v in batch.items()}
     tokens, text_mask = batch["text_tokens"], batch["text_mask"]
-    bsz = tokens.shape[0]
-    token_states, summary = model.apply(variables, tokens, text_mask, method=BuilderModel.encode_text)
-    dec_state = model.apply(variables, summary, token_states, text_mask, max_actions,
-                            method=BuilderModel.init_decoder)
+    n = tokens.shape[0]
+    slots = max(1, min(int(slots), n))
+    num_items = (batch["weight"] > 0).sum().astype(jnp.int32) if "weight" in batch else jnp.int32(n)
+    token_states, summary = model.apply(variables, tokens, text_mask, method=M.encode_text)
+    starts = start_world(batch)
 
-    def cond(carry):
-        t, _, _, _, done, _ = carry
-        return (t < max_actions) & ~jnp.all(done)
+    def fresh(item):
+        """Decoder state and world of the items `item` [S] (index -1: a slot with nothing left)."""
+        idx = jnp.maximum(item, 0)
+        dec = model.apply(variables, summary[idx], token_states[idx], text_mask[idx], max_actions,
+                          method=M.init_decoder)
+        return dec, jax.tree_util.tree_map(lambda x: x[idx], starts)
 
-    def body(carry):
-        t, dec_state, world, prev, done, out = carry
-        dec_state, dec_out = model.apply(variables, dec_state, t, prev, token_states, text_mask,
-                                         method=BuilderModel.decoder_step)
-        feats = model.apply(variables, world, batch["recent"], batch["perspective"],
-                            method=BuilderModel.encode_world)
-        logits = model.apply(variables, feats, dec_out, method=BuilderModel.action_logits)
-        feasible = jax.vmap(G.feasible_mask_single)(world)
-        feasible = feasible.at[:, G.STOP].set(t >= min_actions)
-        choice = jnp.argmax(jnp.where(feasible, logits, NEG_INF), axis=-1).astype(jnp.int32)
-        choice = jnp.where(done, G.STOP, choice)
-        world = jax.vmap(G.apply_action)(world, choice)
-        out = out.at[:, t].set(choice)
-        return t + 1, dec_state, world, choice, done | (choice == G.STOP), out
+    def select(mask, new, old):
+        return jax.tree_util.tree_map(
+            lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b), new, old)
 
-    init = (jnp.int32(0), dec_state, batch["grid"].astype(jnp.int8), jnp.full((bsz,), START, jnp.int32),
-            jnp.zeros((bsz,), bool), jnp.full((bsz, max_actions), G.STOP, jnp.int32))
-    return jax.lax.while_loop(cond, body, init)[-1]
+    first = jnp.arange(slots, dtype=jnp.int32)
+    item0 = jnp.where(first < num_items, first, -1)
+    dec0, world0 = fresh(item0)
+    carry = {"item": item0, "t": jnp.zeros(slots, jnp.int32), "prev": jnp.full(slots, START, jnp.int32),
+             "dec": dec0, "world": world0, "next": jnp.minimum(jnp.int32(slots), num_items),
+             "out": jnp.full((n + 1, max_actions), G.STOP, jnp.int32)}  # row n: where idle slots write
+    if return_logits:
+        carry["logits"] = jnp.zeros((n + 1, max_actions, G.NUM_ACTIONS_WITH_STOP), jnp.float32)
+
+    def body(c):
+        active = c["item"] >= 0
+        idx = jnp.maximum(c["item"], 0)
+        dec, dec_out = model.apply(variables, c["dec"], c["t"], c["prev"], token_states[idx], text_mask[idx],
+                                   method=M.decoder_step)
+        perspective = model.apply(variables, batch["pose"][idx], method=M.perspective)
+        logits = model.apply(variables, c["world"]["grid"], c["world"]["recent_cells"], perspective, dec_out,
+                             method=M.world_logits)
+        feasible = jax.vmap(G.feasible_mask_single)(c["world"]["grid"])
+        feasible = feasible.at[:, G.STOP].set(c["t"] >= min_actions)
+        choice = choose_actions(logits, feasible, stop_rule)
+        if teacher_actions is not None:
+            choice = jnp.asarray(teacher_actions, jnp.int32)[idx, c["t"]]
+        row = jnp.where(active, c["item"], n)
+        new = dict(c)
+        new["out"] = c["out"].at[row, c["t"]].set(choice)
+        if return_logits:
+            new["logits"] = c["logits"].at[row, c["t"]].set(logits.astype(jnp.float32))
+        world = jax.vmap(world_input.advance_world)(c["world"], choice)
+        t = c["t"] + 1
+        finished = active & ((choice == G.STOP) | (t >= max_actions))
+        # Finished slots take the next waiting items, in slot order.
+        waiting = c["next"] + jnp.cumsum(finished) - 1
+        item = jnp.where(finished, jnp.where(waiting < num_items, waiting, -1), c["item"])
+        dec_new, world_new = fresh(item)
+        new.update(item=item, next=jnp.minimum(c["next"] + finished.sum(), num_items),
+                   dec=select(finished, dec_new, dec), world=select(finished, world_new, world),
+                   t=jnp.where(finished, 0, t), prev=jnp.where(finished, START, choice))
+        return new
+
+    final = jax.lax.while_loop(lambda c: jnp.any(c["item"] >= 0), body, carry)
+    if return_logits:
+        return final["out"][:n], final["logits"][:n]
+    return final["out"][:n]
 
 
-def make_decode_fn(model: BuilderModel, max_actions: int = 20, min_actions: int = 0):
-    """A jitted `(params, batch) -> ids [B, max_actions]`."""
-    return jax.jit(functools.partial(greedy_decode, model, max_actions=max_actions, min_actions=min_actions))
+def make_decode_fn(model: BuilderModel, max_actions: int = 20, min_actions: int = 0, *, slots: int = 64,
+                   stop_rule: str = "argmax", mesh=None):
+    """A jitted `(params, batch) -> ids [N, max_actions]`. With a `mesh`, the batch's rows are
+    split over its 'data' axis and each device decodes its rows with `slots / devices` slots."""
+    if stop_rule not in STOP_RULES:
+        raise ValueError(f"stop rule must be one of {STOP_RULES}, got {stop_rule!r}")
+    devices = 1 if mesh is None else mesh.size
+    fn = functools.partial(decode_pool, model, slots=max(1, int(slots) // devices), max_actions=max_actions,
+                           min_actions=min_actions, stop_rule=stop_rule)
+    if mesh is None:
+        return jax.jit(fn)
+    return jax.jit(sharding.per_device(fn, mesh, out_specs=sharding.DATA_SPEC))
 
 
 def ids_to_actions(ids: np.ndarray, grid: np.ndarray | None = None) -> list[G.Action]:
@@ -82,28 +157,52 @@ def ids_to_actions(ids: np.ndarray, grid: np.ndarray | None = None) -> list[G.Ac
     return actions
 
 
-_DECODE_KEYS = ("text_tokens", "text_mask", "grid", "recent", "perspective")
+_DECODE_KEYS = ("text_tokens", "text_mask", "grid", "recent_cells", "pose", "weight")
+
+
+def call_layout(count: int, devices: int, per_device: int) -> np.ndarray:
+    """Positions [count] in a call of `devices * per_device` rows for `count` items: device d's
+    rows hold a contiguous, equal share of the items first, then padding (decode_pool skips
+    rows of weight 0 at the end of each device's rows)."""
+    share = -(-count // devices)
+    index = np.arange(count)
+    return (index // share) * per_device + index % share
 
 
 def predict_items(model: BuilderModel, params, items: list, vocab, feature_config, batch_size: int = 32,
                   max_actions: int = 20, decode_fn=None, progress: bool = False,
-                  features=None, min_actions: int = 0) -> dict[str, list[G.Action]]:
-    """Greedy predictions {item_id: [Action]} for BapItems, decoded in fixed-size batches (the
-    last one filled with padding rows, so one compiled shape serves every batch)."""
+                  features=None, min_actions: int = 0, *, stop_rule: str = "argmax", mesh=None,
+                  items_per_call: int = 0) -> dict[str, list[G.Action]]:
+    """Greedy predictions {item_id: [Action]} for BapItems.
+
+    `batch_size` items decode at once (the pool's slots); each compiled call takes
+    `items_per_call` items (default 16 x batch_size; the last call is padded, so one compiled
+    shape serves every call). `decode_fn` (from `make_decode_fn`, with the same mesh) replaces
+    the one built from the other arguments.
+    """
     from bapjax import input_pipeline  # sibling module; imported lazily to keep decode light
 
-    decode_fn = decode_fn or make_decode_fn(model, max_actions, min_actions)
+    devices = 1 if mesh is None else mesh.size
+    decode_fn = decode_fn or make_decode_fn(model, max_actions, min_actions, slots=batch_size,
+                                            stop_rule=stop_rule, mesh=mesh)
     if features is None:
         features = input_pipeline.featurize_items(items, vocab, feature_config)
+    per_device = -(-(items_per_call or 16 * batch_size) // devices)
+    call_size = per_device * devices
     predictions: dict[str, list[G.Action]] = {}
     start = time.time()
-    for lo in range(0, len(items), batch_size):
-        rows = np.arange(lo, min(lo + batch_size, len(items)))
-        padded = np.concatenate([rows, np.full(batch_size - len(rows), features.padding_row)])
-        expanded = input_pipeline.expand_batch(features, padded, feature_config)
-        ids = np.asarray(decode_fn(params, {k: expanded[k] for k in _DECODE_KEYS}))
-        for offset, (row, ids_row) in enumerate(zip(rows, ids)):
-            predictions[items[row].item_id] = ids_to_actions(ids_row, expanded["grid"][offset])
+    for lo in range(0, len(items), call_size):
+        rows = np.arange(lo, min(lo + call_size, len(items)))
+        positions = call_layout(len(rows), devices, per_device)
+        table_rows = np.full(call_size, features.padding_row)
+        table_rows[positions] = rows
+        expanded = input_pipeline.expand_batch(features, table_rows, feature_config)
+        batch = {k: expanded[k] for k in _DECODE_KEYS}
+        if mesh is not None:
+            batch = sharding.host_batch_to_global(batch, mesh)
+        ids = np.asarray(decode_fn(params, batch))
+        for row, position in zip(rows, positions):
+            predictions[items[row].item_id] = ids_to_actions(ids[position], expanded["grid"][position])
         if progress:
             done = int(rows[-1]) + 1
             rate = done / max(time.time() - start, 1e-9)

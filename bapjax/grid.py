@@ -35,6 +35,7 @@ NUM_COLORS = len(COLORS)
 EMPTY = 0
 COLOR_TO_ID = {name: i + 1 for i, name in enumerate(COLORS)}
 INVENTORY_PER_COLOR = 20
+EYE_HEIGHT = 1.62  # Minecraft player eye height above the feet position the logs record
 
 PLACE, REMOVE = 0, 1
 ACTION_TYPES = ("place", "remove")

@@ -4,17 +4,18 @@ Two layers:
 
 * ``featurize_items`` turns items into a compact ``FeaturizedItems`` table (token ids, S_prev
   grid, the cells of the last Builder actions, the Builder pose, action ids) once; it can be
-  cached on disk. ``expand_batch`` turns rows of that table into the model's arrays (dense
-  recent-action weights and Builder-perspective coordinates are computed per batch, vectorized,
-  so the cache stays small).
+  cached on disk. ``expand_batch`` turns rows of that table into the model's arrays (the dense
+  recent-action and Builder-perspective channels are computed on device from ``recent_cells``
+  and ``pose``: ``bapjax.models.world_input``).
 * ``DataIterator`` walks the table in passes: with a curriculum ``schedule`` pass p uses stage p's
   indices (then the last stage repeats); without one every pass is all items. Order within a
   pass is a permutation drawn from (seed, pass); the iterator's position is (pass, batch), so
   ``get_state``/``set_state`` resume exactly. Each host takes its own rows of every global batch.
 
-Model inputs (per item; batches stack to [B, ...]), see ``FEATURE_SPECS``:
+Model inputs (per item; batches stack to [B, ...]), see ``feature_specs``:
 ``text_tokens`` int32 [L], ``text_mask`` bool [L], ``grid`` int8 [11, 9, 11] (S_prev colors,
-0 empty), ``recent`` float32 [11, 9, 11], ``perspective`` float32 [11, 9, 11, 3],
+0 empty), ``recent_cells`` int32 [W] (flat cell of the k-th newest earlier Builder action, -1
+none), ``pose`` float32 [5] (Builder x, y, z, yaw, pitch),
 ``actions`` int32 [T] (reference ids, then STOP, padded with STOP), ``action_mask`` bool [T]
 (True on the reference actions and the one STOP), ``weight`` float32 [] (1 real, 0 padding).
 """
@@ -41,7 +42,6 @@ from bapjax.text import tokenizer
 from bapjax.text.vocab import Vocabulary
 
 FEATURIZER_VERSION = 1
-EYE_HEIGHT = 1.62  # Minecraft player eye height above the feet position the logs record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +86,8 @@ def feature_specs(config: FeatureConfig) -> dict[str, tuple[tuple[int, ...], np.
         "text_tokens": ((config.max_text_tokens,), np.dtype(np.int32)),
         "text_mask": ((config.max_text_tokens,), np.dtype(bool)),
         "grid": ((gx, gy, gz), np.dtype(np.int8)),
-        "recent": ((gx, gy, gz), np.dtype(np.float32)),
-        "perspective": ((gx, gy, gz, 3), np.dtype(np.float32)),
+        "recent_cells": ((config.recent_window,), np.dtype(np.int32)),
+        "pose": ((5,), np.dtype(np.float32)),
         "actions": ((config.num_action_slots,), np.dtype(np.int32)),
         "action_mask": ((config.num_action_slots,), np.dtype(bool)),
         "weight": ((), np.dtype(np.float32)),
@@ -268,46 +268,6 @@ def featurize_items_cached(items: Sequence[BapItem], vocab: Vocabulary, config: 
 # --------------------------------------------------------------------------------------------
 # Dense model inputs from rows of the table
 
-_CELL_CENTERS = np.stack(np.meshgrid(
-    np.arange(grid.X_MIN, grid.X_MAX + 1), np.arange(grid.Y_MIN, grid.Y_MAX + 1),
-    np.arange(grid.Z_MIN, grid.Z_MAX + 1), indexing="ij"), axis=-1).reshape(-1, 3).astype(np.float32) + 0.5
-
-
-def perspective_coordinates(pose: np.ndarray, scale: float = 0.1) -> np.ndarray:
-    """float32 [B, 11, 9, 11, 3]: each cell's center in the Builder's view frame, times ``scale``.
-
-    Minecraft's frame: yaw 0 looks along +z, yaw 90 along -x; positive pitch looks down. The
-    frame is translated to the Builder's eye and rotated by yaw then pitch, so the third
-    coordinate is the distance along the gaze (this is how the logs' PerspectiveCoordinates
-    are oriented).
-    """
-    pose = np.asarray(pose, np.float32).reshape(-1, 5)
-    eye = pose[:, None, :3] + np.array([0.0, EYE_HEIGHT, 0.0], np.float32)
-    v = _CELL_CENTERS[None] - eye  # [B, C, 3]
-    yaw = np.radians(pose[:, 3])[:, None]
-    pitch = np.radians(pose[:, 4])[:, None]
-    cy, sy, cp, sp = np.cos(yaw), np.sin(yaw), np.cos(pitch), np.sin(pitch)
-    x = cy * v[..., 0] + sy * v[..., 2]
-    z = -sy * v[..., 0] + cy * v[..., 2]
-    y = v[..., 1]
-    out = np.stack([x, cp * y + sp * z, -sp * y + cp * z], axis=-1) * np.float32(scale)
-    return out.reshape(-1, *grid.GRID_SHAPE, 3).astype(np.float32)
-
-
-def recent_weights(recent_cells: np.ndarray, decay: float) -> np.ndarray:
-    """float32 [B, 11, 9, 11]: decay**k on the cell of the k-th newest action (max over k)."""
-    recent_cells = np.asarray(recent_cells)
-    batch, window = recent_cells.shape
-    out = np.zeros((batch, grid.NUM_CELLS), np.float32)
-    weights = np.power(np.float32(decay), np.arange(window, dtype=np.float32))
-    # Newest last, so for a cell hit several times the newest (largest) weight wins.
-    for k in range(window - 1, -1, -1):
-        cells = recent_cells[:, k]
-        valid = np.nonzero(cells >= 0)[0]
-        out[valid, cells[valid]] = weights[k]
-    return out.reshape(batch, *grid.GRID_SHAPE)
-
-
 def expand_batch(features: FeaturizedItems, rows: np.ndarray, config: FeatureConfig) -> dict[str, np.ndarray]:
     """Model inputs for ``rows`` of the table (the padding row gives weight 0 everywhere)."""
     rows = np.asarray(rows, np.int64)
@@ -322,8 +282,8 @@ def expand_batch(features: FeaturizedItems, rows: np.ndarray, config: FeatureCon
         "text_tokens": text_tokens.astype(np.int32, copy=False),
         "text_mask": np.arange(L)[None, :] < features.text_length[rows][:, None],
         "grid": features.grid[rows],
-        "recent": recent_weights(features.recent_cells[rows], config.recent_decay),
-        "perspective": perspective_coordinates(features.pose[rows], config.perspective_scale),
+        "recent_cells": features.recent_cells[rows].astype(np.int32),
+        "pose": features.pose[rows].astype(np.float32, copy=False),
         "actions": features.actions[rows],
         "action_mask": action_mask,
         "weight": real.astype(np.float32),

@@ -36,6 +36,7 @@ def _define_flags() -> None:
     define_flag_once("integer", "batch_size", 64, "Items decoded per compiled batch.")
     define_flag_once("integer", "max_actions", None, "Greedy decoding length (default: the run's config.eval.max_actions).")
     define_flag_once("integer", "min_actions", None, "STOP is masked before this many actions (default: the run's config.eval.min_actions, else 0).")
+    define_flag_once("string", "stop_rule", None, "argmax or mass (default: the run's config.eval.stop_rule, else argmax).")
     define_flag_once("integer", "limit", 0, "Predict only the first N items (0: all).")
     define_flag_once("bool", "evaluate", False, "Also print the v2 tables and the report JSON.")
 
@@ -59,7 +60,7 @@ def load_model(checkpoint: str):
     run_dir = find_run_dir(checkpoint)
     config = ml_collections.ConfigDict(json.loads((run_dir / "config.json").read_text()))
     vocab = Vocabulary.load(run_dir / "vocab.json")
-    model = builder.build_model(config.model, vocab.size)
+    model = builder.build_model(config.model, vocab.size, config.features)
     ckpt = Path(checkpoint).expanduser().resolve()
     params, step = train.load_params(ckpt if ckpt != run_dir else run_dir, model)
     print(f"loaded {run_dir} step {step}", file=sys.stderr)
@@ -97,8 +98,11 @@ def main(argv):
     max_actions = FLAGS.max_actions or int(config.eval.max_actions)
     min_actions = FLAGS.min_actions if FLAGS.min_actions is not None else int(config.eval.get("min_actions", 0))
     start = time.time()
+    stop_rule = FLAGS.stop_rule or config.eval.get("stop_rule", "argmax")
+    if stop_rule not in decode.STOP_RULES:
+        raise app.UsageError(f"--stop_rule must be one of {', '.join(decode.STOP_RULES)}, got {stop_rule!r}")
     predictions = decode.predict_items(model, params, items, vocab, feature_config, FLAGS.batch_size,
-                                       max_actions, progress=True, min_actions=min_actions)
+                                       max_actions, progress=True, min_actions=min_actions, stop_rule=stop_rule)
     elapsed = time.time() - start
     evaluate.write_predictions(FLAGS.out, predictions)
     print(f"wrote {len(predictions)} predictions to {FLAGS.out} ({len(items) / elapsed:.1f} items/s)",

@@ -16,6 +16,7 @@ from absl import logging
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 DATA_AXIS = "data"
+DATA_SPEC = P(DATA_AXIS)  # leading axis split over 'data'
 
 
 def maybe_initialize_distributed(config: Any | None) -> None:
@@ -49,6 +50,37 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
 
 def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P())
+
+
+def per_device(fn, mesh: Mesh, out_specs=P()):
+    """`fn(params, batch)` run by each device on its own rows of `batch` (leading axis split over
+    'data'; params replicated): each device packs and encodes only its own rows, which jit's
+    automatic partitioning cannot do for data-dependent packing. Outputs follow `out_specs`
+    (default replicated: `fn` must reduce over the axis itself, e.g. `jax.lax.psum`)."""
+    return jax.shard_map(fn, mesh=mesh, in_specs=(P(), DATA_SPEC), out_specs=out_specs)
+
+
+def local_device_count(mesh: Mesh) -> int:
+    """How many of the mesh's devices belong to this host (its rows are split among them)."""
+    return sum(d.process_index == jax.process_index() for d in mesh.devices.flat)
+
+
+def balanced_order(costs: np.ndarray, shards: int) -> np.ndarray:
+    """A permutation of rows such that splitting it into `shards` equal consecutive blocks gives
+    blocks of near-equal total cost (greedy: costliest row first, to the lightest block with room)."""
+    costs = np.asarray(costs)
+    rows = len(costs)
+    if shards <= 1 or rows % shards:
+        return np.arange(rows)
+    per_block = rows // shards
+    load = np.zeros(shards)
+    blocks: list[list[int]] = [[] for _ in range(shards)]
+    for row in np.argsort(-costs, kind="stable"):
+        open_blocks = [b for b in range(shards) if len(blocks[b]) < per_block]
+        target = min(open_blocks, key=lambda b: load[b])
+        blocks[target].append(int(row))
+        load[target] += costs[row]
+    return np.array([row for block in blocks for row in sorted(block)], np.int64)
 
 
 def check_batch_size(global_batch_size: int, mesh: Mesh) -> None:

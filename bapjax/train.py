@@ -175,10 +175,28 @@ def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: Path)
 # Train state and steps
 
 
-def make_optimizer(train_config) -> optax.GradientTransformation:
+def learning_rate_schedule(train_config, total_steps: int | None = None):
+    """config.train.schedule: "constant" or "cosine" (to final_lr_fraction x lr at total_steps),
+    both after `warmup_steps` of linear warmup from 0."""
+    lr = float(train_config.learning_rate)
+    warmup = int(train_config.get("warmup_steps", 0) or 0)
+    kind = train_config.get("schedule", "constant")
+    if kind == "cosine":
+        if not total_steps:
+            raise ValueError("config.train.schedule='cosine' needs the total number of steps")
+        return optax.warmup_cosine_decay_schedule(
+            0.0, lr, warmup, max(int(total_steps), warmup + 1),
+            end_value=lr * float(train_config.get("final_lr_fraction", 0.1)))
+    if kind != "constant":
+        raise ValueError(f"config.train.schedule must be 'constant' or 'cosine', got {kind!r}")
+    return optax.warmup_constant_schedule(0.0, lr, warmup) if warmup else lr
+
+
+def make_optimizer(train_config, total_steps: int | None = None) -> optax.GradientTransformation:
     return optax.chain(
         optax.clip_by_global_norm(float(train_config.grad_clip)),
-        optax.adamw(float(train_config.learning_rate), weight_decay=float(train_config.weight_decay)),
+        optax.adamw(learning_rate_schedule(train_config, total_steps),
+                    weight_decay=float(train_config.weight_decay)),
     )
 
 
@@ -190,12 +208,20 @@ def create_state(model, optimizer, rng, embedding_matrix) -> dict:
             "rng": jax.random.key_data(rng)}
 
 
-def train_step(model, optimizer, state, batch, num_packed: int):
-    """One AdamW step on a global batch (loss = mean cross entropy over all target steps)."""
+def device_loss_sums(model, num_packed: int, params, batch):
+    """Run by every device on its own rows (`sharding.per_device`): pack and encode only those,
+    then add the loss sums of all devices."""
+    logits, pack = model.apply({"params": params}, batch, num_packed)
+    return jax.lax.psum(builder.loss_sums(logits, pack), sharding.DATA_AXIS)
+
+
+def train_step(model, optimizer, mesh, state, batch, num_packed: int):
+    """One AdamW step on a global batch (loss = mean cross entropy over all target steps of the
+    global batch; `num_packed` is the pack size per device)."""
+    sums_fn = sharding.per_device(functools.partial(device_loss_sums, model, num_packed), mesh)
 
     def loss_fn(params):
-        logits, pack = model.apply({"params": params}, batch, num_packed)
-        return builder.loss_from_logits(logits, pack)
+        return builder.loss_from_sums(sums_fn(params, batch))
 
     (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
     updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
@@ -206,39 +232,47 @@ def train_step(model, optimizer, state, batch, num_packed: int):
     return new_state, metrics
 
 
-def eval_step(model, params, batch, num_packed: int):
-    logits, pack = model.apply({"params": params}, batch, num_packed)
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits, pack["targets"])
-    w = pack["weights"]
-    correct = (jnp.argmax(logits, -1) == pack["targets"]).astype(jnp.float32)
-    return {"loss_sum": (ce * w).sum(), "correct_sum": (correct * w).sum(), "count": w.sum()}
+def eval_step(model, mesh, params, batch, num_packed: int):
+    return sharding.per_device(functools.partial(device_loss_sums, model, num_packed), mesh)(params, batch)
 
 
 class Trainer:
-    """Holds the compiled steps for one model, optimizer and mesh."""
+    """Holds the compiled steps for one model, optimizer and mesh.
+
+    Each host balances its rows over its devices (by target count, so the per-device packs are
+    even; the loss is a sum, so row order does not change it) and picks the per-device pack size:
+    a multiple of `pack_multiple / devices` (and of the model's encode chunk), agreed over hosts.
+    """
 
     def __init__(self, model, optimizer, mesh, pack_multiple: int = 32):
         self.model, self.optimizer, self.mesh = model, optimizer, mesh
-        self.pack_multiple = pack_multiple
+        chunk = max(1, int(getattr(model, "encode_chunk", 0) or 1))
+        per_device = max(1, int(pack_multiple) // mesh.size)
+        self.pack_multiple = -(-per_device // chunk) * chunk
+        self.local_devices = sharding.local_device_count(mesh)
         repl, data = sharding.replicated(mesh), sharding.batch_sharding(mesh)
-        self._train = jax.jit(functools.partial(train_step, model, optimizer), static_argnums=(2,),
+        self._train = jax.jit(functools.partial(train_step, model, optimizer, mesh), static_argnums=(2,),
                               in_shardings=(repl, data), out_shardings=(repl, repl), donate_argnums=(0,))
-        self._eval = jax.jit(functools.partial(eval_step, model), static_argnums=(2,),
+        self._eval = jax.jit(functools.partial(eval_step, model, mesh), static_argnums=(2,),
                              in_shardings=(repl, data), out_shardings=repl)
-        self.decode_fn = None
 
-    def num_packed(self, local_batch) -> int:
-        size = builder.packed_size(local_batch["action_mask"], local_batch["weight"], self.pack_multiple)
-        return sharding.global_max(size * jax.process_count()) if jax.process_count() > 1 else size
+    def prepare(self, local_batch) -> tuple[dict, int]:
+        """This host's rows balanced over its devices, and the per-device pack size."""
+        counts = builder.targets_per_row(local_batch["action_mask"], local_batch["weight"])
+        order = sharding.balanced_order(counts, self.local_devices)
+        local_batch = {k: np.asarray(v)[order] for k, v in local_batch.items()}
+        size = builder.packed_size(local_batch["action_mask"], local_batch["weight"], self.pack_multiple,
+                                   shards=self.local_devices)
+        return local_batch, sharding.global_max(size)
 
     def train(self, state, local_batch):
-        k = self.num_packed(local_batch)
+        local_batch, k = self.prepare(local_batch)
         return self._train(state, sharding.host_batch_to_global(local_batch, self.mesh), k)
 
     def eval_loss(self, params, iterator) -> dict:
         sums = {"loss_sum": 0.0, "correct_sum": 0.0, "count": 0.0}
         for local_batch in iterator:
-            k = self.num_packed(local_batch)
+            local_batch, k = self.prepare(local_batch)
             out = self._eval(params, sharding.host_batch_to_global(local_batch, self.mesh), k)
             for key in sums:
                 sums[key] += float(out[key])
@@ -394,15 +428,25 @@ def report_scalars(prefix: str, report: dict) -> dict[str, float]:
 # Evaluation with the v2 metrics
 
 
+def make_eval_decode_fn(model, eval_config):
+    """Compiled greedy decoding with the run's eval settings, on this host's devices."""
+    return decoding.make_decode_fn(model, int(eval_config.max_actions), int(eval_config.get("min_actions", 0)),
+                                   slots=int(eval_config.batch_size), stop_rule=eval_config.get("stop_rule", "argmax"),
+                                   mesh=sharding.data_mesh(jax.local_devices()))
+
+
 def evaluate_split(model, params, items, vocab, feature_config, eval_config, decode_fn) -> dict:
-    """Greedy-decode `items` and score them with the v2 evaluator. Runs on this host only, with
-    a local copy of the (replicated) params, so it also works when the mesh spans hosts."""
+    """Greedy-decode `items` and score them with the v2 evaluator. Runs on this host only (over
+    its local devices, with a local copy of the replicated params), so it also works when the
+    training mesh spans hosts."""
     from bapjax import evaluate
 
-    params = jax.tree_util.tree_map(lambda x: x.addressable_data(0), params)
+    local_mesh = sharding.data_mesh(jax.local_devices())
+    params = sharding.replicate(jax.tree_util.tree_map(lambda x: x.addressable_data(0), params), local_mesh)
     predictions = decoding.predict_items(model, params, items, vocab, feature_config,
                                          batch_size=int(eval_config.batch_size),
-                                         max_actions=int(eval_config.max_actions), decode_fn=decode_fn)
+                                         max_actions=int(eval_config.max_actions), decode_fn=decode_fn,
+                                         mesh=local_mesh)
     return evaluate.evaluate_predictions(items, predictions, drop_infeasible=False)
 
 
@@ -455,8 +499,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     log("training %d steps (%d passes), batch %d over %d devices, eval every %d steps",
                  steps_total, num_passes, tc.batch_size, mesh.size, eval_every)
 
-    model = builder.build_model(config.model, vocab.size)
-    optimizer = make_optimizer(tc)
+    model = builder.build_model(config.model, vocab.size, config.features)
+    optimizer = make_optimizer(tc, steps_total)
     trainer = Trainer(model, optimizer, mesh, int(tc.get("pack_multiple", 32)))
     state = create_state(model, optimizer, jax.random.PRNGKey(int(config.seed)), embedding_matrix)
     state = sharding.replicate(state, mesh)
@@ -470,7 +514,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
         train_iter.set_state(meta["iterator"])
         log("resumed from step %d", int(state["step"]))
     writer = MetricWriter(workdir, is_main)
-    decode_fn = decoding.make_decode_fn(model, int(ec.max_actions), int(ec.get("min_actions", 0)))
+    decode_fn = make_eval_decode_fn(model, ec)
 
     def val_iterator():
         return input_pipeline.DataIterator(val_features, None, feature_config, int(ec.batch_size), seed=0,

@@ -63,6 +63,7 @@ def paper_model() -> ml_collections.ConfigDict:
     model.transformer_mlp = 1024
     model.head_hidden = 300
     model.head_layers = 1
+    model.encode_chunk = 0  # 0: encode all packed worlds at once (accelerators); CPU configs use 8
     return model
 
 
@@ -78,6 +79,7 @@ def cpu_model() -> ml_collections.ConfigDict:
     model.transformer_mlp = 256
     model.transformer_layers = 2
     model.head_hidden = 64
+    model.encode_chunk = 8  # small reused CNN buffers: ~1.5x faster than one big pack on CPU
     return model
 
 
@@ -105,6 +107,9 @@ def base_config() -> ml_collections.ConfigDict:
     config.train.num_epochs = 40  # passes over all data (after the curriculum stages, if any)
     config.train.max_steps = 0  # 0: no cap
     config.train.learning_rate = 1e-3
+    config.train.schedule = "constant"  # or "cosine" (decays to final_lr_fraction x lr at the last step)
+    config.train.warmup_steps = 0
+    config.train.final_lr_fraction = 0.1
     config.train.weight_decay = 0.1
     config.train.grad_clip = 5.0
     config.train.patience = 10  # evals without val-loss improvement before stopping (0: off)
@@ -120,6 +125,7 @@ def base_config() -> ml_collections.ConfigDict:
     config.eval.batch_size = 64
     config.eval.max_actions = 20  # greedy decoding length (the paper's v2 experiments)
     config.eval.min_actions = 1  # STOP masked at step 0: every BAP item has at least one action
+    config.eval.stop_rule = "argmax"  # or "mass": stop only when p(STOP) >= p(any action) (bapjax.decode)
     config.eval.val_decode_items = 0  # decode-and-score this many val items per source at each eval (0: all, -1: none)
     config.eval.final_splits = ("mc:test",)
 

@@ -1,6 +1,7 @@
 """Greedy decoding: never infeasible, stops at STOP/max length, equals a plain step-by-step loop."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -18,8 +19,8 @@ def _batch(grids, rng):
         "text_tokens": rng.integers(2, 30, size=(n, 6)).astype(np.int32),
         "text_mask": np.ones((n, 6), bool),
         "grid": np.stack(grids).astype(np.int8),
-        "recent": np.zeros((n,) + G.GRID_SHAPE, np.float32),
-        "perspective": rng.normal(size=(n,) + G.GRID_SHAPE + (3,)).astype(np.float32),
+        "recent_cells": np.full((n, 4), -1, np.int32),
+        "pose": np.concatenate([rng.uniform(-6, 6, (n, 3)), rng.uniform(-180, 180, (n, 2))], 1).astype(np.float32),
     }
 
 
@@ -118,10 +119,12 @@ def test_compiled_decoding_equals_a_plain_python_loop():
         grid = batch["grid"][b].copy()
         structure = {G.index_to_cell(i, j, k): int(c) for (i, j, k), c in np.ndenumerate(grid) if c}
         prev, expected = builder.START, []
+        recent = list(batch["recent_cells"][b])
         for t in range(max_actions):
-            state, out = model.apply(v, state, t, np.array([prev]), token_states[sl], batch["text_mask"][sl],
+            state, out = model.apply(v, state, np.array([t]), np.array([prev]), token_states[sl], batch["text_mask"][sl],
                                      method=M.decoder_step)
-            feats = model.apply(v, grid[None], batch["recent"][sl], batch["perspective"][sl], method=M.encode_world)
+            perspective = model.apply(v, batch["pose"][sl], method=M.perspective)
+            feats = model.apply(v, grid[None], np.array([recent]), perspective, method=M.encode_world)
             logits = np.asarray(model.apply(v, feats, out, method=M.action_logits))[0]
             order = np.argsort(-logits, kind="stable")
             choice = next(int(a) for a in order
@@ -134,5 +137,70 @@ def test_compiled_decoding_equals_a_plain_python_loop():
             i, j, k = G.cell_to_index(action.x, action.y, action.z)
             grid[i, j, k] = 0 if action.type == G.REMOVE else action.color
             prev = choice
+            recent = [choice // G.ACTIONS_PER_CELL] + recent[:-1]
         expected += [G.STOP] * (max_actions - len(expected))
         assert ids[b].tolist() == expected
+
+
+def test_a_pool_with_few_slots_decodes_like_all_items_at_once():
+    """Slots refilled as items finish give each item the same sequence as a batch of all items,
+    and rows of weight 0 at the end are not decoded."""
+    rng = np.random.default_rng(11)
+    model = builder.BuilderModel(**TINY, encode_chunk=2)
+    params = _biased_params(model, 2, 0)
+    params["stop_out"]["bias"] = params["stop_out"]["bias"] + 7.0  # a mix of lengths
+    grids = (_grids(rng) * 3)[:10]
+    batch = _batch(grids, rng)
+    all_at_once = np.asarray(decode.make_decode_fn(model, 7, slots=10)(params, batch))
+    lengths = (all_at_once < G.NUM_ACTIONS).sum(1)
+    assert lengths.min() < lengths.max()
+    for slots in (1, 3, 4):
+        np.testing.assert_array_equal(np.asarray(decode.make_decode_fn(model, 7, slots=slots)(params, batch)),
+                                      all_at_once)
+    batch["weight"] = (np.arange(10) < 7).astype(np.float32)
+    ids = np.asarray(decode.make_decode_fn(model, 7, slots=3)(params, batch))
+    np.testing.assert_array_equal(ids[:7], all_at_once[:7])
+    assert (ids[7:] == G.STOP).all()
+
+
+@pytest.mark.parametrize("decoder", ["gru", "transformer"])
+def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, mdc_corpus):
+    """Forced decoding of the gold actions gives, step by step, the teacher-forcing logits: the
+    world (colors and recent-action channel after the actions so far), pose channels and decoder
+    state that decoding feeds the model are exactly teacher forcing's."""
+    from bapjax import input_pipeline
+    from bapjax.text.vocab import Vocabulary
+
+    items = [it for it in mdc_corpus.split("val") if len(it.reference_actions) >= 3][:5]
+    vocab = Vocabulary.build(items)
+    fc = input_pipeline.FeatureConfig(max_text_tokens=32, max_actions=6, recent_window=4)
+    batch = input_pipeline.expand_batch(input_pipeline.featurize_items(items, vocab, fc), np.arange(5), fc)
+    assert (batch["recent_cells"] >= 0).any()
+    model = builder.BuilderModel(**{**TINY, "vocab_size": vocab.size}, decoder=decoder, encode_chunk=4,
+                                 transformer_layers=2, transformer_width=16, transformer_heads=2, transformer_mlp=32)
+    params = builder.init_params(model, jax.random.PRNGKey(4))
+    steps = fc.num_action_slots
+    k = int(batch["action_mask"].sum())
+    tf_logits, pack = model.apply({"params": params}, batch, k)
+    keys = ("text_tokens", "text_mask", "grid", "recent_cells", "pose")
+    ids, step_logits = decode.decode_pool(model, params, {key: batch[key] for key in keys}, slots=2,
+                                          max_actions=steps, teacher_actions=batch["actions"], return_logits=True)
+    np.testing.assert_array_equal(np.asarray(ids)[batch["action_mask"]], batch["actions"][batch["action_mask"]])
+    for row, (b, t) in enumerate(zip(np.asarray(pack["item"]), np.asarray(pack["step"]))):
+        np.testing.assert_allclose(np.asarray(step_logits)[b, t], np.asarray(tf_logits)[row], rtol=1e-4, atol=1e-4)
+
+
+def test_mass_stop_rule_matches_a_plain_reference():
+    rng = np.random.default_rng(12)
+    logits = rng.normal(size=(40, G.NUM_ACTIONS_WITH_STOP)).astype(np.float32)
+    logits[:, G.STOP] += rng.uniform(0, 12, size=40)
+    feasible = rng.random((40, G.NUM_ACTIONS_WITH_STOP)) < 0.05
+    feasible[:10, G.STOP] = False
+    got = np.asarray(decode.choose_actions(jnp.asarray(logits), jnp.asarray(feasible), "mass"))
+    for row in range(40):
+        actions = [a for a in range(G.NUM_ACTIONS) if feasible[row, a]]
+        p_actions = sum(np.exp(float(logits[row, a])) for a in actions)
+        stop = feasible[row, G.STOP] and np.exp(float(logits[row, G.STOP])) >= p_actions
+        want = G.STOP if stop else max(actions, key=lambda a: logits[row, a])
+        assert got[row] == want
+    assert (got == G.STOP).any() and (got != G.STOP).any()

@@ -5,6 +5,7 @@ import json
 import math
 
 import chex
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from bapjax import grid, input_pipeline
 from bapjax.corpus import augment
 from bapjax.grid import Action
 from bapjax.input_pipeline import DataIterator, FeatureConfig
+from bapjax.models import world_input
 from bapjax.text import tokenizer
 from bapjax.text.vocab import Vocabulary
 
@@ -41,7 +43,7 @@ def test_featurize_shapes_and_dtypes(train, vocab):
     for key, (shape, dtype) in specs.items():
         chex.assert_shape(out[key], shape)
         chex.assert_type(out[key], dtype)
-    chex.assert_shape(out["perspective"], (11, 9, 11, 3))
+    chex.assert_shape(out["recent_cells"], (CONFIG.recent_window,))
     chex.assert_shape(out["actions"], (CONFIG.max_actions + 1,))
 
 
@@ -55,7 +57,7 @@ def _reference_recent(item, config):
 
 
 def _reference_perspective(pose, x, y, z, scale):
-    vx, vy, vz = x + 0.5 - pose.x, y + 0.5 - (pose.y + input_pipeline.EYE_HEIGHT), z + 0.5 - pose.z
+    vx, vy, vz = x + 0.5 - pose.x, y + 0.5 - (pose.y + grid.EYE_HEIGHT), z + 0.5 - pose.z
     yaw, pitch = math.radians(pose.yaw), math.radians(pose.pitch)
     right = math.cos(yaw) * vx + math.sin(yaw) * vz
     forward = -math.sin(yaw) * vx + math.cos(yaw) * vz
@@ -75,7 +77,10 @@ def test_featurize_values_match_plain_references(train, vocab):
         assert out["text_mask"].tolist() == [True] * length + [False] * (CONFIG.max_text_tokens - length)
         assert not out["text_tokens"][length:].any()
         np.testing.assert_array_equal(out["grid"], grid.structure_to_grid(item.prev_structure))
-        np.testing.assert_allclose(out["recent"], _reference_recent(item, CONFIG))
+        np.testing.assert_allclose(world_input.recent_weights(jnp.asarray(out["recent_cells"]), CONFIG.recent_decay),
+                                   _reference_recent(item, CONFIG))
+        assert out["pose"].tolist() == pytest.approx(list(item.builder_pose))
+        perspective = np.asarray(world_input.perspective_coordinates(jnp.asarray(out["pose"]), CONFIG.perspective_scale))
         ids = [grid.encode_action(a) for a in item.reference_actions][:CONFIG.max_actions + 1]
         want = ids + [grid.STOP] * (CONFIG.max_actions + 1 - len(ids))
         assert out["actions"].tolist() == want
@@ -84,7 +89,7 @@ def test_featurize_values_match_plain_references(train, vocab):
         for _ in range(5):
             x, y, z = (int(rng.integers(lo, hi + 1)) for lo, hi in
                        ((grid.X_MIN, grid.X_MAX), (grid.Y_MIN, grid.Y_MAX), (grid.Z_MIN, grid.Z_MAX)))
-            np.testing.assert_allclose(out["perspective"][grid.cell_to_index(x, y, z)],
+            np.testing.assert_allclose(perspective[grid.cell_to_index(x, y, z)],
                                        _reference_perspective(item.builder_pose, x, y, z, CONFIG.perspective_scale),
                                        rtol=1e-4, atol=1e-5)
 
@@ -98,11 +103,11 @@ def test_long_reference_keeps_a_prefix_without_stop(train, vocab):
 
 def test_perspective_is_invariant_under_the_augmentation_rotation(train):
     poses = np.array([item.builder_pose for item in train[:20]], np.float32)
-    base = input_pipeline.perspective_coordinates(poses)
+    base = np.asarray(world_input.perspective_coordinates(jnp.asarray(poses), 0.1))
     for k in (1, 2, 3):
         aug = augment.Augmentation(k, augment.IDENTITY, 0.0, 0)
         rotated = np.array([augment.transform_pose(input_pipeline.BuilderPose(*p), aug) for p in poses], np.float32)
-        turned = input_pipeline.perspective_coordinates(rotated)
+        turned = np.asarray(world_input.perspective_coordinates(jnp.asarray(rotated), 0.1))
         for x in range(grid.X_MIN, grid.X_MAX + 1, 3):
             for z in range(grid.Z_MIN, grid.Z_MAX + 1, 2):
                 rx, rz = augment.rotate_cell(x, z, k)

@@ -9,12 +9,18 @@ import numpy as np
 import pytest
 
 from bapjax import grid as G
-from bapjax.models import builder
+from bapjax.models import builder, world_input
 from bapjax.models.world_cnn import Conv3DIm2Col
 
 TINY = dict(vocab_size=40, embedding_dim=8, text_hidden=16, world_features=8, world_layers=2,
             action_embedding=16, decoder_hidden=16, head_hidden=16, transformer_layers=2,
             transformer_width=16, transformer_heads=2, transformer_mlp=32)
+
+
+def _random_recent_cells(rng, batch, window=4):
+    cells = rng.integers(0, G.NUM_CELLS, size=(batch, window)).astype(np.int32)
+    cells[rng.random((batch, window)) < 0.3] = -1
+    return cells
 
 
 def random_batch(rng, batch=3, text_len=10, steps=6, vocab=40):
@@ -29,8 +35,9 @@ def random_batch(rng, batch=3, text_len=10, steps=6, vocab=40):
     return {
         "text_tokens": rng.integers(2, vocab, size=(batch, text_len)).astype(np.int32),
         "text_mask": np.arange(text_len)[None] < rng.integers(1, text_len + 1, size=(batch, 1)),
-        "grid": grids, "recent": rng.random((batch,) + G.GRID_SHAPE).astype(np.float32),
-        "perspective": rng.normal(size=(batch,) + G.GRID_SHAPE + (3,)).astype(np.float32),
+        "grid": grids, "recent_cells": _random_recent_cells(rng, batch),
+        "pose": np.concatenate([rng.uniform(-6, 6, (batch, 3)), rng.uniform(-180, 180, (batch, 1)),
+                                rng.uniform(-60, 60, (batch, 1))], 1).astype(np.float32),
         "actions": actions, "action_mask": mask, "weight": np.ones((batch,), np.float32),
     }
 
@@ -101,31 +108,80 @@ def test_decoder_sequence_equals_step_by_step(decoder):
     np.testing.assert_allclose(np.stack(outs, 1), seq, rtol=1e-4, atol=1e-5)
 
 
+def _reference_recent(cells, decay):
+    """Plain Python: decay**k on the cell of the k-th newest action, the newest weight winning."""
+    out = np.zeros(G.NUM_CELLS, np.float32)
+    for age in range(len(cells) - 1, -1, -1):
+        if cells[age] >= 0:
+            out[cells[age]] = decay ** age
+    return out.reshape(G.GRID_SHAPE)
+
+
 def test_worlds_before_each_step_match_python():
+    """Colors and the recent-action cells before each step, against a plain loop that applies
+    each action and pushes its cell in front of the recent list."""
     rng = np.random.default_rng(3)
     batch = random_batch(rng)
-    worlds = np.asarray(builder.worlds_before_each_step(jnp.asarray(batch["grid"]), jnp.asarray(batch["actions"])))
+    worlds = world_input.worlds_before_each_step(builder.start_world(batch), jnp.asarray(batch["actions"]))
+    grids, recents = np.asarray(worlds["grid"]), np.asarray(worlds["recent_cells"])
     for b in range(3):
-        current = batch["grid"][b].copy()
+        current, cells = batch["grid"][b].copy(), list(batch["recent_cells"][b])
         for t, action_id in enumerate(batch["actions"][b]):
-            np.testing.assert_array_equal(worlds[b, t], current)
+            np.testing.assert_array_equal(grids[b, t], current)
+            assert recents[b, t].tolist() == cells
+            np.testing.assert_allclose(np.asarray(world_input.recent_weights(jnp.asarray(recents[b, t]), 0.5)),
+                                       _reference_recent(cells, 0.5))
             if action_id < G.NUM_ACTIONS:
                 a = G.decode_action(int(action_id))
                 i, j, k = G.cell_to_index(a.x, a.y, a.z)
                 current[i, j, k] = 0 if a.type == G.REMOVE else a.color
+                cells = [int(action_id) // G.ACTIONS_PER_CELL] + cells[:-1]
+
+
+def test_chunked_world_encoding_equals_one_pack():
+    """encode_chunk only changes how the packed worlds are computed, not the logits or gradients."""
+    batch = random_batch(np.random.default_rng(8), batch=4, steps=6)
+    whole = builder.BuilderModel(**TINY)
+    params = builder.init_params(whole, jax.random.PRNGKey(3))
+    for chunk in (4, 5):  # 5 does not divide the pack: padded internally
+        chunked = builder.BuilderModel(**TINY, encode_chunk=chunk)
+        k = 24
+        np.testing.assert_allclose(chunked.apply({"params": params}, batch, k)[0],
+                                   whole.apply({"params": params}, batch, k)[0], rtol=1e-5, atol=1e-5)
+        grads = [jax.grad(lambda p: builder.loss_from_logits(*m.apply({"params": p}, batch, k))[0])(params)
+                 for m in (whole, chunked)]
+        for a, b in zip(*(jax.tree_util.tree_leaves(g) for g in grads)):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
 def test_pack_steps_matches_python_and_packed_size_covers_targets():
     rng = np.random.default_rng(4)
     for _ in range(10):
-        mask = rng.random((5, 7)) < 0.4
-        weight = (rng.random(5) < 0.8).astype(np.float32)
+        mask = rng.random((6, 7)) < 0.4
+        weight = (rng.random(6) < 0.8).astype(np.float32)
         k = builder.packed_size(mask, weight, multiple=4)
         pack = builder.pack_steps(jnp.asarray(mask), jnp.asarray(weight), k)
-        expected = [(b, t) for b in range(5) for t in range(7) if mask[b, t] and weight[b] > 0]
-        assert k >= len(expected)
+        expected = [(b, t) for b in range(6) for t in range(7) if mask[b, t] and weight[b] > 0]
+        assert k >= len(expected) and k % 4 == 0
         got = [(int(b), int(t)) for b, t, w in zip(pack["item"], pack["step"], pack["weights"]) if w > 0]
         assert got == expected
+        for shards in (2, 3):  # per-device packs: each block of 6 / shards rows fits
+            k = builder.packed_size(mask, weight, multiple=4, shards=shards)
+            blocks = (mask & (weight[:, None] > 0)).sum(1).reshape(shards, -1).sum(1)
+            assert k == max(4, -(-int(blocks.max()) // 4) * 4)
+
+
+def test_balanced_order_evens_out_the_device_blocks():
+    from bapjax import sharding
+
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        costs = rng.integers(0, 22, size=32)
+        order = sharding.balanced_order(costs, 8)
+        assert sorted(order.tolist()) == list(range(32))
+        loads = costs[order].reshape(8, 4).sum(1)
+        assert loads.max() - loads.min() <= costs.max()
+        assert loads.max() <= costs.reshape(8, 4).sum(1).max()
 
 
 def test_transformer_and_gru_share_the_interface_in_teacher_forcing():

@@ -33,8 +33,8 @@ SCRIPT = textwrap.dedent('''
             "text_tokens": rng.integers(2, 30, size=(B, 7)).astype(np.int32),
             "text_mask": np.ones((B, 7), bool),
             "grid": rng.integers(0, 2, size=(B, 11, 9, 11)).astype(np.int8),
-            "recent": rng.random((B, 11, 9, 11)).astype(np.float32),
-            "perspective": rng.normal(size=(B, 11, 9, 11, 3)).astype(np.float32),
+            "recent_cells": rng.integers(-1, 1089, size=(B, 4)).astype(np.int32),
+            "pose": rng.normal(size=(B, 5)).astype(np.float32),
             "actions": actions, "action_mask": mask,
             "weight": (np.arange(B) < B - 2).astype(np.float32),  # two padding rows
         })

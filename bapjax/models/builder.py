@@ -4,8 +4,13 @@ Action logits come from unit (1x1x1) convolutions over [world features ; decoder
 cell, 7 per cell (slots 0..5 place color 1..6, slot 6 remove), flattened cell-major so index
 cell * 7 + slot is exactly `bapjax.grid`'s action id; a STOP logit comes from the decoder state
 and a max-pool of the world features. Teacher forcing encodes the world after the gold actions
-< t for decoder step t; only the (item, step) pairs that carry a target are encoded ("packing"),
-because the world CNN dominates the cost.
+< t for decoder step t (`world_input.worlds_before_each_step`: colors and the recent-action
+channel); only the (item, step) pairs that carry a target are encoded ("packing"), because the
+world CNN dominates the cost. The model works on the rows it is given: under data parallelism
+each device calls it on its own rows (`bapjax.sharding.per_device`), so each device packs and
+encodes only its own pairs. The packed encodings run through the CNN and the head in chunks of
+`encode_chunk` (rematerialized in the backward pass): on CPU this keeps the im2col buffers small
+and reused instead of gigabytes allocated and faulted in per step.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import optax
 from bapjax import grid as G
 from bapjax.models.decoders import GRUActionDecoder, TransformerActionDecoder
 from bapjax.models.text_encoder import GRUTextEncoder
-from bapjax.models.world_cnn import WorldCNN, world_channels
+from bapjax.models import world_input
+from bapjax.models.world_cnn import WorldCNN
 
 START = G.NUM_ACTIONS_WITH_STOP  # 7624: the decoder's input before the first action
 ACTION_FEATURES = 13
@@ -70,6 +76,9 @@ class BuilderModel(nn.Module):
     transformer_mlp: int = 1024
     head_hidden: int = 300
     head_layers: int = 1
+    recent_decay: float = 0.5  # from config.features (the recent-action channel's decay)
+    perspective_scale: float = 0.1  # from config.features
+    encode_chunk: int = 0  # >0: encode packed worlds in chunks of this many (CPU); 0: all at once
 
     def setup(self):
         self.text_encoder = GRUTextEncoder(self.vocab_size, self.embedding_dim, self.text_hidden,
@@ -109,8 +118,36 @@ class BuilderModel(nn.Module):
     def decoder_sequence(self, state, prev_ids, token_states, token_mask):
         return self.action_decoder.sequence(state, self.embed_actions(prev_ids), token_states, token_mask)
 
-    def encode_world(self, grids, recent, perspective):
-        return self.world_cnn(world_channels(grids, recent, perspective if self.use_perspective else None))
+    def perspective(self, pose):
+        """Builder-frame coordinates [..., 11, 9, 11, 3] of poses [..., 5] (None when unused)."""
+        return world_input.perspective_coordinates(pose, self.perspective_scale) if self.use_perspective else None
+
+    def encode_world(self, grid, recent_cells, perspective):
+        """World features [N, 11, 9, 11, F] of N world states (see `world_input`)."""
+        return self.world_cnn(world_input.world_channels(grid, recent_cells, perspective, self.recent_decay))
+
+    def world_logits(self, grid, recent_cells, perspective, dec_out):
+        """[N, 7624] logits for N world states and decoder outputs [N, H]; with `encode_chunk`
+        the N rows go through the CNN and head in rematerialized chunks of that many."""
+        def run(module, g, r, p, d):
+            return module.action_logits(module.encode_world(g, r, p), d)
+
+        n, chunk = grid.shape[0], self.encode_chunk
+        if not chunk or n <= chunk:
+            return run(self, grid, recent_cells, perspective, dec_out)
+        chunks = -(-n // chunk)
+
+        def split(x):  # [n, ...] -> [chunks, chunk, ...], padded with copies of row 0
+            if x is None:
+                return None
+            if chunks * chunk > n:
+                x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (chunks * chunk - n,) + x.shape[1:])])
+            return x.reshape((chunks, chunk) + x.shape[1:])
+
+        body = nn.remat(lambda module, _, xs: (None, run(module, *xs)), prevent_cse=False)
+        scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False})
+        _, logits = scan(self, None, tuple(split(x) for x in (grid, recent_cells, perspective, dec_out)))
+        return logits.reshape(chunks * chunk, -1)[:n]
 
     def action_logits(self, world_feats, dec_out):
         """[N, 11, 9, 11, C] world features and [N, H] decoder outputs -> [N, 7624] logits."""
@@ -127,8 +164,8 @@ class BuilderModel(nn.Module):
     def __call__(self, batch: dict, num_packed: int):
         """Logits [K, 7624] for the K packed (item, step) pairs, plus the pack (targets, weights).
 
-        batch: text_tokens [B, L], text_mask [B, L], grid [B, 11, 9, 11], recent [B, 11, 9, 11],
-        perspective [B, 11, 9, 11, 3], actions [B, T], action_mask [B, T], weight [B].
+        batch: text_tokens [B, L], text_mask [B, L], grid [B, 11, 9, 11], recent_cells [B, W],
+        pose [B, 5], actions [B, T], action_mask [B, T], weight [B].
         """
         batch = {k: jnp.asarray(v) for k, v in batch.items()}
         actions = batch["actions"].astype(jnp.int32)
@@ -137,25 +174,18 @@ class BuilderModel(nn.Module):
         prev = jnp.concatenate([jnp.full((bsz, 1), START, jnp.int32), actions[:, :-1]], axis=1)
         state = self.init_decoder(summary, token_states, batch["text_mask"], steps)
         dec_out = self.decoder_sequence(state, prev, token_states, batch["text_mask"])  # [B, T, H]
-        worlds = worlds_before_each_step(batch["grid"], actions)  # [B, T, 11, 9, 11]
+        worlds = world_input.worlds_before_each_step(start_world(batch), actions)  # [B, T, ...]
         pack = pack_steps(batch["action_mask"], batch["weight"], num_packed)
         b, t = pack["item"], pack["step"]
-        feats = self.encode_world(worlds[b, t], batch["recent"][b], batch["perspective"][b])
-        logits = self.action_logits(feats, dec_out[b, t])
+        perspective = self.perspective(batch["pose"][b])
+        logits = self.world_logits(worlds["grid"][b, t], worlds["recent_cells"][b, t], perspective, dec_out[b, t])
         return logits, {"targets": actions[b, t], "weights": pack["weights"], "item": b, "step": t}
 
 
-def worlds_before_each_step(grids: jax.Array, actions: jax.Array) -> jax.Array:
-    """[B, 11, 9, 11] start grids, [B, T] gold ids -> [B, T, 11, 9, 11]: world before step t."""
-
-    def one(grid, ids):
-        def body(current, action_id):
-            return G.apply_action(current, action_id), current
-
-        _, before = jax.lax.scan(body, grid, ids)
-        return before
-
-    return jax.vmap(one)(grids, actions)
+def start_world(batch: dict) -> dict:
+    """The world state (see `world_input`) at the start of each item of a batch."""
+    return {"grid": jnp.asarray(batch["grid"]).astype(jnp.int8),
+            "recent_cells": jnp.asarray(batch["recent_cells"]).astype(jnp.int32)}
 
 
 def pack_steps(action_mask: jax.Array, weight: jax.Array, num_packed: int) -> dict:
@@ -173,34 +203,48 @@ def pack_steps(action_mask: jax.Array, weight: jax.Array, num_packed: int) -> di
     return {"item": item, "step": step, "weights": valid.astype(jnp.float32) * weight[item]}
 
 
-def packed_size(action_mask: np.ndarray, weight: np.ndarray, multiple: int = 32) -> int:
-    """Host-side: the pack size for a batch, rounded up to a power-of-two multiple of `multiple`
-    (few distinct sizes, so few recompilations)."""
-    needed = int((np.asarray(action_mask) & (np.asarray(weight)[:, None] > 0)).sum())
-    size = multiple
-    while size < needed:
-        size *= 2
-    return min(size, max(multiple, int(np.asarray(action_mask).size)))
+def targets_per_row(action_mask: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Host-side: how many (item, step) pairs of each row carry a target."""
+    return (np.asarray(action_mask) & (np.asarray(weight)[:, None] > 0)).sum(axis=1)
+
+
+def packed_size(action_mask: np.ndarray, weight: np.ndarray, multiple: int = 32, shards: int = 1) -> int:
+    """Host-side: the pack size per shard for a batch split into `shards` equal row blocks (one
+    per device): the largest block's target count rounded up to a multiple of `multiple`, so a
+    batch of B rows x T steps compiles at most B*T/(shards*multiple) shapes."""
+    counts = targets_per_row(action_mask, weight)
+    needed = int(counts.reshape(shards, -1).sum(axis=1).max()) if counts.size else 0
+    rows_per_shard = np.asarray(action_mask).size // max(shards, 1)
+    size = max(multiple, -(-needed // multiple) * multiple)
+    return min(size, max(multiple, -(-rows_per_shard // multiple) * multiple))
+
+
+def loss_sums(logits: jax.Array, pack: dict) -> dict:
+    """Weighted sums over packed steps (actions + STOP): cross entropy, correct argmax, count.
+    Sums (not means) so devices can add theirs up. The feasibility mask is NOT applied:
+    references unsupported as recorded stay in the loss and it stays finite."""
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), pack["targets"])
+    w = pack["weights"]
+    correct = (jnp.argmax(logits, -1) == pack["targets"]).astype(jnp.float32)
+    return {"loss_sum": (ce * w).sum(), "correct_sum": (correct * w).sum(), "count": w.sum()}
+
+
+def loss_from_sums(sums: dict) -> tuple[jax.Array, dict]:
+    """Weighted mean cross entropy (the training loss) and step accuracy from `loss_sums`."""
+    total = jnp.maximum(sums["count"], 1e-9)
+    loss = sums["loss_sum"] / total
+    return loss, {"loss": loss, "step_accuracy": sums["correct_sum"] / total, "num_steps": sums["count"]}
 
 
 def loss_from_logits(logits: jax.Array, pack: dict) -> tuple[jax.Array, dict]:
-    """Weighted mean cross entropy over packed steps (actions + STOP). The feasibility mask is
-    NOT applied: references unsupported as recorded stay in the loss and it stays finite."""
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), pack["targets"])
-    w = pack["weights"]
-    total = jnp.maximum(w.sum(), 1e-9)
-    correct = (jnp.argmax(logits, -1) == pack["targets"]).astype(jnp.float32)
-    loss = (ce * w).sum() / total
-    return loss, {"loss": loss, "step_accuracy": (correct * w).sum() / total, "num_steps": w.sum()}
+    return loss_from_sums(loss_sums(logits, pack))
 
 
-def teacher_forcing_logits(model: BuilderModel, params, batch, num_packed: int):
-    return model.apply({"params": params}, batch, num_packed)
-
-
-def build_model(model_config: ml_collections.ConfigDict, vocab_size: int) -> BuilderModel:
-    """BuilderModel from `config.model` (see configs/baseline.py for the fields)."""
+def build_model(model_config: ml_collections.ConfigDict, vocab_size: int, features=None) -> BuilderModel:
+    """BuilderModel from `config.model` (see configs/common.py for the fields) and the world-input
+    options of `config.features` (recent_decay, perspective_scale; defaults when None)."""
     c = model_config
+    f = features if features is not None else {}
     return BuilderModel(
         vocab_size=vocab_size, embedding_dim=c.embedding_dim, text_hidden=c.text_hidden,
         bidirectional=c.get("bidirectional", False), world_features=c.world_features,
@@ -210,17 +254,18 @@ def build_model(model_config: ml_collections.ConfigDict, vocab_size: int) -> Bui
         decoder_hidden=c.decoder_hidden, transformer_layers=c.get("transformer_layers", 5),
         transformer_width=c.get("transformer_width", 256), transformer_heads=c.get("transformer_heads", 4),
         transformer_mlp=c.get("transformer_mlp", 1024), head_hidden=c.head_hidden,
-        head_layers=c.get("head_layers", 1))
+        head_layers=c.get("head_layers", 1), recent_decay=float(f.get("recent_decay", 0.5)),
+        perspective_scale=float(f.get("perspective_scale", 0.1)), encode_chunk=int(c.get("encode_chunk", 0)))
 
 
-def dummy_batch(batch_size: int = 2, text_len: int = 8, steps: int = 4) -> dict[str, Any]:
+def dummy_batch(batch_size: int = 2, text_len: int = 8, steps: int = 4, window: int = 4) -> dict[str, Any]:
     """Zero batch with the input pipeline's keys and shapes (for init and tests)."""
     return {
         "text_tokens": np.zeros((batch_size, text_len), np.int32),
         "text_mask": np.ones((batch_size, text_len), bool),
         "grid": np.zeros((batch_size,) + G.GRID_SHAPE, np.int8),
-        "recent": np.zeros((batch_size,) + G.GRID_SHAPE, np.float32),
-        "perspective": np.zeros((batch_size,) + G.GRID_SHAPE + (3,), np.float32),
+        "recent_cells": np.full((batch_size, window), -1, np.int32),
+        "pose": np.zeros((batch_size, 5), np.float32),
         "actions": np.full((batch_size, steps), G.STOP, np.int32),
         "action_mask": np.eye(1, steps, dtype=bool).repeat(batch_size, 0),
         "weight": np.ones((batch_size,), np.float32),

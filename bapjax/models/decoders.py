@@ -3,7 +3,8 @@
 Both expose
   initial_state(summary [B, H], token_states [B, L, H], token_mask [B, L], max_steps, input_dim) -> state
   sequence(state, inputs [B, T, D], token_states, token_mask) -> outputs [B, T, H]   (teacher forcing)
-  step(state, t, inputs_t [B, D], token_states, token_mask) -> (state, output_t [B, H])  (decoding)
+  step(state, t [B], inputs_t [B, D], token_states, token_mask) -> (state, output_t [B, H])  (decoding;
+      t is each row's step, since decoding slots run at different steps)
 so the builder (and a later BERT encoder) can swap them. `sequence` and T calls of `step` give
 the same outputs (tested).
 """
@@ -108,9 +109,11 @@ class TransformerActionDecoder(nn.Module):
         return {"buffer": jnp.zeros((summary.shape[0], max_steps, input_dim), summary.dtype)}
 
     def step(self, state, t, inputs_t, token_states, token_mask):
-        buffer = jax.lax.dynamic_update_slice_in_dim(state["buffer"], inputs_t[:, None], t, axis=1)
+        t = jnp.broadcast_to(jnp.asarray(t, jnp.int32), inputs_t.shape[:1])
+        at_t = (jnp.arange(state["buffer"].shape[1])[None, :] == t[:, None])[..., None]  # [B, T, 1]
+        buffer = jnp.where(at_t, inputs_t[:, None].astype(state["buffer"].dtype), state["buffer"])
         outs = self._run(buffer, token_states, token_mask)
-        out_t = jax.lax.dynamic_index_in_dim(outs, t, axis=1, keepdims=False)
+        out_t = jnp.take_along_axis(outs, t[:, None, None], axis=1)[:, 0]
         return {"buffer": buffer}, out_t
 
     def sequence(self, state, inputs, token_states, token_mask):

@@ -17,6 +17,8 @@ from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
+from bapjax.grid import EYE_HEIGHT
+
 
 Cell = tuple[int, int, int]
 Offset = tuple[int, int, int]  # (right, up, away) in the Builder's frame
@@ -187,7 +189,6 @@ def plane_corners(cells: Sequence[Cell]) -> list[tuple[Cell, Cell, int, Cell, in
 # --------------------------------------------------------------------------------------------
 # Builder poses
 
-EYE_HEIGHT = 1.62
 MAX_YAW_DEVIATION = 35.0  # degrees from the quadrant's axis; well below the 45 of an ambiguous snap
 
 
