@@ -265,6 +265,11 @@ class Trainer:
                                    shards=self.local_devices)
         return local_batch, sharding.global_max(size)
 
+    def compile_train(self, state, local_batch):
+        """The compiled train step for this batch's pack size (for cost analysis)."""
+        local_batch, k = self.prepare(local_batch)
+        return self._train.lower(state, sharding.host_batch_to_global(local_batch, self.mesh), k).compile()
+
     def train(self, state, local_batch):
         local_batch, k = self.prepare(local_batch)
         return self._train(state, sharding.host_batch_to_global(local_batch, self.mesh), k)

@@ -45,10 +45,11 @@ SCRIPT = textwrap.dedent('''
         state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)
         for batch in batches:
             state, metrics = trainer.train(state, batch)
-        return jax.device_get(state["params"]), float(metrics["loss"]), state
+        return jax.device_get(state["params"]), float(metrics["loss"]), state, float(metrics["grad_norm"])
 
-    params1, loss1, _ = run(jax.devices()[:1])
-    params8, loss8, state8 = run(jax.devices())
+    params1, loss1, _, norm1 = run(jax.devices()[:1])
+    params8, loss8, state8, norm8 = run(jax.devices())
+    assert abs(norm1 - norm8) < 1e-5 * max(1.0, norm1), (norm1, norm8)  # gradients summed once
     leaf = jax.tree_util.tree_leaves(state8["params"])[0]
     assert len(leaf.sharding.device_set) == 8 and leaf.sharding.is_fully_replicated
     diffs = jax.tree_util.tree_map(lambda a, b: float(np.max(np.abs(a - b))), params1, params8)

@@ -1,0 +1,102 @@
+"""Does data parallelism divide the work? Per-device FLOPs of the compiled train and decode steps
+on 1, 2, 4 and 8 devices, from XLA's cost analysis of each compiled (per-device) program.
+
+    python benchmarks/bench_scaling.py [--config configs/cpu.py] [--batch_size 32] [--decode_items 256]
+
+Runs on forced host CPU devices (`--xla_force_host_platform_device_count=8`, set here unless
+XLA_FLAGS already asks for devices) or on real accelerators when there are 8. The train step takes
+one global batch of real MDC training items (the same rows for every device count); decoding
+takes the first `--decode_items` MDC test items with `--slots` slots in all. XLA counts a loop
+body once, so the decode figure is one decoding step per device (plus one step of the text
+encoder's scan), and the model is compiled with `encode_chunk=0`: the chunked encoding computes
+the same function in a loop whose body XLA would count only once.
+The last line is JSON: {"devices", "train_flops_per_device", "decode_flops_per_device", ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bapjax import decode, input_pipeline, sharding, train  # noqa: E402
+from bapjax.corpus import mdc  # noqa: E402
+from bapjax.models import builder  # noqa: E402
+from bapjax.text.vocab import Vocabulary  # noqa: E402
+from benchmarks.bench_train import load_config  # noqa: E402
+
+
+def flops(compiled) -> float:
+    analysis = compiled.cost_analysis()
+    if isinstance(analysis, (list, tuple)):  # older JAX: one dict per program
+        analysis = analysis[0]
+    return float(analysis["flops"])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", default="configs/cpu.py")
+    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--batch_size", type=int, default=32, help="global training batch")
+    parser.add_argument("--decode_items", type=int, default=256)
+    parser.add_argument("--slots", type=int, default=64, help="decoding slots over all devices")
+    parser.add_argument("--devices", default="1,2,4,8")
+    args = parser.parse_args()
+
+    counts = [int(n) for n in args.devices.split(",")]
+    if jax.device_count() < max(counts):
+        raise SystemExit(f"--devices needs {max(counts)} devices, found {jax.device_count()}")
+    config = load_config(args.config)
+    corpus = mdc.load_corpus(args.corpus)
+    train_items = list(corpus.split("train"))
+    vocab = Vocabulary.build(train_items)
+    feature_config = input_pipeline.FeatureConfig.from_config(config.features)
+    features = input_pipeline.featurize_items(train_items[:512], vocab, feature_config)
+    batch = next(input_pipeline.DataIterator(features, None, feature_config, args.batch_size, seed=0))
+    test_items = list(corpus.split("test"))[:args.decode_items]
+    test_table = input_pipeline.featurize_items(test_items, vocab, feature_config)
+    config.model.encode_chunk = 0  # see the module docstring
+    model = builder.build_model(config.model, vocab.size, config.features)
+    optimizer = train.make_optimizer(config.train)
+    state = train.create_state(model, optimizer, jax.random.PRNGKey(0), None)
+    print(f"{jax.device_count()} {jax.devices()[0].platform} devices; model world "
+          f"{config.model.world_features}x{config.model.world_layers}, batch {args.batch_size} "
+          f"({int(batch['action_mask'].sum())} target steps), decode {len(test_items)} items / {args.slots} slots",
+          flush=True)
+
+    out = {"devices": counts, "train_flops_per_device": [], "decode_flops_per_device": [],
+           "train_pack_per_device": []}
+    for n in counts:
+        mesh = sharding.data_mesh(jax.devices()[:n])
+        trainer = train.Trainer(model, optimizer, mesh, int(config.train.get("pack_multiple", 32)))
+        replicated = sharding.replicate(state, mesh)
+        out["train_pack_per_device"].append(trainer.prepare(batch)[1])
+        out["train_flops_per_device"].append(flops(trainer.compile_train(replicated, batch)))
+        decode_fn = decode.make_decode_fn(model, int(config.eval.max_actions), slots=args.slots, mesh=mesh)
+        per_device = -(-len(test_items) // n)
+        rows = np.full(per_device * n, test_table.padding_row)
+        rows[decode.call_layout(len(test_items), n, per_device)] = np.arange(len(test_items))
+        expanded = input_pipeline.expand_batch(test_table, rows, feature_config)
+        dbatch = sharding.host_batch_to_global({k: expanded[k] for k in decode._DECODE_KEYS}, mesh)
+        out["decode_flops_per_device"].append(flops(decode_fn.lower(replicated["params"], dbatch).compile()))
+        print(f"{n} devices: train {out['train_flops_per_device'][-1] / 1e9:8.2f} GFLOP/device "
+              f"(pack {out['train_pack_per_device'][-1]}/device, "
+              f"{out['train_flops_per_device'][-1] / out['train_flops_per_device'][0]:.3f} of 1 device), "
+              f"decode {out['decode_flops_per_device'][-1] / 1e9:8.2f} GFLOP/device "
+              f"({out['decode_flops_per_device'][-1] / out['decode_flops_per_device'][0]:.3f})", flush=True)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
