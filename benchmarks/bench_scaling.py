@@ -34,7 +34,7 @@ from bapjax import decode, input_pipeline, sharding, train  # noqa: E402
 from bapjax.corpus import mdc  # noqa: E402
 from bapjax.models import builder  # noqa: E402
 from bapjax.text.vocab import Vocabulary  # noqa: E402
-from benchmarks.bench_train import load_config  # noqa: E402
+from benchmarks.bench_train import load_config  # noqa: E402  (configs of this tree)
 
 
 def flops(compiled) -> float:

@@ -1,43 +1,50 @@
 """Training and decoding throughput of the builder model on real MDC items.
 
     python benchmarks/bench_train.py [--config configs/cpu.py] [--steps 5] [--decode_items 256]
-                                     [--checkpoint runs/cpu]
+                                     [--fixed_length N] [--checkpoint runs/cpu]
+    python benchmarks/bench_train.py --compare_to 42333b0 --fixed_length 5 [--rounds 2]
 
 Training: items/s of the compiled train step (teacher forcing, AdamW) at batch sizes 1 (the
 original implementation's setting) and 32, measured in the same run after compilation; the
-ratio is the speedup of batching. Decoding: items/s of compiled greedy decoding (max 20
-actions, re-encoding the world after each action) on the MDC test split, with the trained
-parameters of --checkpoint when given (decoded lengths depend on when the model stops).
+ratio is the speedup of batching. Decoding: items/s of compiled greedy decoding on the MDC test
+split (max `config.eval.max_actions` actions), with the trained parameters of --checkpoint when
+given; `--fixed_length N` decodes exactly N actions per item (STOP masked until then), so decode
+speed compares across versions whatever the model predicts.
+
+`--compare_to COMMIT` runs this same script on a copy of that commit (`git archive`) and on this
+tree, alternately for `--rounds` rounds, with the same flags, and prints the best figure of each
+and the ratios. The script only uses the API both versions share (`--repo` picks the tree).
+The last line is JSON: {"train_b1_items_per_s", "train_b32_items_per_s", "decode_items_per_s",
+"decode_mean_length"} (with --compare_to: {"current": {...}, "baseline": {...}, "ratio": {...}}).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-import jax
-import numpy as np
-
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bapjax import decode, input_pipeline, sharding, train  # noqa: E402
-from bapjax.corpus import mdc  # noqa: E402
-from bapjax.models import builder  # noqa: E402
-from bapjax.text.vocab import Vocabulary  # noqa: E402
+METRICS = ("train_b1_items_per_s", "train_b32_items_per_s", "decode_items_per_s")
 
 
-def load_config(path):
-    spec = importlib.util.spec_from_file_location("bench_cfg", REPO / path)
+def load_config(path, repo: Path = REPO):
+    spec = importlib.util.spec_from_file_location("bench_cfg", Path(repo) / path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.get_config()
 
 
 def time_training(model, optimizer, features, feature_config, batch_size, steps, seed=0):
+    import jax
+
+    from bapjax import input_pipeline, sharding, train
+
     mesh = sharding.data_mesh(jax.devices()[:1])
     trainer = train.Trainer(model, optimizer, mesh)
     state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(seed), None), mesh)
@@ -56,18 +63,17 @@ def time_training(model, optimizer, features, feature_config, batch_size, steps,
     return steps * batch_size / elapsed, targets / elapsed
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--config", default="configs/cpu.py")
-    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
-    parser.add_argument("--steps", type=int, default=5, help="timed steps per batch size")
-    parser.add_argument("--steps_b1", type=int, default=32, help="timed steps at batch size 1")
-    parser.add_argument("--decode_items", type=int, default=256, help="MDC test items to decode (0: all)")
-    parser.add_argument("--decode_batch", type=int, default=64)
-    parser.add_argument("--checkpoint", default="", help="a training workdir for decoding with trained params")
-    args = parser.parse_args()
+def measure(args) -> dict:
+    sys.path.insert(0, str(Path(args.repo).resolve()))
+    import jax
+    import numpy as np
 
-    config = load_config(args.config)
+    from bapjax import decode, input_pipeline, train
+    from bapjax.corpus import mdc
+    from bapjax.models import builder
+    from bapjax.text.vocab import Vocabulary
+
+    config = load_config(args.config, Path(args.repo))
     corpus = mdc.load_corpus(args.corpus)
     train_items = list(corpus.split("train"))
     vocab = Vocabulary.build(train_items)
@@ -75,15 +81,14 @@ def main():
     features = input_pipeline.featurize_items(train_items[:2048], vocab, feature_config)
     model = builder.build_model(config.model, vocab.size)
     optimizer = train.make_optimizer(config.train)
-    print(f"devices: {jax.devices()}  model: world {config.model.world_features}x{config.model.world_layers}, "
-          f"rnn {config.model.text_hidden}, decoder {config.model.decoder}", flush=True)
+    print(f"{args.repo}: devices {jax.devices()}  model: world {config.model.world_features}x"
+          f"{config.model.world_layers}, rnn {config.model.text_hidden}, decoder {config.model.decoder}", flush=True)
 
-    rates = {}
+    result = {}
     for batch_size, steps in ((1, args.steps_b1), (32, args.steps)):
         items_s, steps_s = time_training(model, optimizer, features, feature_config, batch_size, steps)
-        rates[batch_size] = items_s
+        result[f"train_b{batch_size}_items_per_s"] = round(items_s, 3)
         print(f"train batch {batch_size:>2}: {items_s:7.2f} items/s ({steps_s:7.1f} decoder steps/s)", flush=True)
-    print(f"batch 32 vs batch 1: {rates[32] / rates[1]:.2f}x items/s", flush=True)
 
     test_items = list(corpus.split("test"))
     if args.decode_items:
@@ -95,7 +100,9 @@ def main():
         feature_config = input_pipeline.FeatureConfig.from_config(run_config.features)
     else:
         params = builder.init_params(model, jax.random.PRNGKey(0))
-    decode_fn = decode.make_decode_fn(model, int(config.eval.max_actions))
+    max_actions = args.fixed_length or int(config.eval.max_actions)
+    min_actions = args.fixed_length or int(config.eval.get("min_actions", 0))
+    decode_fn = decode.make_decode_fn(model, max_actions, min_actions)
     table = input_pipeline.featurize_items(test_items, vocab, feature_config)
     warm = test_items[:args.decode_batch]
     decode.predict_items(model, params, warm, vocab, feature_config, args.decode_batch, decode_fn=decode_fn,
@@ -105,9 +112,69 @@ def main():
                                        decode_fn=decode_fn, features=table)
     elapsed = time.perf_counter() - start
     lengths = [len(a) for a in predictions.values()]
+    result["decode_items_per_s"] = round(len(test_items) / elapsed, 3)
+    result["decode_mean_length"] = round(float(np.mean(lengths)), 3)
     print(f"decode MDC test ({len(test_items)} items, batch {args.decode_batch}, "
-          f"{'trained' if args.checkpoint else 'random-init'} params): {len(test_items) / elapsed:.2f} items/s, "
-          f"mean predicted length {np.mean(lengths):.2f}", flush=True)
+          f"{'trained' if args.checkpoint else 'random-init'} params, "
+          f"{f'exactly {args.fixed_length}' if args.fixed_length else f'max {max_actions}'} actions): "
+          f"{result['decode_items_per_s']:.2f} items/s, mean predicted length {result['decode_mean_length']:.2f}",
+          flush=True)
+    print(f"batch 32 vs batch 1: {result['train_b32_items_per_s'] / result['train_b1_items_per_s']:.2f}x items/s",
+          flush=True)
+    return result
+
+
+def compare(args, argv: list[str]) -> dict:
+    """Run this script on COMMIT's tree and on this one, alternately; best of the rounds each."""
+    forwarded = []
+    skip = False
+    for token in argv:  # drop --compare_to/--rounds/--repo from the flags we pass on
+        if skip:
+            skip = False
+            continue
+        name = token.split("=")[0]
+        if name in ("--compare_to", "--rounds", "--repo"):
+            skip = "=" not in token
+            continue
+        forwarded.append(token)
+    with tempfile.TemporaryDirectory(prefix="bapjax-bench-") as tmp:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.compare_to], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        runs: dict[str, list[dict]] = {"baseline": [], "current": []}
+        for _ in range(args.rounds):
+            for name, repo in (("baseline", tmp), ("current", str(REPO))):
+                out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--repo", repo, *forwarded],
+                                     check=True, capture_output=True, text=True, cwd=str(REPO))
+                print(f"--- {name} ({args.compare_to if name == 'baseline' else 'this tree'})\n{out.stdout.strip()}",
+                      flush=True)
+                runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    best = {name: {key: max(r[key] for r in rs) for key in METRICS} | {"decode_mean_length": rs[0]["decode_mean_length"]}
+            for name, rs in runs.items()}
+    ratio = {key: round(best["current"][key] / best["baseline"][key], 3) for key in METRICS}
+    for key in METRICS:
+        print(f"{key}: {best['current'][key]:.2f} vs {best['baseline'][key]:.2f} at {args.compare_to} "
+              f"= {ratio[key]:.2f}x (best of {args.rounds})", flush=True)
+    return {"current": best["current"], "baseline": best["baseline"], "baseline_commit": args.compare_to,
+            "ratio": ratio, "rounds": args.rounds}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", default="configs/cpu.py")
+    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per batch size")
+    parser.add_argument("--steps_b1", type=int, default=32, help="timed steps at batch size 1")
+    parser.add_argument("--decode_items", type=int, default=256, help="MDC test items to decode (0: all)")
+    parser.add_argument("--decode_batch", type=int, default=64)
+    parser.add_argument("--fixed_length", type=int, default=0, help="decode exactly N actions per item (0: model decides)")
+    parser.add_argument("--checkpoint", default="", help="a training workdir for decoding with trained params")
+    parser.add_argument("--repo", default=str(REPO), help="the bapjax tree to measure")
+    parser.add_argument("--compare_to", default="", help="also measure this git commit, alternately with this tree")
+    parser.add_argument("--rounds", type=int, default=1, help="with --compare_to: rounds of (baseline, current)")
+    args = parser.parse_args()
+    result = compare(args, sys.argv[1:]) if args.compare_to else measure(args)
+    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,87 @@
+"""Multi-host data parallelism as a TPU pod runs it: 2 processes x 4 CPU devices joined with
+`jax.distributed` on localhost, each feeding its own rows (DataIterator process_index/count),
+give the loss and parameters of the same steps on 1 device."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent('''
+    import json, sys
+    import jax, ml_collections, numpy as np
+    from bapjax import input_pipeline, sharding, train
+    from bapjax.corpus import mdc
+    from bapjax.models import builder
+    from bapjax.text.vocab import Vocabulary
+
+    corpus, out, process_id, num_processes, port = sys.argv[1:6]
+    process_id, num_processes = int(process_id), int(num_processes)
+    if num_processes > 1:  # the code path of a pod: config.distributed -> jax.distributed.initialize
+        sharding.maybe_initialize_distributed(ml_collections.ConfigDict(dict(
+            initialize=True, coordinator_address=f"localhost:{port}", num_processes=num_processes,
+            process_id=process_id)))
+    assert jax.process_count() == num_processes and jax.process_index() == process_id
+    items = mdc.load_corpus(corpus).split("train")[:96]
+    vocab = Vocabulary.build(items)
+    fc = input_pipeline.FeatureConfig(max_text_tokens=32, max_actions=6)
+    model = builder.BuilderModel(vocab_size=vocab.size, embedding_dim=8, text_hidden=16, world_features=8,
+                                 world_layers=2, action_embedding=16, decoder_hidden=16, head_hidden=16,
+                                 encode_chunk=4)
+    optimizer = train.make_optimizer(ml_collections.ConfigDict(dict(
+        learning_rate=1e-3, weight_decay=0.1, grad_clip=5.0, schedule="cosine", warmup_steps=1)), 3)
+    mesh = sharding.data_mesh()
+    iterator = input_pipeline.DataIterator(items, vocab, fc, 16, seed=0, process_index=jax.process_index(),
+                                           process_count=jax.process_count())
+    trainer = train.Trainer(model, optimizer, mesh, pack_multiple=32)
+    state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)
+    losses = []
+    for _ in range(3):
+        state, metrics = trainer.train(state, next(iterator))
+        losses.append(float(metrics["loss"]))
+    params = jax.tree_util.tree_map(lambda x: np.asarray(x.addressable_data(0)), state["params"])
+    if process_id == 0:
+        leaves = jax.tree_util.tree_leaves(params)
+        np.savez(out + ".npz", *leaves)
+        with open(out + ".json", "w") as f:
+            json.dump({"losses": losses, "devices": jax.device_count(), "grad_norm": float(metrics["grad_norm"])}, f)
+''')
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _run(args, devices):
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
+    return subprocess.Popen([sys.executable, "-c", SCRIPT, *map(str, args)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.mark.slow  # ~1-2 min on a 2-core CPU: three processes compile the model
+def test_two_processes_of_four_devices_match_one_device(tmp_path, mdc_path):
+    port = _free_port()
+    pods = [_run([mdc_path, tmp_path / "pod", p, 2, port], devices=4) for p in range(2)]
+    single = _run([mdc_path, tmp_path / "one", 0, 1, port], devices=1)
+    for proc in (*pods, single):
+        output, _ = proc.communicate(timeout=900)
+        assert proc.returncode == 0, output[-4000:]
+    pod = json.loads((tmp_path / "pod.json").read_text())
+    one = json.loads((tmp_path / "one.json").read_text())
+    assert pod["devices"] == 8 and one["devices"] == 1
+    np.testing.assert_allclose(pod["losses"], one["losses"], rtol=1e-5)
+    np.testing.assert_allclose(pod["grad_norm"], one["grad_norm"], rtol=1e-5)
+    with np.load(tmp_path / "pod.npz") as a, np.load(tmp_path / "one.npz") as b:
+        assert a.files == b.files
+        for name in a.files:
+            np.testing.assert_allclose(a[name], b[name], atol=1e-5)
