@@ -175,10 +175,11 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
                   items_per_call: int = 0) -> dict[str, list[G.Action]]:
     """Greedy predictions {item_id: [Action]} for BapItems.
 
-    `batch_size` items decode at once (the pool's slots); each compiled call takes
-    `items_per_call` items (default 16 x batch_size; the last call is padded, so one compiled
-    shape serves every call). `decode_fn` (from `make_decode_fn`, with the same mesh) replaces
-    the one built from the other arguments.
+    `batch_size` items decode at once (the pool's slots); each compiled call takes up to
+    `items_per_call` items (default 16 x batch_size); the last call is padded only up to a
+    multiple of `batch_size` (padding rows still pay for text encoding), so a split compiles at
+    most two shapes. `decode_fn` (from `make_decode_fn`, with the same mesh) replaces the one
+    built from the other arguments.
     """
     from bapjax import input_pipeline  # sibling module; imported lazily to keep decode light
 
@@ -187,12 +188,14 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
                                             stop_rule=stop_rule, mesh=mesh)
     if features is None:
         features = input_pipeline.featurize_items(items, vocab, feature_config)
-    per_device = -(-(items_per_call or 16 * batch_size) // devices)
-    call_size = per_device * devices
+    unit = batch_size * devices  # call sizes are multiples of this (equal rows per device)
+    full_call = -(-(items_per_call or 16 * batch_size) // unit) * unit
     predictions: dict[str, list[G.Action]] = {}
     start = time.time()
-    for lo in range(0, len(items), call_size):
-        rows = np.arange(lo, min(lo + call_size, len(items)))
+    for lo in range(0, len(items), full_call):
+        rows = np.arange(lo, min(lo + full_call, len(items)))
+        call_size = min(full_call, -(-len(rows) // unit) * unit)
+        per_device = call_size // devices
         positions = call_layout(len(rows), devices, per_device)
         table_rows = np.full(call_size, features.padding_row)
         table_rows[positions] = rows

