@@ -10,9 +10,10 @@ ends when every item is done. Under a mesh each device runs its own pool over it
 (`bapjax.sharding.per_device`), so devices never wait for each other's longest item.
 
 STOP rules: "argmax" takes the most likely of STOP and every single feasible action; "mass"
-stops when STOP is more likely than continuing at all (p(STOP) >= the summed probability of the
-feasible actions), then takes the most likely action. Greedy argmax over 7,623 actions favours
-STOP whenever the model is unsure *where* to build, which makes predictions short.
+stops when p(STOP) >= `stop_threshold` (0.5: STOP more likely than continuing at all, i.e. than
+the summed probability of the feasible actions), else takes the most likely action. Greedy argmax
+over 7,623 actions favours STOP whenever the model is unsure *where* to build, which makes
+predictions short; `train.py` tunes the threshold on val and stores it in the run's decode.json.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ NEG_INF = -1e9
 STOP_RULES = ("argmax", "mass")
 
 
-def choose_actions(logits: jax.Array, feasible: jax.Array, stop_rule: str) -> jax.Array:
+def choose_actions(logits: jax.Array, feasible: jax.Array, stop_rule: str, stop_threshold: float = 0.5) -> jax.Array:
     """Greedy choice [N] from logits [N, 7624] and a feasibility mask (STOP column included)."""
     masked = jnp.where(feasible, logits, NEG_INF)
     if stop_rule == "argmax":
@@ -41,13 +42,14 @@ def choose_actions(logits: jax.Array, feasible: jax.Array, stop_rule: str) -> ja
     if stop_rule != "mass":
         raise ValueError(f"stop rule must be one of {STOP_RULES}, got {stop_rule!r}")
     best_action = jnp.argmax(masked[:, :G.STOP], axis=-1).astype(jnp.int32)
-    continue_mass = jax.nn.logsumexp(masked[:, :G.STOP], axis=-1)
-    stop = feasible[:, G.STOP] & (masked[:, G.STOP] >= continue_mass)
+    log_p_stop = masked[:, G.STOP] - jax.nn.logsumexp(masked, axis=-1)
+    stop = feasible[:, G.STOP] & (log_p_stop >= jnp.log(jnp.float32(stop_threshold)))
     return jnp.where(stop, G.STOP, best_action)
 
 
 def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_actions: int = 20,
-                min_actions: int = 0, stop_rule: str = "argmax", teacher_actions: jax.Array | None = None,
+                min_actions: int = 0, stop_rule: str = "argmax", stop_threshold: float = 0.5,
+                teacher_actions: jax.Array | None = None,
                 return_logits: bool = False):
     """Action ids [N, max_actions] (padded with STOP) for the N rows of `batch` (the pipeline's
     keys; rows with `weight` 0, if given, must come last and are not decoded).
@@ -98,7 +100,7 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
                              method=M.world_logits)
         feasible = jax.vmap(G.feasible_mask_single)(c["world"]["grid"])
         feasible = feasible.at[:, G.STOP].set(c["t"] >= min_actions)
-        choice = choose_actions(logits, feasible, stop_rule)
+        choice = choose_actions(logits, feasible, stop_rule, stop_threshold)
         if teacher_actions is not None:
             choice = jnp.asarray(teacher_actions, jnp.int32)[idx, c["t"]]
         row = jnp.where(active, c["item"], n)
@@ -125,14 +127,14 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
 
 
 def make_decode_fn(model: BuilderModel, max_actions: int = 20, min_actions: int = 0, *, slots: int = 64,
-                   stop_rule: str = "argmax", mesh=None):
+                   stop_rule: str = "argmax", stop_threshold: float = 0.5, mesh=None):
     """A jitted `(params, batch) -> ids [N, max_actions]`. With a `mesh`, the batch's rows are
     split over its 'data' axis and each device decodes its rows with `slots / devices` slots."""
     if stop_rule not in STOP_RULES:
         raise ValueError(f"stop rule must be one of {STOP_RULES}, got {stop_rule!r}")
     devices = 1 if mesh is None else mesh.size
     fn = functools.partial(decode_pool, model, slots=max(1, int(slots) // devices), max_actions=max_actions,
-                           min_actions=min_actions, stop_rule=stop_rule)
+                           min_actions=min_actions, stop_rule=stop_rule, stop_threshold=float(stop_threshold))
     if mesh is None:
         return jax.jit(fn)
     return jax.jit(sharding.per_device(fn, mesh, out_specs=sharding.DATA_SPEC))
@@ -171,8 +173,8 @@ def call_layout(count: int, devices: int, per_device: int) -> np.ndarray:
 
 def predict_items(model: BuilderModel, params, items: list, vocab, feature_config, batch_size: int = 32,
                   max_actions: int = 20, decode_fn=None, progress: bool = False,
-                  features=None, min_actions: int = 0, *, stop_rule: str = "argmax", mesh=None,
-                  items_per_call: int = 0) -> dict[str, list[G.Action]]:
+                  features=None, min_actions: int = 0, *, stop_rule: str = "argmax", stop_threshold: float = 0.5,
+                  mesh=None, items_per_call: int = 0) -> dict[str, list[G.Action]]:
     """Greedy predictions {item_id: [Action]} for BapItems.
 
     `batch_size` items decode at once (the pool's slots); each compiled call takes up to
@@ -184,8 +186,8 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
     from bapjax import input_pipeline  # sibling module; imported lazily to keep decode light
 
     devices = 1 if mesh is None else mesh.size
-    decode_fn = decode_fn or make_decode_fn(model, max_actions, min_actions, slots=batch_size,
-                                            stop_rule=stop_rule, mesh=mesh)
+    decode_fn = decode_fn or make_decode_fn(model, max_actions, min_actions, slots=batch_size, stop_rule=stop_rule,
+                                            stop_threshold=stop_threshold, mesh=mesh)
     if features is None:
         features = input_pipeline.featurize_items(items, vocab, feature_config)
     unit = batch_size * devices  # call sizes are multiples of this (equal rows per device)

@@ -35,7 +35,8 @@ def _define_flags() -> None:
     define_flag_once("integer", "batch_size", 64, "Items decoded per compiled batch.")
     define_flag_once("integer", "max_actions", None, "Greedy decoding length (default: the run's config.eval.max_actions).")
     define_flag_once("integer", "min_actions", None, "STOP is masked before this many actions (default: the run's config.eval.min_actions, else 0).")
-    define_flag_once("string", "stop_rule", None, "argmax or mass (default: the run's config.eval.stop_rule, else argmax).")
+    define_flag_once("string", "stop_rule", None, "argmax or mass (default: the run's decode.json, tuned on val; else config.eval.stop_rule).")
+    define_flag_once("float", "stop_threshold", None, "p(STOP) threshold of the mass rule (default: the run's decode.json, else config.eval.stop_threshold, else 0.5).")
     define_flag_once("integer", "limit", 0, "Predict only the first N items (0: all).")
     define_flag_once("bool", "evaluate", False, "Also print the v2 tables and the report JSON.")
 
@@ -65,6 +66,18 @@ def load_model(checkpoint: str):
     params, step = train.load_params(train.workdir_path(checkpoint), model)
     print(f"loaded {run_dir} step {step}", file=sys.stderr)
     return model, params, config, vocab
+
+
+def decode_settings(checkpoint: str, config) -> tuple[str, float]:
+    """The run's STOP rule and threshold: its decode.json (tuned on val at the end of training)
+    when present, else config.eval."""
+    from bapjax.train import DECODE_SETTINGS
+
+    path = find_run_dir(checkpoint) / DECODE_SETTINGS
+    if path.exists():
+        settings = json.loads(path.read_text())
+        return settings["stop_rule"], float(settings["stop_threshold"])
+    return config.eval.get("stop_rule", "argmax"), float(config.eval.get("stop_threshold", 0.5))
 
 
 def load_items(corpus: str | None, store: str | None, items_file: str | None, split: str, dataset: str | None):
@@ -98,11 +111,16 @@ def main(argv):
     max_actions = FLAGS.max_actions or int(config.eval.max_actions)
     min_actions = FLAGS.min_actions if FLAGS.min_actions is not None else int(config.eval.get("min_actions", 0))
     start = time.time()
-    stop_rule = FLAGS.stop_rule or config.eval.get("stop_rule", "argmax")
+    stop_rule, stop_threshold = decode_settings(FLAGS.checkpoint, config)
+    stop_rule = FLAGS.stop_rule or stop_rule
+    stop_threshold = FLAGS.stop_threshold if FLAGS.stop_threshold is not None else stop_threshold
     if stop_rule not in decode.STOP_RULES:
         raise app.UsageError(f"--stop_rule must be one of {', '.join(decode.STOP_RULES)}, got {stop_rule!r}")
+    if not 0.0 < stop_threshold <= 1.0:
+        raise app.UsageError(f"--stop_threshold must be in (0, 1], got {stop_threshold}")
     predictions = decode.predict_items(model, params, items, vocab, feature_config, FLAGS.batch_size,
-                                       max_actions, progress=True, min_actions=min_actions, stop_rule=stop_rule)
+                                       max_actions, progress=True, min_actions=min_actions, stop_rule=stop_rule,
+                                       stop_threshold=stop_threshold)
     elapsed = time.time() - start
     evaluate.write_predictions(FLAGS.out, predictions)
     print(f"wrote {len(predictions)} predictions to {FLAGS.out} ({len(items) / elapsed:.1f} items/s)",

@@ -444,11 +444,36 @@ def report_scalars(prefix: str, report: dict) -> dict[str, float]:
 # Evaluation with the v2 metrics
 
 
-def make_eval_decode_fn(model, eval_config):
+def make_eval_decode_fn(model, eval_config, stop_rule: str | None = None, stop_threshold: float | None = None):
     """Compiled greedy decoding with the run's eval settings, on this host's devices."""
-    return decoding.make_decode_fn(model, int(eval_config.max_actions), int(eval_config.get("min_actions", 0)),
-                                   slots=int(eval_config.batch_size), stop_rule=eval_config.get("stop_rule", "argmax"),
-                                   mesh=sharding.data_mesh(jax.local_devices()))
+    return decoding.make_decode_fn(
+        model, int(eval_config.max_actions), int(eval_config.get("min_actions", 0)),
+        slots=int(eval_config.batch_size), stop_rule=stop_rule or eval_config.get("stop_rule", "argmax"),
+        stop_threshold=float(stop_threshold if stop_threshold is not None else eval_config.get("stop_threshold", 0.5)),
+        mesh=sharding.data_mesh(jax.local_devices()))
+
+
+DECODE_SETTINGS = "decode.json"  # the run's STOP rule, tuned on val (read by bapjax.predict)
+
+
+def tune_stop_rule(model, params, val_items, vocab, feature_config, eval_config, workdir) -> dict:
+    """Pick the STOP rule on val: "argmax" and "mass" at each of `config.eval.stop_thresholds`,
+    the highest val micro Overall (fairer) F1 wins; written to <workdir>/decode.json."""
+    candidates = [("argmax", 0.5)] + [("mass", float(t)) for t in eval_config.get("stop_thresholds", ())]
+    rows = []
+    for rule, threshold in candidates:
+        report = evaluate_split(model, params, val_items, vocab, feature_config, eval_config,
+                                make_eval_decode_fn(model, eval_config, rule, threshold))
+        rows.append({"stop_rule": rule, "stop_threshold": threshold,
+                     "val_overall_micro_f1": float(report["micro"]["Overall"]["overall"]),
+                     "mean_predicted_net_actions": report["counts"]["predicted_net_actions"] / max(report["counts"]["items"], 1)})
+        log("val with stop rule %s (threshold %.2f): micro Overall F1 %.4f, %.2f net actions per item",
+            rule, threshold, rows[-1]["val_overall_micro_f1"], rows[-1]["mean_predicted_net_actions"])
+    best = max(rows, key=lambda r: r["val_overall_micro_f1"])
+    settings = {"stop_rule": best["stop_rule"], "stop_threshold": best["stop_threshold"], "chosen_on": "val",
+                "val_items": len(val_items), "candidates": rows}
+    (workdir / DECODE_SETTINGS).write_text(json.dumps(settings, indent=1))
+    return settings
 
 
 def evaluate_split(model, params, items, vocab, feature_config, eval_config, decode_fn) -> dict:
@@ -610,6 +635,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
         final_state, _ = ckpts.restore(ckpts.best, abstract_like(state, mesh))
     results = {}
     if is_main:
+        if len(ec.get("stop_thresholds", ())) and val_items:
+            chosen = tune_stop_rule(model, final_state["params"], val_items, vocab, feature_config, ec, workdir)
+            decode_fn = make_eval_decode_fn(model, ec, chosen["stop_rule"], chosen["stop_threshold"])
         for key in ec.final_splits:
             source_name, _, split = key.partition(":")
             if source_name not in config.data.sources:

@@ -13,6 +13,7 @@ scores them (v2 tables), reporting mean predicted vs reference length. The last 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -34,7 +35,7 @@ def gold_path_stop_stats(model, params, items, vocab, feature_config, batch_size
     """Counts over gold action steps (and gold STOP steps) of what each rule would do."""
     table = input_pipeline.featurize_items(items, vocab, feature_config)
 
-    @jax.jit
+    @functools.partial(jax.jit, static_argnums=2)
     def step_probs(params, batch, num_packed):
         logits, pack = model.apply({"params": params}, batch, num_packed)
         worlds = jax.vmap(lambda g, a: jax.lax.scan(lambda w, x: (G.apply_action(w, x), w), g, a)[1])(

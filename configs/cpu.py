@@ -16,6 +16,8 @@ def get_config():
     config.model = common.cpu_model()
     config.train.batch_size = 32
     config.train.num_epochs = 3
+    config.train.schedule = "cosine"  # linear warmup, then cosine to 0.1 x lr at the last step
+    config.train.warmup_steps = 50
     config.train.time_budget_minutes = 38.0  # the shared 2-core machine: stop, then evaluate on test
     config.train.eval_every_steps = 120
     config.train.patience = 5

@@ -190,17 +190,19 @@ def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, mdc_corpus):
         np.testing.assert_allclose(np.asarray(step_logits)[b, t], np.asarray(tf_logits)[row], rtol=1e-4, atol=1e-4)
 
 
-def test_mass_stop_rule_matches_a_plain_reference():
+@pytest.mark.parametrize("threshold", [0.5, 0.2])
+def test_mass_stop_rule_matches_a_plain_reference(threshold):
     rng = np.random.default_rng(12)
     logits = rng.normal(size=(40, G.NUM_ACTIONS_WITH_STOP)).astype(np.float32)
     logits[:, G.STOP] += rng.uniform(0, 12, size=40)
     feasible = rng.random((40, G.NUM_ACTIONS_WITH_STOP)) < 0.05
     feasible[:10, G.STOP] = False
-    got = np.asarray(decode.choose_actions(jnp.asarray(logits), jnp.asarray(feasible), "mass"))
+    got = np.asarray(decode.choose_actions(jnp.asarray(logits), jnp.asarray(feasible), "mass", threshold))
     for row in range(40):
         actions = [a for a in range(G.NUM_ACTIONS) if feasible[row, a]]
         p_actions = sum(np.exp(float(logits[row, a])) for a in actions)
-        stop = feasible[row, G.STOP] and np.exp(float(logits[row, G.STOP])) >= p_actions
+        p_stop = np.exp(float(logits[row, G.STOP]))
+        stop = feasible[row, G.STOP] and p_stop / (p_stop + p_actions) >= threshold
         want = G.STOP if stop else max(actions, key=lambda a: logits[row, a])
         assert got[row] == want
     assert (got == G.STOP).any() and (got != G.STOP).any()
