@@ -68,7 +68,7 @@ def main():
     test_table = input_pipeline.featurize_items(test_items, vocab, feature_config)
     config.model.encode_chunk = 0  # see the module docstring
     model = builder.build_model(config.model, vocab.size, config.features)
-    optimizer = train.make_optimizer(config.train)
+    optimizer = train.make_optimizer(config.train, total_steps=1000)
     state = train.create_state(model, optimizer, jax.random.PRNGKey(0), None)
     print(f"{jax.device_count()} {jax.devices()[0].platform} devices; model world "
           f"{config.model.world_features}x{config.model.world_layers}, batch {args.batch_size} "

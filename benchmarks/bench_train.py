@@ -80,6 +80,9 @@ def measure(args) -> dict:
     feature_config = input_pipeline.FeatureConfig.from_config(config.features)
     features = input_pipeline.featurize_items(train_items[:2048], vocab, feature_config)
     model = builder.build_model(config.model, vocab.size)
+    # The LR schedule does not change a step's cost, and 42333b0's make_optimizer takes no step
+    # count (which a cosine schedule needs): measure every tree with a constant rate.
+    config.train.schedule = "constant"
     optimizer = train.make_optimizer(config.train)
     print(f"{args.repo}: devices {jax.devices()}  model: world {config.model.world_features}x"
           f"{config.model.world_layers}, rnn {config.model.text_hidden}, decoder {config.model.decoder}", flush=True)
@@ -145,7 +148,9 @@ def compare(args, argv: list[str]) -> dict:
         for _ in range(args.rounds):
             for name, repo in (("baseline", tmp), ("current", str(REPO))):
                 out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--repo", repo, *forwarded],
-                                     check=True, capture_output=True, text=True, cwd=str(REPO))
+                                     capture_output=True, text=True, cwd=str(REPO))
+                if out.returncode:
+                    raise SystemExit(f"the {name} run failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
                 print(f"--- {name} ({args.compare_to if name == 'baseline' else 'this tree'})\n{out.stdout.strip()}",
                       flush=True)
                 runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
