@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from bapjax import decode, evaluate, input_pipeline, predict, train  # noqa: E402
 from bapjax import grid as G  # noqa: E402
 from bapjax.corpus import mdc  # noqa: E402
-from bapjax.models import builder  # noqa: E402
+from bapjax.models import builder, world_input  # noqa: E402
 
 
 def gold_path_stop_stats(model, params, items, vocab, feature_config, batch_size=32) -> dict:
@@ -38,9 +38,8 @@ def gold_path_stop_stats(model, params, items, vocab, feature_config, batch_size
     @functools.partial(jax.jit, static_argnums=2)
     def step_probs(params, batch, num_packed):
         logits, pack = model.apply({"params": params}, batch, num_packed)
-        worlds = jax.vmap(lambda g, a: jax.lax.scan(lambda w, x: (G.apply_action(w, x), w), g, a)[1])(
-            batch["grid"].astype(jnp.int8), batch["actions"])
-        feasible = jax.vmap(G.feasible_mask_single)(worlds[pack["item"], pack["step"]])
+        grids = world_input.worlds_before_each_step(builder.start_world(batch), batch["actions"])["grid"]
+        feasible = jax.vmap(G.feasible_mask_single)(grids[pack["item"], pack["step"]])
         logp = jax.nn.log_softmax(logits.astype(jnp.float32))
         action_logp = jnp.where(feasible[:, :G.STOP], logp[:, :G.STOP], -jnp.inf)
         return {"stop": jnp.exp(logp[:, G.STOP]), "best_action": jnp.exp(action_logp.max(-1)),
