@@ -499,15 +499,92 @@ def total_steps(iterator: input_pipeline.DataIterator, num_passes: int) -> int:
     return sum(iterator.batches_in_pass(p) for p in range(num_passes))
 
 
+class ConfigError(ValueError):
+    """A user mistake in the config or flags: `main` prints it as one line and exits with 2."""
+
+
+def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None:
+    """Out-of-range values, caught before anything is read or written."""
+    tc, ec = config.train, config.eval
+    checks = [
+        ("train.batch_size", tc.batch_size, int(tc.batch_size) >= 1 and int(tc.batch_size) % num_devices == 0,
+         f"a positive multiple of the {num_devices} devices"),
+        ("train.num_epochs", tc.num_epochs, int(tc.num_epochs) >= 1, ">= 1"),
+        ("train.max_steps", tc.get("max_steps", 0), int(tc.get("max_steps", 0) or 0) >= 0, ">= 0 (0: no cap)"),
+        ("train.learning_rate", tc.learning_rate, float(tc.learning_rate) > 0, "> 0"),
+        ("train.warmup_steps", tc.get("warmup_steps", 0), int(tc.get("warmup_steps", 0) or 0) >= 0, ">= 0"),
+        ("train.schedule", tc.get("schedule", "constant"), tc.get("schedule", "constant") in ("constant", "cosine"),
+         "'constant' or 'cosine'"),
+        ("train.pack_multiple", tc.get("pack_multiple", 32), int(tc.get("pack_multiple", 32)) >= 1, ">= 1"),
+        ("eval.batch_size", ec.batch_size, int(ec.batch_size) >= 1, ">= 1"),
+        ("eval.max_actions", ec.max_actions, int(ec.max_actions) >= 1, ">= 1"),
+        ("eval.stop_rule", ec.get("stop_rule", "argmax"), ec.get("stop_rule", "argmax") in decoding.STOP_RULES,
+         " or ".join(decoding.STOP_RULES)),
+        ("eval.stop_thresholds", tuple(ec.get("stop_thresholds", ())),
+         all(0.0 < float(t) <= 1.0 for t in ec.get("stop_thresholds", ())), "values in (0, 1]"),
+        ("features.max_actions", config.features.max_actions, int(config.features.max_actions) >= 1, ">= 1"),
+        ("features.max_text_tokens", config.features.max_text_tokens, int(config.features.max_text_tokens) >= 1, ">= 1"),
+        ("model.encode_chunk", config.model.get("encode_chunk", 0), int(config.model.get("encode_chunk", 0) or 0) >= 0,
+         ">= 0 (0: no chunks)"),
+    ]
+    for name, value, ok, allowed in checks:
+        if not ok:
+            raise ConfigError(f"--config.{name}={value!r} is out of range: it must be {allowed}")
+
+
+# What fixes a run: changing any of these makes the checkpoints, the vocabulary or the data order of
+# an existing workdir meaningless, so a resume with other values is refused before anything is written.
+RUN_DEFINING_FIELDS = ("seed", "model", "features", "data.sources", "data.vocab_path", "data.min_count",
+                       "curriculum", "train.batch_size", "train.schedule", "train.warmup_steps")
+
+
+def _flatten(tree, prefix=""):
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _flatten(value, f"{prefix}{key}.")
+    else:
+        yield prefix[:-1], tree
+
+
+def check_resume_config(config: ml_collections.ConfigDict, workdir: epath.Path) -> bool:
+    """True when `workdir` already holds a run. Refuses (ConfigError) a config whose run-defining
+    fields differ from the run's config.json, naming them; reads only, writes nothing."""
+    path = workdir / "config.json"
+    if not path.exists():
+        return False
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path}: unreadable run config ({err}); use another --workdir") from err
+    current = json.loads(config.to_json_best_effort())
+    differences = []
+    for field in RUN_DEFINING_FIELDS:
+        old, new = saved, current
+        for part in field.split("."):
+            old = old.get(part) if isinstance(old, dict) else None
+            new = new.get(part) if isinstance(new, dict) else None
+        old_flat, new_flat = dict(_flatten(old, f"{field}.")), dict(_flatten(new, f"{field}."))
+        for key in sorted(set(old_flat) | set(new_flat)):
+            if old_flat.get(key) != new_flat.get(key):
+                differences.append(f"{key}={new_flat.get(key)!r} (the run has {old_flat.get(key)!r})")
+    if differences:
+        shown = "; ".join(differences[:4]) + (f"; and {len(differences) - 4} more" if len(differences) > 4 else "")
+        raise ConfigError(f"{workdir} holds a run with another configuration: {shown}. "
+                          "Resume with the run's values or use another --workdir")
+    return True
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict:
     """Train per `config`, checkpointing into `workdir`; return the final evaluation
-    {"<source>_<split>": report}."""
+    {"<source>_<split>": report}. Resuming keeps the run's config.json (the resumed run's config
+    goes to config.resume-<k>.json); a config that contradicts the run is refused first."""
     workdir = workdir_path(workdir)
     sharding.maybe_initialize_distributed(config.get("distributed", None))
     is_main = jax.process_index() == 0
     mesh = sharding.data_mesh()
     tc, ec = config.train, config.eval
-    sharding.check_batch_size(int(tc.batch_size), mesh)
+    validate_config(config, mesh.size)
+    resuming = check_resume_config(config, workdir)
 
     data = load_data(config)
     train_items = [it for splits in data.values() for it in splits["train"]]
@@ -516,7 +593,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
         raise ValueError("no training items: check config.data.sources")
     vocab, embedding_matrix = load_vocab_and_embeddings(config, train_items, workdir)
     if is_main:
-        (workdir / "config.json").write_text(config.to_json_best_effort(indent=1))
+        if resuming:
+            k = 1 + sum(1 for _ in workdir.glob("config.resume-*.json"))
+            (workdir / f"config.resume-{k}.json").write_text(config.to_json_best_effort(indent=1))
+        else:
+            (workdir / "config.json").write_text(config.to_json_best_effort(indent=1))
     feature_config = input_pipeline.FeatureConfig.from_config(config.features)
     feat_cache = cache_dir() / "features"
 
@@ -664,7 +745,11 @@ def main(argv):
     if config is None:
         raise app.UsageError("--config=configs/<name>.py is required")
     workdir = _WORKDIR.value or config.workdir
-    results = train_and_evaluate(config, workdir_path(workdir))
+    try:
+        results = train_and_evaluate(config, workdir_path(workdir))
+    except ConfigError as err:
+        print(f"bapjax.train: {err}", file=sys.stderr)
+        sys.exit(2)
     if jax.process_index() == 0 and results:
         from bapjax import evaluate
 

@@ -82,6 +82,9 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypat
     rows = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
     assert {r["kind"] for r in rows} >= {"train", "val"}
     assert (tmp_path / "straight" / "learning_curves.png").exists()
+    # the resumed run kept its config.json and saved the resume's own config beside it
+    assert (tmp_path / "resumed" / "config.resume-1.json").exists()
+    assert json.loads((tmp_path / "resumed" / "config.json").read_text())["train"]["preempt_after_steps"] == 4
 
 
 def test_checkpoint_save_replaces_a_same_step_checkpoint(tmp_path):
@@ -143,3 +146,52 @@ def test_learning_rate_schedules():
     tc.schedule = "linear"
     with pytest.raises(ValueError, match="schedule"):
         train.learning_rate_schedule(tc)
+
+
+@pytest.mark.parametrize("field, value", [("train.batch_size", 0), ("train.batch_size", -4),
+                                          ("train.num_epochs", 0), ("eval.stop_thresholds", (0.3, 1.5)),
+                                          ("train.schedule", "linear")])
+def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, field, value):
+    from bapjax import train
+
+    config = load_config("quickstart")
+    section, name = field.split(".")
+    config[section][name] = value
+    with pytest.raises(train.ConfigError, match=field.replace(".", r"\.")):
+        train.train_and_evaluate(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_refused_resume_leaves_the_workdir_untouched(tmp_path):
+    """A config that contradicts the run's config.json (model width, batch size) is refused,
+    naming the fields, and every file of the workdir stays byte-identical."""
+    from bapjax import train
+
+    original = load_config("quickstart")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(original.to_json_best_effort(indent=1))
+    (run / "vocab.json").write_text('{"tokens": ["<pad>", "<unk>"]}')
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    changed = load_config("quickstart")
+    changed.model.world_features = 32
+    changed.train.batch_size = 64
+    with pytest.raises(train.ConfigError, match=r"model\.world_features=32 \(the run has 16\).*train\.batch_size=64"):
+        train.train_and_evaluate(changed, run)
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    same = load_config("quickstart")
+    same.train.num_epochs = 9  # not run-defining: training longer is a valid resume
+    assert train.check_resume_config(same, train.workdir_path(run)) is True
+
+
+def test_train_cli_prints_one_line_and_exits_2_on_a_bad_value(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py",
+                             "--config.train.batch_size=0", f"--workdir={tmp_path / 'run'}"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("bapjax.train:")]
+    assert len(lines) == 1 and "train.batch_size" in lines[0] and "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists()
