@@ -159,7 +159,8 @@ def ids_to_actions(ids: np.ndarray, grid: np.ndarray | None = None) -> list[G.Ac
     return actions
 
 
-_DECODE_KEYS = ("text_tokens", "text_mask", "grid", "recent_cells", "pose", "weight")
+DECODE_KEYS = (  # the batch keys decoding reads
+    "text_tokens", "text_mask", "grid", "recent_cells", "pose", "weight")
 
 
 def call_layout(count: int, devices: int, per_device: int) -> np.ndarray:
@@ -202,7 +203,7 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
         table_rows = np.full(call_size, features.padding_row)
         table_rows[positions] = rows
         expanded = input_pipeline.expand_batch(features, table_rows, feature_config)
-        batch = {k: expanded[k] for k in _DECODE_KEYS}
+        batch = {k: expanded[k] for k in DECODE_KEYS}
         if mesh is not None:
             batch = sharding.host_batch_to_global(batch, mesh)
         ids = np.asarray(decode_fn(params, batch))
