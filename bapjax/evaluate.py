@@ -15,101 +15,22 @@ The metric definitions live in ``bapjax.metrics``; this module is input checking
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
-from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bapjax import grid, metrics
-from bapjax.jsonl import iter_records
+from bapjax import cli, formats, metrics, sources
+from bapjax.corpus import v2_clean
 from bapjax.corpus.items import BapItem
+from bapjax.errors import UserError
 from bapjax.grid import Action
 
 
-class EvaluationError(ValueError):
+class EvaluationError(UserError):
     """Bad evaluator input; the message names the file, line, item or field."""
-
-
-# --------------------------------------------------------------------------------------------
-# Files
-
-
-def read_predictions(path: str | os.PathLike) -> dict[str, list[Action]]:
-    """{item_id: [Action, ...]} from a predictions JSONL file (errors name the line and field)."""
-    predictions: dict[str, list[Action]] = {}
-    for where, record in iter_records(path, EvaluationError, "predictions"):
-        if not isinstance(record, dict):
-            raise EvaluationError(f"{where}: expected an object with item_id and actions")
-        if "item_id" not in record:
-            raise EvaluationError(f"{where}: missing field 'item_id'")
-        item_id = record["item_id"]
-        if not isinstance(item_id, str) or not item_id:
-            raise EvaluationError(f"{where}: field 'item_id' is {item_id!r}; expected a string")
-        if "actions" not in record:
-            raise EvaluationError(f"{where}: item {item_id}: missing field 'actions'")
-        if not isinstance(record["actions"], list):
-            raise EvaluationError(f"{where}: item {item_id}: field 'actions' is not a list")
-        if item_id in predictions:
-            raise EvaluationError(f"{where}: item {item_id} is predicted twice")
-        try:
-            predictions[item_id] = [
-                grid.action_from_dict(a, f"{where}: item {item_id}: actions[{i}]")
-                for i, a in enumerate(record["actions"])
-            ]
-        except ValueError as err:
-            raise EvaluationError(str(err)) from None
-    return predictions
-
-
-def write_predictions(path: str | os.PathLike, predictions: Mapping[str, Iterable[Action]]) -> None:
-    """Write {item_id: actions} as predictions JSONL (the format ``read_predictions`` takes)."""
-    with open(path, "w", encoding="utf-8") as out:
-        for item_id, actions in predictions.items():
-            record = {"item_id": item_id, "actions": [grid.action_to_dict(a) for a in actions]}
-            out.write(json.dumps(record) + "\n")
-
-
-def read_items(path: str | os.PathLike) -> list[BapItem]:
-    """Items from an export JSONL file (``python -m bapjax.corpus.mdc export`` or v2_clean)."""
-    items = []
-    for where, record in iter_records(path, EvaluationError, "items"):
-        try:
-            items.append(BapItem.from_json(record, where))
-        except (ValueError, KeyError, TypeError) as err:
-            raise EvaluationError(f"{where}: {err}") from None
-    return items
-
-
-def write_items(path: str | os.PathLike, items: Iterable[BapItem]) -> int:
-    """Write items in the export JSONL format; returns how many."""
-    count = 0
-    with open(path, "w", encoding="utf-8") as out:
-        for item in items:
-            out.write(json.dumps(item.to_json()) + "\n")
-            count += 1
-    return count
-
-
-def load_items(corpus: str | None, split: str | None, items_file: str | None) -> list[BapItem]:
-    """Items from ``--items FILE`` or from ``--corpus PATH --split S`` (exactly one of them)."""
-    if bool(items_file) == bool(corpus):
-        raise EvaluationError("give either --items FILE or --corpus PATH --split S")
-    if items_file:
-        return read_items(items_file)
-    if not split:
-        raise EvaluationError("--corpus needs --split (train, val or test)")
-    from bapjax.corpus import mdc
-
-    try:
-        return mdc.load_corpus(corpus).split(split)
-    except KeyError as err:
-        raise EvaluationError(err.args[0]) from None
-    except mdc.CorpusError as err:
-        raise EvaluationError(str(err)) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -262,27 +183,22 @@ def format_report(report: Mapping, fmt: str = "text", percent: bool = True) -> s
 FLAGS = flags.FLAGS
 
 
-def define_flag_once(kind: str, name: str, default, help_text: str, **kwargs) -> None:
-    """Define an absl flag unless another bapjax module already did: the CLIs share names like
-    --corpus, --split and --out, and a CLI may import another CLI's module."""
-    if name not in FLAGS:
-        getattr(flags, f"DEFINE_{kind}")(name, default, help=help_text, **kwargs)
-
-
-def _define_flags() -> None:
-    define_flag_once("string", "corpus", None, "Corpus directory / archive (with --split).")
-    define_flag_once("string", "split", None, "Split of --corpus to evaluate on (train, val, test).")
-    define_flag_once("string", "items", None, "Items JSONL (mdc export or v2_clean output) instead of --corpus.")
-    define_flag_once("string", "predictions", None, "Predictions JSONL: {item_id, actions: [...]} per line.")
-    define_flag_once("string", "annotations", None, "v2 annotations JSONL; M = items annotated "
-                     "'multiple'. Without it M = all empty-board items.")
-    define_flag_once("enum", "format", "text", "Output format: text, json or markdown.",
-                     enum_values=["text", "json", "markdown"])
-    define_flag_once("bool", "allow_missing", False, "Score items without a prediction as empty predictions.")
-    define_flag_once("bool", "drop_infeasible", False, "Drop infeasible predicted actions (counted) instead of failing.")
-    define_flag_once("bool", "compilation_cache", True, "Reuse compiled programs across runs "
-                     "(on disk under $BAPJAX_CACHE/jax).")
-    define_flag_once("string", "per_item", None, "Optional JSONL file for per-item F1s and alignments.")
+def define_flags() -> None:
+    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split).")
+    cli.flag("string", "store", None, "An item store directory (with --split; bapjax.corpus.build).")
+    cli.flag("string", "split", None, "Split of --corpus or --store to evaluate on (train, val, test).")
+    cli.flag("string", "dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")
+    cli.flag("string", "items", None, "Items JSONL (mdc export or v2_clean output) instead of --corpus.")
+    cli.flag("string", "predictions", None, "Predictions JSONL: {item_id, actions: [...]} per line.")
+    cli.flag("string", "annotations", None, "v2 annotations JSONL; M = items annotated "
+             "'multiple'. Without it M = all empty-board items.")
+    cli.flag("enum", "format", "text", "Output format: text, json or markdown.",
+             enum_values=["text", "json", "markdown"])
+    cli.flag("bool", "allow_missing", False, "Score items without a prediction as empty predictions.")
+    cli.flag("bool", "drop_infeasible", False, "Drop infeasible predicted actions (counted) instead of failing.")
+    cli.flag("bool", "compilation_cache", True, "Reuse compiled programs across runs "
+             "(on disk under $BAPJAX_CACHE/jax).")
+    cli.flag("string", "per_item", None, "Optional JSONL file for per-item F1s and alignments.")
 
 
 def run(argv_flags=FLAGS) -> dict:
@@ -290,17 +206,13 @@ def run(argv_flags=FLAGS) -> dict:
     start = time.perf_counter()
     if not argv_flags.predictions:
         raise EvaluationError("--predictions FILE is required")
-    items = load_items(argv_flags.corpus, argv_flags.split, argv_flags.items)
-    predictions = read_predictions(argv_flags.predictions)
+    items = sources.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
+                                     argv_flags.store, argv_flags.dataset)
+    predictions = formats.read_predictions(argv_flags.predictions)
     multiple = None
     if argv_flags.annotations:
-        from bapjax.corpus import v2_clean
-
-        try:
-            annotations = v2_clean.read_annotations(argv_flags.annotations)
-            multiple = v2_clean.multiple_ids(items, annotations, argv_flags.annotations)
-        except v2_clean.AnnotationError as err:
-            raise EvaluationError(str(err)) from None
+        annotations = formats.read_annotations(argv_flags.annotations)
+        multiple = v2_clean.multiple_ids(items, annotations, argv_flags.annotations)
     report, scores, details = evaluate_items(items, predictions, multiple, argv_flags.drop_infeasible,
                                              argv_flags.allow_missing)
     if argv_flags.per_item:
@@ -312,32 +224,15 @@ def run(argv_flags=FLAGS) -> dict:
     return report
 
 
-def enable_compilation_cache() -> str:
-    """Keep compiled XLA programs on disk ($BAPJAX_CACHE/jax or ~/.cache/bapjax/jax), so later
-    evaluator runs skip the few seconds of compilation (a handful of padded shapes)."""
-    import jax
-
-    root = Path(os.environ.get("BAPJAX_CACHE", Path.home() / ".cache" / "bapjax")) / "jax"
-    jax.config.update("jax_compilation_cache_dir", str(root))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    return str(root)
-
-
 def main(argv: Sequence[str]) -> int:
     logging.set_verbosity(logging.WARNING)
     if FLAGS.compilation_cache:
-        enable_compilation_cache()
+        cli.enable_compilation_cache()
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    try:
-        run()
-    except EvaluationError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        raise EvaluationError(f"unexpected arguments: {' '.join(argv[1:])}")
+    run()
     return 0
 
 
 if __name__ == "__main__":
-    _define_flags()
-    app.run(main)
+    cli.run(main, define_flags)

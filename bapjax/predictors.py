@@ -22,11 +22,12 @@ import sys
 from typing import Sequence
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
-from bapjax import grid
+from bapjax import cli, formats, grid, sources
 from bapjax.actions import as_structure
 from bapjax.corpus.items import BapItem
+from bapjax.errors import UserError
 from bapjax.grid import PLACE, REMOVE, Action
 
 _NEIGHBOURS = ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1))
@@ -162,33 +163,23 @@ def predict(name: str, items: Sequence[BapItem], seed: int = 0) -> dict[str, lis
 FLAGS = flags.FLAGS
 
 
-def _define_flags() -> None:
-    from bapjax.evaluate import define_flag_once as define
-
-    from bapjax.corpus import mdc  # noqa: F401  (defines --corpus, --split, --out first)
-
-    define("string", "corpus", None, "Corpus directory / archive (with --split).")
-    define("string", "split", None, "Split of --corpus (train, val, test).")
-    define("string", "items", None, "Items JSONL instead of --corpus.")
-    define("string", "out", None, "Predictions JSONL to write.")
-    define("integer", "seed", 0, "Random seed (perturbed).")
+def define_flags() -> None:
+    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split).")
+    cli.flag("string", "split", None, "Split of --corpus (train, val, test).")
+    cli.flag("string", "items", None, "Items JSONL instead of --corpus.")
+    cli.flag("string", "out", None, "Predictions JSONL to write.")
+    cli.flag("integer", "seed", 0, "Random seed (perturbed).")
 
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 2 or argv[1] not in PREDICTORS:
-        raise app.UsageError(f"usage: python -m bapjax.predictors {{{'|'.join(PREDICTORS)}}} "
-                             "(--corpus PATH --split S | --items FILE) --out FILE")
-    from bapjax.evaluate import EvaluationError, load_items, write_predictions
-
+        raise UserError(f"usage: python -m bapjax.predictors {{{'|'.join(PREDICTORS)}}} "
+                        "(--corpus PATH --split S | --items FILE) --out FILE")
     if not FLAGS.out:
-        raise app.UsageError("--out is required")
-    try:
-        items = load_items(FLAGS.corpus, FLAGS.split, FLAGS.items)
-    except EvaluationError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        raise UserError("--out is required")
+    items = sources.items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items)
     predictions = predict(argv[1], items, FLAGS.seed)
-    write_predictions(FLAGS.out, predictions)
+    formats.write_predictions(FLAGS.out, predictions)
     changed = sum(1 for item in items if predictions[item.item_id] != list(item.reference_actions))
     note = f" ({changed} with temporary supports added)" if argv[1] == "oracle" else ""
     print(f"wrote {argv[1]} predictions for {len(items)} items to {FLAGS.out}{note}", file=sys.stderr)
@@ -196,5 +187,4 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
-    _define_flags()
-    app.run(main)
+    cli.run(main, define_flags)

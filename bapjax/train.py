@@ -11,34 +11,31 @@ The last line printed is the final evaluation: one JSON object keyed "<source>_<
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import math
 import os
-import sys
 import time
-from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
-from absl import app, flags, logging
+from absl import flags, logging
 from etils import epath
 from ml_collections import config_flags
+from tensorboardX import SummaryWriter
 
+from bapjax import checkpoints, cli, curriculum, evaluate, input_pipeline, sharding, sources, viz
 from bapjax import decode as decoding
-from bapjax import input_pipeline, sharding
 from bapjax.corpus.items import BapItem
+from bapjax.errors import UserError
 from bapjax.models import builder
+from bapjax.paths import cache_root, resolve_path, workdir_path
+from bapjax.text.glove import load_glove_50d
+from bapjax.text.vocab import Vocabulary
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Training config file (configs/*.py).")
-_WORKDIR = flags.DEFINE_string("workdir", None, "Overrides config.workdir.")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -51,109 +48,13 @@ def log(message: str, *args) -> None:
         print(time.strftime("%H:%M:%S ") + (message % args if args else message), flush=True)
 
 
-def resolve_path(path: str) -> Path:
-    """Absolute, '~' and $VAR expanded; relative paths are taken from the cwd when they exist
-    there, else from the repository root (so configs can say ../shared/mdc)."""
-    expanded = Path(os.path.expandvars(os.path.expanduser(str(path))))
-    if expanded.is_absolute() or expanded.exists():
-        return expanded.resolve()
-    return (REPO_ROOT / expanded).resolve()
-
-
-def workdir_path(path: str | os.PathLike) -> epath.Path:
-    """A run directory on any path Orbax accepts: `gs://...` (or another scheme) stays as given;
-    a local path is made absolute ('~' expanded). All workdir I/O goes through `epath.Path`."""
-    text = os.fspath(path)
-    if "://" in text:
-        return epath.Path(text)
-    return epath.Path(os.path.abspath(os.path.expanduser(text)))
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("BAPJAX_CACHE", Path.home() / ".cache" / "bapjax"))
-
-
-def _generated_corpus(gen: ml_collections.ConfigDict) -> Path:
-    """Directory of a simulated corpus, generated on first use (bapjax.sim.generate)."""
-    out = gen.get("out", "") or str(cache_dir() / "generated" /
-                                    f"{gen.dataset}-s{gen.seed}-{gen.train_items}-{gen.val_items}-{gen.test_items}")
-    out = resolve_path(out)
-    if not (out / "data" / "logs" / "splits.json").exists():
-        from bapjax.sim import generate
-
-        log("generating the %s corpus into %s", gen.dataset, out)
-        generate.generate_corpus(gen.dataset, str(out), seed=int(gen.seed), train_items=int(gen.train_items),
-                                 val_items=int(gen.val_items), test_items=int(gen.test_items),
-                                 processes=gen.get("processes", 0) or None, progress=True)
-    return out
-
-
-def _augmented_corpus(name: str, source: ml_collections.ConfigDict, corpus: Path) -> Path | None:
-    """The augmented training corpus of a source (built with bapjax.corpus.augment when missing)."""
-    aug = source.get("augment", None)
-    if not aug or not aug.get("enabled", True):
-        return None
-    out = aug.get("out", "") or str(cache_dir() / "augmented" / f"{name}-s{aug.seed}")
-    out = resolve_path(out)
-    if not out.exists():
-        import subprocess
-
-        log("augmenting %s into %s (python -m bapjax.corpus.augment)", corpus, out)
-        subprocess.run([sys.executable, "-m", "bapjax.corpus.augment", "--corpus", str(corpus),
-                        "--seed", str(int(aug.seed)), "--out", str(out)], check=True)
-    return out
-
-
-def load_source(name: str, source: ml_collections.ConfigDict) -> dict[str, list[BapItem]]:
-    """{split: items} of one data source (a corpus dir/archive, a generated corpus, augmented train)."""
-    from bapjax.corpus import mdc
-
-    if source.get("store", ""):
-        from bapjax.corpus.store import ItemStore
-
-        store = ItemStore(resolve_path(source.store))
-        wanted = source.get("dataset", "") or None
-        splits = {split: (store.split(split).items(wanted) if split in store.split_names() else [])
-                  for split in ("train", "val", "test")}
-        log("source %s (store %s): %s", name, source.store, {k: len(v) for k, v in splits.items()})
-        return splits
-    if source.get("generate", None):
-        corpus_path = _generated_corpus(source.generate)
-    elif source.get("corpus", ""):
-        corpus_path = resolve_path(source.corpus)
-    else:
-        raise ValueError(f"data source {name!r} needs `corpus` or `generate`")
-    corpus = mdc.load_corpus(str(corpus_path))
-    splits = {name: list(corpus.split(name)) for name in ("train", "val", "test")}
-    train_path = source.get("train_corpus", "") or _augmented_corpus(name, source, corpus_path)
-    if train_path:
-        train_corpus = mdc.load_corpus(str(resolve_path(train_path)))
-        splits["train"] = list(train_corpus.split("train"))
-    limit = int(source.get("max_train_items", 0) or 0)
-    if limit:
-        splits["train"] = splits["train"][:limit]
-    for split in ("val", "test"):
-        cap = int(source.get(f"max_{split}_items", 0) or 0)
-        if cap:
-            splits[split] = splits[split][:cap]
-    tag = source.get("dataset", "")
-    if tag:  # the config names the data set (curriculum metric D) when the corpus does not
-        for split, items in splits.items():
-            splits[split] = [dataclasses.replace(it, dataset=tag) if it.dataset != tag else it for it in items]
-    log("source %s: %s", name, {k: len(v) for k, v in splits.items()})
-    return splits
-
-
-def source_is_set(source) -> bool:
-    return bool(source.get("corpus", "") or source.get("generate", None) or source.get("store", ""))
-
-
 def load_data(config) -> dict[str, dict[str, list[BapItem]]]:
-    """{source name: {split: items}} for every source with a corpus or a generate block."""
+    """{source name: {split: items}} for every source with a corpus, store or generate block."""
     data = {}
     for name, source in config.data.sources.items():
-        if source_is_set(source):
-            data[name] = load_source(name, source)
+        if sources.source_is_set(source):
+            data[name] = sources.load_source(name, source)
+            log("source %s: %s", name, {k: len(v) for k, v in data[name].items()})
         else:
             log("data source %s has no corpus: skipped", name)
     return data
@@ -161,8 +62,6 @@ def load_data(config) -> dict[str, dict[str, list[BapItem]]]:
 
 def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath.Path):
     """The vocabulary (saved in the workdir so predict/resume use the same ids) and its GloVe matrix."""
-    from bapjax.text.vocab import Vocabulary
-
     vocab_path = workdir / "vocab.json"
     if vocab_path.exists():
         vocab = Vocabulary.load(vocab_path)
@@ -175,8 +74,6 @@ def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath
         vocab.save(vocab_path)
     matrix = None
     if config.model.get("glove", True):
-        from bapjax.text.glove import load_glove_50d
-
         matrix = vocab.embedding_matrix(load_glove_50d())
     return vocab, matrix
 
@@ -296,71 +193,6 @@ class Trainer:
 
 
 # ------------------------------------------------------------------------------------------------
-# Checkpoints
-
-
-class Checkpoints:
-    """Orbax managers for `latest/` (resume) and `best/` (lowest val loss)."""
-
-    def __init__(self, workdir: epath.Path):
-        import orbax.checkpoint as ocp
-
-        self.ocp = ocp
-        options = ocp.CheckpointManagerOptions(max_to_keep=1, create=True)
-        self.latest = ocp.CheckpointManager(workdir / "checkpoints" / "latest", options=options)
-        self.best = ocp.CheckpointManager(workdir / "checkpoints" / "best", options=options)
-
-    def save(self, manager, state, meta: dict) -> None:
-        """Save (replacing a checkpoint of the same step, e.g. a final save right after an eval)."""
-        step = int(jax.device_get(state["step"]))
-        if step in manager.all_steps():
-            manager.delete(step)
-        args = self.ocp.args.Composite(state=self.ocp.args.StandardSave(state),
-                                       meta=self.ocp.args.JsonSave(meta))
-        manager.save(step, args=args, force=True)
-        manager.wait_until_finished()
-
-    def restore(self, manager, abstract_state, step: int | None = None):
-        step = manager.latest_step() if step is None else step
-        if step is None:
-            return None, None
-        args = self.ocp.args.Composite(state=self.ocp.args.StandardRestore(abstract_state),
-                                       meta=self.ocp.args.JsonRestore())
-        restored = manager.restore(step, args=args)
-        return restored["state"], dict(restored["meta"])
-
-    def close(self):
-        self.latest.close()
-        self.best.close()
-
-
-def abstract_like(state, mesh):
-    repl = sharding.replicated(mesh)
-    return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=repl), state)
-
-
-def load_params(checkpoint_dir: str | os.PathLike, model, example_params=None):
-    """Params of a run's best (else latest) checkpoint: `checkpoint_dir` is the run's workdir,
-    its checkpoints/ dir, or a best/ or latest/ manager dir."""
-    import orbax.checkpoint as ocp
-
-    root = workdir_path(checkpoint_dir)
-    candidates = [root / "checkpoints" / "best", root / "checkpoints" / "latest", root / "best",
-                  root / "latest", root]
-    for directory in candidates:
-        if directory.is_dir():
-            manager = ocp.CheckpointManager(directory)
-            step = manager.latest_step()
-            if step is not None:
-                restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
-                manager.close()
-                return restored["state"]["params"], step
-            manager.close()
-    raise FileNotFoundError(f"no Orbax checkpoint under {checkpoint_dir} (looked in "
-                            f"{', '.join(str(c) for c in candidates)})")
-
-
-# ------------------------------------------------------------------------------------------------
 # Metrics output
 
 
@@ -373,12 +205,7 @@ class MetricWriter:
         self.tb = None
         if enabled:
             workdir.mkdir(parents=True, exist_ok=True)
-            try:
-                from tensorboardX import SummaryWriter
-
-                self.tb = SummaryWriter(str(workdir / "tensorboard"))
-            except ImportError:
-                logging.warning("tensorboardX is not installed: no TensorBoard events")
+            self.tb = SummaryWriter(str(workdir / "tensorboard"))
 
     def write(self, step: int, kind: str, values: dict) -> None:
         if not self.enabled:
@@ -394,38 +221,6 @@ class MetricWriter:
     def close(self):
         if self.tb is not None:
             self.tb.close()
-
-
-def plot_learning_curves(jsonl: epath.Path, out: epath.Path) -> None:
-    """PNG of train/val loss and val micro Overall F1 against steps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
-    train = [(r["step"], r["loss"]) for r in rows if r["kind"] == "train" and "loss" in r]
-    val = [(r["step"], r["loss"]) for r in rows if r["kind"] == "val" and "loss" in r]
-    f1_keys = sorted({k for r in rows if r["kind"] == "val" for k in r if k.endswith("overall_micro_f1")})
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    if train:
-        axes[0].plot(*zip(*train), label="train loss", alpha=0.7)
-    if val:
-        axes[0].plot(*zip(*val), "o-", label="val loss")
-    axes[0].set_xlabel("step")
-    axes[0].set_ylabel("cross entropy")
-    axes[0].legend()
-    for key in f1_keys:
-        pts = [(r["step"], r[key]) for r in rows if r["kind"] == "val" and key in r]
-        axes[1].plot(*zip(*pts), "o-", label=key)
-    axes[1].set_xlabel("step")
-    axes[1].set_ylabel("micro Overall (fairer) F1")
-    if f1_keys:
-        axes[1].legend()
-    fig.tight_layout()
-    with out.open("wb") as f:
-        fig.savefig(f, format="png", dpi=100)
-    plt.close(fig)
 
 
 def report_scalars(prefix: str, report: dict) -> dict[str, float]:
@@ -453,9 +248,6 @@ def make_eval_decode_fn(model, eval_config, stop_rule: str | None = None, stop_t
         mesh=sharding.data_mesh(jax.local_devices()))
 
 
-DECODE_SETTINGS = "decode.json"  # the run's STOP rule, tuned on val (read by bapjax.predict)
-
-
 def tune_stop_rule(model, params, val_items, vocab, feature_config, eval_config, workdir) -> dict:
     """Pick the STOP rule on val: "argmax" and "mass" at each of `config.eval.stop_thresholds`,
     the highest val micro Overall (fairer) F1 wins; written to <workdir>/decode.json."""
@@ -472,7 +264,7 @@ def tune_stop_rule(model, params, val_items, vocab, feature_config, eval_config,
     best = max(rows, key=lambda r: r["val_overall_micro_f1"])
     settings = {"stop_rule": best["stop_rule"], "stop_threshold": best["stop_threshold"], "chosen_on": "val",
                 "val_items": len(val_items), "candidates": rows}
-    (workdir / DECODE_SETTINGS).write_text(json.dumps(settings, indent=1))
+    (workdir / checkpoints.DECODE_SETTINGS).write_text(json.dumps(settings, indent=1))
     return settings
 
 
@@ -480,8 +272,6 @@ def evaluate_split(model, params, items, vocab, feature_config, eval_config, dec
     """Greedy-decode `items` and score them with the v2 evaluator. Runs on this host only (over
     its local devices, with a local copy of the replicated params), so it also works when the
     training mesh spans hosts."""
-    from bapjax import evaluate
-
     local_mesh = sharding.data_mesh(jax.local_devices())
     params = sharding.replicate(jax.tree_util.tree_map(lambda x: x.addressable_data(0), params), local_mesh)
     predictions = decoding.predict_items(model, params, items, vocab, feature_config,
@@ -499,7 +289,7 @@ def total_steps(iterator: input_pipeline.DataIterator, num_passes: int) -> int:
     return sum(iterator.batches_in_pass(p) for p in range(num_passes))
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A user mistake in the config or flags: `main` prints it as one line and exits with 2."""
 
 
@@ -527,6 +317,12 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         ("model.encode_chunk", config.model.get("encode_chunk", 0), int(config.model.get("encode_chunk", 0) or 0) >= 0,
          ">= 0 (0: no chunks)"),
     ]
+    for key in ec.get("final_splits", ()):
+        source_name, _, split = str(key).partition(":")
+        if source_name not in config.data.sources or split not in sources.SPLITS:
+            raise ConfigError(f"--config.eval.final_splits entry {key!r}: expected <source>:<split> with a "
+                              f"source of config.data.sources ({', '.join(config.data.sources)}) and a split "
+                              f"of {', '.join(sources.SPLITS)}")
     for name, value, ok, allowed in checks:
         if not ok:
             raise ConfigError(f"--config.{name}={value!r} is out of range: it must be {allowed}")
@@ -590,7 +386,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     train_items = [it for splits in data.values() for it in splits["train"]]
     val_items = [it for splits in data.values() for it in splits["val"]]
     if not train_items:
-        raise ValueError("no training items: check config.data.sources")
+        raise UserError("no training items: check config.data.sources (every source is empty or unset)")
     vocab, embedding_matrix = load_vocab_and_embeddings(config, train_items, workdir)
     if is_main:
         if resuming:
@@ -599,12 +395,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
         else:
             (workdir / "config.json").write_text(config.to_json_best_effort(indent=1))
     feature_config = input_pipeline.FeatureConfig.from_config(config.features)
-    feat_cache = cache_dir() / "features"
+    feat_cache = cache_root() / "features"
 
     schedule = None
     if config.get("curriculum", None) and config.curriculum.get("metric", ""):
-        from bapjax import curriculum
-
         schedule = curriculum.schedule_from_config(train_items, config, int(config.seed))
         log("curriculum %s with %d buckets: stage sizes %s", config.curriculum.metric,
                      config.curriculum.num_buckets, [len(s) for s in schedule])
@@ -626,10 +420,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     trainer = Trainer(model, optimizer, mesh, int(tc.get("pack_multiple", 32)))
     state = create_state(model, optimizer, jax.random.PRNGKey(int(config.seed)), embedding_matrix)
     state = sharding.replicate(state, mesh)
-    ckpts = Checkpoints(workdir)
+    ckpts = checkpoints.Checkpoints(workdir)
     meta = {"iterator": train_iter.get_state(), "best_val_loss": math.inf, "evals_without_improvement": 0,
             "stopped_early": False}
-    restored, restored_meta = ckpts.restore(ckpts.latest, abstract_like(state, mesh))
+    restored, restored_meta = ckpts.restore(ckpts.latest, checkpoints.abstract_like(state, mesh))
     if restored is not None:
         state = restored
         meta = restored_meta
@@ -645,7 +439,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
                                            num_epochs=1)
 
     def run_eval(step: int) -> None:
-        nonlocal state
         values = {}
         if val_features is not None:
             values.update(trainer.eval_loss(state["params"], val_iterator()))
@@ -713,7 +506,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     # Final evaluation with the best checkpoint (lowest val loss), else the last state.
     final_state = state
     if ckpts.best.latest_step() is not None:
-        final_state, _ = ckpts.restore(ckpts.best, abstract_like(state, mesh))
+        final_state, _ = ckpts.restore(ckpts.best, checkpoints.abstract_like(state, mesh))
     results = {}
     if is_main:
         if len(ec.get("stop_thresholds", ())) and val_items:
@@ -721,8 +514,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
             decode_fn = make_eval_decode_fn(model, ec, chosen["stop_rule"], chosen["stop_threshold"])
         for key in ec.final_splits:
             source_name, _, split = key.partition(":")
-            if source_name not in config.data.sources:
-                raise ValueError(f"config.eval.final_splits names unknown source {source_name!r} ({key})")
             if source_name not in data:
                 continue
             items = data[source_name][split]
@@ -733,30 +524,33 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
             writer.write(step, "test", report_scalars(f"{source_name}_{split}", report))
         (workdir / "final_eval.json").write_text(json.dumps(results, indent=1))
         if writer.jsonl.exists():
-            plot_learning_curves(writer.jsonl, workdir / "learning_curves.png")
+            viz.plot_learning_curves(writer.jsonl, workdir / "learning_curves.png")
     ckpts.close()
     writer.close()
     return results
 
 
-def main(argv):
-    del argv
-    config = _CONFIG.value
-    if config is None:
-        raise app.UsageError("--config=configs/<name>.py is required")
-    workdir = _WORKDIR.value or config.workdir
-    try:
-        results = train_and_evaluate(config, workdir_path(workdir))
-    except ConfigError as err:
-        print(f"bapjax.train: {err}", file=sys.stderr)
-        sys.exit(2)
-    if jax.process_index() == 0 and results:
-        from bapjax import evaluate
+FLAGS = flags.FLAGS
 
+
+def define_flags() -> None:
+    config_flags.DEFINE_config_file("config", None, "Training config file (configs/*.py).")
+    cli.flag("string", "workdir", None, "Overrides config.workdir.")
+
+
+def main(argv) -> int:
+    if len(argv) > 1:
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    config = FLAGS.config
+    if config is None:
+        raise UserError("--config=configs/<name>.py is required")
+    results = train_and_evaluate(config, workdir_path(FLAGS.workdir or config.workdir))
+    if jax.process_index() == 0 and results:
         for key, report in results.items():
             print(f"\n== {key} ==\n{evaluate.format_report(report, fmt='text')}", flush=True)
         print(json.dumps(results), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main, define_flags)

@@ -38,13 +38,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from mpl_toolkits.mplot3d.art3d import Poly3DCollection  # noqa: E402
+from absl import flags  # noqa: E402
+from etils import epath  # noqa: E402
 
 from bapjax import actions as actions_lib  # noqa: E402
-from bapjax import grid  # noqa: E402
-from bapjax.corpus import mdc  # noqa: E402  (also defines the shared --corpus/--split/--out flags)
+from bapjax import cli, formats, grid  # noqa: E402
+from bapjax.corpus import mdc  # noqa: E402
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
+from bapjax.errors import UserError  # noqa: E402
 from bapjax.grid import PLACE, REMOVE, Action  # noqa: E402
+from bapjax.sim.structures import grow_random_structure, sample_shape_structure  # noqa: E402
 
 COLOR_RGB = {
     1: (0.84, 0.15, 0.16),  # red
@@ -143,7 +147,6 @@ def draw_scene(ax, layers: Sequence[tuple[Mapping, str]], pose: BuilderPose | No
     """Draw blocks on a 3D axis.  ``layers``: (structure, style) pairs, later layers win a
     cell; style "plain", "prev" (lighter), "new" (full color, thick black edges) or "removed"
     (ghost with a cross).  The camera looks along ``yaw`` (default: the pose's, else 45)."""
-    from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
     polygons, faces, edges, widths, crosses = _scene_polygons(layers)
     # One collection sorted face by face; markers and the Builder are drawn over it.
@@ -327,33 +330,62 @@ def render_prediction(item: BapItem, predicted_actions: Sequence[Action], path, 
 
 
 # --------------------------------------------------------------------------------------------
+# Training curves
+
+
+def plot_learning_curves(jsonl: epath.Path, out: epath.Path) -> None:
+    """PNG of train/val loss and val micro Overall F1 against steps."""
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+    train = [(r["step"], r["loss"]) for r in rows if r["kind"] == "train" and "loss" in r]
+    val = [(r["step"], r["loss"]) for r in rows if r["kind"] == "val" and "loss" in r]
+    f1_keys = sorted({k for r in rows if r["kind"] == "val" for k in r if k.endswith("overall_micro_f1")})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    if train:
+        axes[0].plot(*zip(*train), label="train loss", alpha=0.7)
+    if val:
+        axes[0].plot(*zip(*val), "o-", label="val loss")
+    axes[0].set_xlabel("step")
+    axes[0].set_ylabel("cross entropy")
+    axes[0].legend()
+    for key in f1_keys:
+        pts = [(r["step"], r[key]) for r in rows if r["kind"] == "val" and key in r]
+        axes[1].plot(*zip(*pts), "o-", label=key)
+    axes[1].set_xlabel("step")
+    axes[1].set_ylabel("micro Overall (fairer) F1")
+    if f1_keys:
+        axes[1].legend()
+    fig.tight_layout()
+    with out.open("wb") as f:
+        fig.savefig(f, format="png", dpi=100)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
 # CLI
 
 FLAGS = flags.FLAGS
 
 
-def _define_flags() -> None:
+def define_flags() -> None:
     """Flags exist only when this module is the program or a test asks (idempotent)."""
-    from bapjax.evaluate import define_flag_once
-
-    define_flag_once("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive.")
-    define_flag_once("string", "split", None, "Split to search for --item_id (default: all splits).")
-    define_flag_once("string", "out", None, "Output PNG file.")
-    define_flag_once("string", "item_id", None, "Item id, e.g. 'B1-A3-C1-1522435497386:5'.")
-    define_flag_once("string", "predictions", None, "Predictions JSONL: {item_id, actions: [{type,color,x,y,z}]}.")
-    define_flag_once("string", "gold", None, "Gold configuration XML (structure).")
-    define_flag_once("string", "target", None, "Target id, e.g. C1, read from --corpus (structure).")
-    define_flag_once("float", "yaw", 45.0, "Camera yaw for structure pictures (Minecraft degrees).")
-    define_flag_once("enum", "kind", "shapes", "sample: shape composition or random growth.",
+    cli.flag("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive.")
+    cli.flag("string", "split", None, "Split to search for --item_id (default: all splits).")
+    cli.flag("string", "out", None, "Output PNG file.")
+    cli.flag("string", "item_id", None, "Item id, e.g. 'B1-A3-C1-1522435497386:5'.")
+    cli.flag("string", "predictions", None, "Predictions JSONL: {item_id, actions: [{type,color,x,y,z}]}.")
+    cli.flag("string", "gold", None, "Gold configuration XML (structure).")
+    cli.flag("string", "target", None, "Target id, e.g. C1, read from --corpus (structure).")
+    cli.flag("float", "yaw", 45.0, "Camera yaw for structure pictures (Minecraft degrees).")
+    cli.flag("enum", "kind", "shapes", "sample: shape composition or random growth.",
                      enum_values=["shapes", "random"])
-    define_flag_once("integer", "num_shapes", 3, "sample --kind shapes: number of shapes.")
-    define_flag_once("integer", "num_blocks", 15, "sample --kind random: number of blocks.")
-    define_flag_once("integer", "seed", 0, "sample: random seed.")
-    define_flag_once("integer", "dpi", 90, "Picture resolution.")
+    cli.flag("integer", "num_shapes", 3, "sample --kind shapes: number of shapes.")
+    cli.flag("integer", "num_blocks", 15, "sample --kind random: number of blocks.")
+    cli.flag("integer", "seed", 0, "sample: random seed.")
+    cli.flag("integer", "dpi", 90, "Picture resolution.")
 
 
-class VizError(ValueError):
-    pass
+class VizError(UserError):
+    """A picture that cannot be drawn from what was given; names the file, item or flag."""
 
 
 def find_item(corpus_path: str, item_id: str, split: str | None = None) -> BapItem:
@@ -370,11 +402,9 @@ def find_item(corpus_path: str, item_id: str, split: str | None = None) -> BapIt
 
 def read_prediction(path: str, item_id: str) -> list[Action]:
     """One item's predicted actions from a predictions JSONL file (the evaluator's reader)."""
-    from bapjax.evaluate import EvaluationError, read_predictions
-
     try:
-        predictions = read_predictions(path)
-    except EvaluationError as err:
+        predictions = formats.read_predictions(path)
+    except formats.FormatError as err:
         raise VizError(str(err)) from None
     if item_id not in predictions:
         raise VizError(f"{path}: no prediction for item {item_id!r}")
@@ -394,20 +424,20 @@ def read_gold_xml(path: str) -> dict:
 def main(argv: Sequence[str]) -> int:
     commands = ("item", "structure", "prediction", "sample")
     if len(argv) != 2 or argv[1] not in commands:
-        raise app.UsageError(f"usage: python -m bapjax.viz {{{'|'.join(commands)}}} --out PNG ...")
+        raise VizError(f"usage: python -m bapjax.viz {{{'|'.join(commands)}}} --out PNG ...")
     if not FLAGS.out:
-        raise app.UsageError("--out is required")
+        raise VizError("--out is required")
     command = argv[1]
     try:
         if command in ("item", "prediction"):
             if not FLAGS.corpus or not FLAGS.item_id:
-                raise app.UsageError(f"{command} needs --corpus and --item_id")
+                raise VizError(f"{command} needs --corpus and --item_id")
             item = find_item(FLAGS.corpus, FLAGS.item_id, FLAGS.split)
             if command == "item":
                 out = render_item(item, FLAGS.out, dpi=FLAGS.dpi)
             else:
                 if not FLAGS.predictions:
-                    raise app.UsageError("prediction needs --predictions")
+                    raise VizError("prediction needs --predictions")
                 predicted = read_prediction(FLAGS.predictions, FLAGS.item_id)
                 out = render_prediction(item, predicted, FLAGS.out, dpi=FLAGS.dpi)
         elif command == "structure":
@@ -419,12 +449,10 @@ def main(argv: Sequence[str]) -> int:
                 structure = read_gold_xml(str(root / "data" / "gold-configurations" / f"{FLAGS.target}.xml"))
                 name = FLAGS.target
             else:
-                raise app.UsageError("structure needs --gold XML, or --corpus and --target")
+                raise VizError("structure needs --gold XML, or --corpus and --target")
             out = render_structure(structure, FLAGS.out, title=f"{name}: {len(structure)} blocks",
                                    yaw=FLAGS.yaw, dpi=FLAGS.dpi)
         else:
-            from bapjax.sim.structures import grow_random_structure, sample_shape_structure
-
             rng = np.random.default_rng(FLAGS.seed)
             if FLAGS.kind == "shapes":
                 sampled = sample_shape_structure(rng, FLAGS.num_shapes)
@@ -442,5 +470,4 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
-    _define_flags()
-    app.run(main)
+    cli.run(main, define_flags)

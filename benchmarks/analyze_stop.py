@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import sys
 from pathlib import Path
 
 import jax
@@ -23,12 +22,11 @@ import jax.numpy as jnp
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from bapjax import decode, evaluate, input_pipeline, predict, train  # noqa: E402
-from bapjax import grid as G  # noqa: E402
-from bapjax.corpus import mdc  # noqa: E402
-from bapjax.models import builder, world_input  # noqa: E402
+from bapjax import checkpoints, decode, evaluate, input_pipeline, train
+from bapjax import grid as G
+from bapjax.corpus import mdc
+from bapjax.models import builder, world_input
 
 
 def gold_path_stop_stats(model, params, items, vocab, feature_config, batch_size=32) -> dict:
@@ -80,7 +78,7 @@ def main():
     parser.add_argument("--out", default="")
     args = parser.parse_args()
 
-    model, params, config, vocab = predict.load_model(args.checkpoint)
+    model, params, config, vocab = checkpoints.load_run(args.checkpoint)
     feature_config = input_pipeline.FeatureConfig.from_config(config.features)
     items = list(mdc.load_corpus(args.corpus).split(args.split))
     if args.limit:

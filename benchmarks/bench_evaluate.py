@@ -21,18 +21,16 @@ import argparse
 import dataclasses
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from bapjax import evaluate, metrics  # noqa: E402
-from bapjax.predictors import perturb_actions as perturb  # noqa: E402
-from tests.test_metrics import assert_tables_close, oracle_tables  # noqa: E402
+from bapjax import evaluate, metrics
+from bapjax.predictors import perturb_actions as perturb
+from tests.test_metrics import assert_tables_close, oracle_tables
 
 
 def timed(fn, repeats=1):

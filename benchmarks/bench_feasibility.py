@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,11 +17,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bapjax import grid  # noqa: E402
-from bapjax.corpus import mdc  # noqa: E402
-from tests.test_grid import oracle_mask, random_structure  # noqa: E402
+from bapjax import grid
+from bapjax.corpus import mdc
+from tests.test_grid import oracle_mask, random_structure
 
 
 def bench_mask(num_grids: int, num_reference: int, batch: int) -> None:

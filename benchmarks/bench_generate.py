@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bapjax.sim import generate  # noqa: E402
+from bapjax.sim import generate
 
 
 def run(dataset: str, items: int, processes: int, out: Path, seed: int = 0) -> tuple[float, int]:

@@ -18,17 +18,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bapjax import input_pipeline  # noqa: E402
-from bapjax.text.vocab import Vocabulary  # noqa: E402
+from bapjax import input_pipeline
+from bapjax.text.vocab import Vocabulary
 
 
 def _rate(fn, seconds: float, per_call: int) -> tuple[float, int]:

@@ -1,7 +1,7 @@
 """Does data parallelism divide the work? Per-device FLOPs of the compiled train and decode steps
 on 1, 2, 4 and 8 devices, from XLA's cost analysis of each compiled (per-device) program.
 
-    python benchmarks/bench_scaling.py [--config configs/cpu.py] [--batch_size 32] [--decode_items 256]
+    python benchmarks/bench_scaling.py [--config cpu] [--batch_size 32] [--decode_items 256]
 
 Runs on forced host CPU devices (`--xla_force_host_platform_device_count=8`, set here unless
 XLA_FLAGS already asks for devices) or on real accelerators when there are 8. The train step takes
@@ -18,23 +18,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from bapjax import decode, input_pipeline, sharding, train  # noqa: E402
-from bapjax.corpus import mdc  # noqa: E402
-from bapjax.models import builder  # noqa: E402
-from bapjax.text.vocab import Vocabulary  # noqa: E402
-from benchmarks.bench_train import load_config  # noqa: E402  (configs of this tree)
+import configs
+from bapjax import decode, input_pipeline, sharding, train
+from bapjax.corpus import mdc
+from bapjax.models import builder
+from bapjax.text.vocab import Vocabulary
 
 
 def flops(compiled) -> float:
@@ -46,7 +44,7 @@ def flops(compiled) -> float:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--config", default="configs/cpu.py")
+    parser.add_argument("--config", default="cpu", help="a config name (configs/<name>.py) or file path")
     parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
     parser.add_argument("--batch_size", type=int, default=32, help="global training batch")
     parser.add_argument("--decode_items", type=int, default=256)
@@ -57,7 +55,7 @@ def main():
     counts = [int(n) for n in args.devices.split(",")]
     if jax.device_count() < max(counts):
         raise SystemExit(f"--devices needs {max(counts)} devices, found {jax.device_count()}")
-    config = load_config(args.config)
+    config = configs.load(args.config)
     corpus = mdc.load_corpus(args.corpus)
     train_items = list(corpus.split("train"))
     vocab = Vocabulary.build(train_items)

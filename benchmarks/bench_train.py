@@ -97,9 +97,12 @@ def measure(args) -> dict:
     if args.decode_items:
         test_items = test_items[:args.decode_items]
     if args.checkpoint:
-        from bapjax import predict
+        try:
+            from bapjax.checkpoints import load_run
+        except ImportError:  # a tree from before the checkpoints module (--compare_to)
+            from bapjax.predict import load_model as load_run
 
-        model, params, run_config, vocab = predict.load_model(args.checkpoint)
+        model, params, run_config, vocab = load_run(args.checkpoint)
         feature_config = input_pipeline.FeatureConfig.from_config(run_config.features)
     else:
         params = builder.init_params(model, jax.random.PRNGKey(0))

@@ -3,11 +3,7 @@
 python -m bapjax.train --config=configs/baseline.py
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from configs import common  # noqa: E402
+from configs import common
 
 
 def get_config():

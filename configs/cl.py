@@ -3,11 +3,7 @@
 python -m bapjax.train --config=configs/cl.py [--config.curriculum.metric=D,L_A --config.curriculum.num_buckets=10]
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from configs import agg  # noqa: E402
+from configs import agg
 
 
 def get_config():

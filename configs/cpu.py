@@ -7,11 +7,7 @@ at 50-57 items/s, 12 evals, the STOP-rule choice on val and the test decode incl
 augmentation, built on first use, adds ~20 s). MDC test micro Overall F1 19.2 (results/cpu_run.json).
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from configs import baseline, common  # noqa: E402
+from configs import baseline, common
 
 
 def get_config():

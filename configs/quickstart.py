@@ -6,11 +6,7 @@ python -m bapjax.train --config=configs/quickstart.py
 python -m bapjax.train --config=configs/quickstart.py --config.data.sources.mc.corpus=../shared/mdc
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from configs import common  # noqa: E402
+from configs import common
 
 
 def get_config():

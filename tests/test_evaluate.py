@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bapjax import evaluate, metrics, predictors
+from bapjax import evaluate, formats, metrics, predictors
 from bapjax.evaluate import EvaluationError
 from bapjax.grid import PLACE, REMOVE, Action
 
@@ -101,13 +101,13 @@ def test_infeasible_prediction_names_item_and_step(test_items):
 def test_prediction_file_round_trip_and_errors(tmp_path):
     path = tmp_path / "p.jsonl"
     want = {"a:0": [Action(PLACE, 2, 0, 1, 0), Action(REMOVE, 2, 0, 1, 0)], "a:1": []}
-    evaluate.write_predictions(path, want)
-    assert evaluate.read_predictions(path) == want
+    formats.write_predictions(path, want)
+    assert formats.read_predictions(path) == want
 
     def bad(text, pattern):
         path.write_text(text)
-        with pytest.raises(EvaluationError, match=pattern):
-            evaluate.read_predictions(path)
+        with pytest.raises(formats.FormatError, match=pattern):
+            formats.read_predictions(path)
 
     good = '{"item_id": "a:0", "actions": []}\n'
     bad(good + "{not json\n", r"p.jsonl:2: not valid JSON")
@@ -141,7 +141,7 @@ def _cli(*args, env_extra=None):
 
 def test_cli_json_last_line_and_bad_input(test_items, tmp_path):
     items_file = tmp_path / "items.jsonl"
-    evaluate.write_items(items_file, test_items[:40])
+    formats.write_items(items_file, test_items[:40])
     predictions_file = tmp_path / "oracle.jsonl"
     done = _cli("-m", "bapjax.predictors", "oracle", "--items", str(items_file), "--out", str(predictions_file))
     assert done.returncode == 0, done.stderr

@@ -88,7 +88,7 @@ def test_build_assembles_tagged_synthetic_sets_and_reuses_sources(tmp_path):
 
     sizes = {"bs": (40, 10, 10), "r": (30, 8, 6)}
     manifest = build.build_store(tmp_path / "store", None, seed=3, datasets=("bs", "r"), sizes=sizes,
-                                 processes=1)
+                                 work_dir=tmp_path / "work", processes=1)
     opened = store.ItemStore(tmp_path / "store")
     for split, column in zip(build.SPLITS, range(3)):
         assert manifest["splits"][split]["by_dataset"] == {d: sizes[d][column] for d in sizes}
@@ -101,8 +101,8 @@ def test_build_assembles_tagged_synthetic_sets_and_reuses_sources(tmp_path):
     assert vocab.size == manifest["vocabulary"]["size"]
     # A second build with the same seed and sizes reuses the generated corpora and gives the same items.
     again = build.build_store(tmp_path / "store2", None, seed=3, datasets=("bs", "r"), sizes=sizes,
-                              work_dir=tmp_path / "store" / "sources", processes=1)
-    assert again["sources"]["bs"].get("reused") is True
+                              work_dir=tmp_path / "work", processes=1)
+    assert manifest["sources"]["bs"]["reused"] is False and again["sources"]["bs"]["reused"] is True
     for split in build.SPLITS:
         assert again["splits"][split]["content_sha256"] == manifest["splits"][split]["content_sha256"]
     with pytest.raises(ValueError, match="sizes are for the synthetic sets"):

@@ -1,6 +1,5 @@
 """Training loop: configs load; a killed run resumes to the same parameters as an uninterrupted one."""
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -8,14 +7,14 @@ import jax
 import numpy as np
 import pytest
 
+import configs
+from bapjax import checkpoints, paths, viz
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def load_config(name):
-    spec = importlib.util.spec_from_file_location(f"cfg_{name}", REPO / "configs" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+    return configs.load(name)
 
 
 @pytest.mark.parametrize("name", ["baseline", "agg", "cl", "cpu", "quickstart"])
@@ -52,9 +51,7 @@ def tiny_config(workdir_name):
 
 
 def latest_params(workdir):
-    from bapjax import train
-
-    params, step = train.load_params(Path(workdir) / "checkpoints" / "latest", None)
+    params, step = checkpoints.load_params(Path(workdir) / "checkpoints" / "latest", None)
     return params, step
 
 
@@ -90,9 +87,7 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypat
 def test_checkpoint_save_replaces_a_same_step_checkpoint(tmp_path):
     import jax.numpy as jnp
 
-    from bapjax import train
-
-    ckpts = train.Checkpoints(tmp_path)
+    ckpts = checkpoints.Checkpoints(tmp_path)
     state = {"step": jnp.int32(3), "params": {"w": jnp.ones(2)}}
     ckpts.save(ckpts.latest, state, {"iterator": {"pass": 0}})
     ckpts.save(ckpts.latest, {**state, "params": {"w": jnp.full(2, 7.0)}}, {"iterator": {"pass": 1}})
@@ -111,17 +106,17 @@ def test_workdir_io_goes_through_one_path_abstraction(tmp_path, monkeypatch):
     from bapjax import train
     from bapjax.text.vocab import Vocabulary
 
-    remote = train.workdir_path("gs://bucket/runs/cl")
+    remote = paths.workdir_path("gs://bucket/runs/cl")
     assert isinstance(remote, epath.Path) and str(remote) == "gs://bucket/runs/cl"
     monkeypatch.chdir(tmp_path)
-    local = train.workdir_path("runs/x")
+    local = paths.workdir_path("runs/x")
     assert str(local) == str(tmp_path / "runs" / "x")
     writer = train.MetricWriter(local, enabled=True)
     for step in (1, 2):
         writer.write(step, "train", {"loss": 3.0 / step})
     writer.write(2, "val", {"loss": 2.5, "mc_val_overall_micro_f1": 0.1})
     writer.close()
-    train.plot_learning_curves(writer.jsonl, local / "learning_curves.png")
+    viz.plot_learning_curves(writer.jsonl, local / "learning_curves.png")
     assert (tmp_path / "runs" / "x" / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
     assert len((tmp_path / "runs" / "x" / "metrics.jsonl").read_text().splitlines()) == 3
     from bapjax.text import tokenizer
@@ -181,7 +176,7 @@ def test_a_refused_resume_leaves_the_workdir_untouched(tmp_path):
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
     same = load_config("quickstart")
     same.train.num_epochs = 9  # not run-defining: training longer is a valid resume
-    assert train.check_resume_config(same, train.workdir_path(run)) is True
+    assert train.check_resume_config(same, paths.workdir_path(run)) is True
 
 
 def test_train_cli_prints_one_line_and_exits_2_on_a_bad_value(tmp_path):
@@ -192,6 +187,6 @@ def test_train_cli_prints_one_line_and_exits_2_on_a_bad_value(tmp_path):
                              "--config.train.batch_size=0", f"--workdir={tmp_path / 'run'}"],
                             cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
-    lines = [line for line in result.stderr.splitlines() if line.startswith("bapjax.train:")]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "train.batch_size" in lines[0] and "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists()

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bapjax import evaluate, predictors
+from bapjax import evaluate, formats, predictors
 from bapjax.actions import as_structure, structure_diff
 from bapjax.corpus import v2_clean
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
@@ -170,7 +170,7 @@ def test_cli_build_on_mdc_test(mdc_corpus, mdc_path, tmp_path):
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout.strip().splitlines()[-1])
     assert stats == json.loads(stats_file.read_text())
-    clean = evaluate.read_items(out)
+    clean = formats.read_items(out)
     assert len(clean) == stats["kept"] == stats["kept_correct"] + stats["fixed"]
     assert stats["kept"] + sum(stats["dropped"].values()) == 1616
     assert stats["fixed"] > 0 and stats["multiple"] > 0

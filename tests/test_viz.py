@@ -125,7 +125,7 @@ def _cli(*args) -> int:
     """The CLI in-process (a subprocess costs seconds of imports per call)."""
     from absl import flags
 
-    viz._define_flags()
+    viz.define_flags()
     flags.FLAGS.unparse_flags()
     rest = flags.FLAGS(["viz", *args])
     return viz.main(rest)

@@ -35,7 +35,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 import zlib
 from pathlib import Path
@@ -43,12 +42,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import orjson
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bapjax import parallel
-from bapjax import grid
+from bapjax import cli, grid, parallel
 from bapjax.corpus import mdc
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax.errors import UserError
 from bapjax.grid import Action, Block
 
 LEXICON_PATH = Path("data") / "lexicons" / "synonym_substitutions.json"
@@ -425,29 +424,30 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    """CLI flags, defined only when run as a program (other modules define some of these names)."""
-    if "corpus" not in FLAGS:
-        flags.DEFINE_string("corpus", None, "MDC corpus directory, its .tar.xz, or a directory with one archive.")
-    if "out" not in FLAGS:
-        flags.DEFINE_string("out", None, "Output corpus directory (its data/logs is replaced).")
-    flags.DEFINE_integer("seed", 0, "Seed for every random choice.")
-    flags.DEFINE_integer("copies", 3, "Augmented copies per training game (3 gives the paper's 4x mix).")
-    flags.DEFINE_float("paraphrase_prob", 0.5, "Probability of substituting each lexicon word.")
-    flags.DEFINE_bool("include_originals", True, "Also put (hard links to) the original training games in OUT.")
-    flags.DEFINE_integer("processes", None, "Worker processes (default: min(cpus, 4)).")
+    cli.flag("string", "corpus", None, "MDC corpus directory, its .tar.xz, or a directory with one archive.")
+    cli.flag("string", "out", None, "Output corpus directory (its data/logs is replaced).")
+    cli.flag("integer", "seed", 0, "Seed for every random choice.")
+    cli.flag("integer", "copies", 3, "Augmented copies per training game (3 gives the paper's 4x mix).")
+    cli.flag("float", "paraphrase_prob", 0.5, "Probability of substituting each lexicon word.")
+    cli.flag("bool", "include_originals", True, "Also put (hard links to) the original training games in OUT.")
+    cli.flag("integer", "processes", None, "Worker processes (default: min(cpus, 4)).")
 
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+        raise UserError(f"unexpected arguments: {argv[1:]}")
     if not FLAGS.corpus or not FLAGS.out:
-        raise app.UsageError("usage: python -m bapjax.corpus.augment --corpus PATH --seed S --out DIR")
-    try:
-        stats = augment_games(FLAGS.corpus, FLAGS.out, FLAGS.seed, FLAGS.copies, FLAGS.paraphrase_prob,
-                              FLAGS.include_originals, FLAGS.processes)
-    except mdc.CorpusError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        raise UserError("usage: python -m bapjax.corpus.augment --corpus PATH --seed S --out DIR")
+    if FLAGS.seed < 0:
+        raise UserError(f"--seed is {FLAGS.seed}; expected an integer >= 0")
+    if FLAGS.copies < 1:
+        raise UserError(f"--copies is {FLAGS.copies}; expected an integer >= 1")
+    if not 0.0 <= FLAGS.paraphrase_prob <= 1.0:
+        raise UserError(f"--paraphrase_prob is {FLAGS.paraphrase_prob}; expected a value in [0, 1]")
+    if FLAGS.processes is not None and FLAGS.processes < 1:
+        raise UserError(f"--processes is {FLAGS.processes}; expected an integer >= 1 (or leave it out)")
+    stats = augment_games(FLAGS.corpus, FLAGS.out, FLAGS.seed, FLAGS.copies, FLAGS.paraphrase_prob,
+                          FLAGS.include_originals, FLAGS.processes)
     print(f"wrote {stats['augmented_games']} augmented games ({stats['augmented_items']} items) and "
           f"{stats['original_items']} original items to {stats['out']}: {stats['total_items']} training items")
     print(json.dumps(stats))
@@ -455,5 +455,4 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    cli.run(main, define_flags)

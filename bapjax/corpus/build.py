@@ -10,8 +10,9 @@
   (or ``--sizes``, or all sizes times ``--scale``), or read from existing corpus directories
   given with ``--synthetic``.
 
-Generated and augmented corpora go under ``--work_dir`` (default STORE/sources) and are reused
-when a later build asks for the same seed and sizes. The store (``bapjax.corpus.store``) gets
+Generated and augmented corpora are built once into the bapjax cache (``bapjax.sources``:
+``$BAPJAX_CACHE/generated/...`` and ``/augmented/...``, the folders ``bapjax.train`` uses too;
+``--work_dir`` puts them elsewhere) and reused when a later build asks for the same seed and sizes. The store (``bapjax.corpus.store``) gets
 splits train / val / test holding every data set's items with their dataset tag, a vocabulary
 built from the training split (``vocab.json``), and a manifest with sources, seeds, sizes and
 content hashes. The last line printed is JSON with the per-dataset sizes next to Table 3's.
@@ -22,16 +23,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bapjax.corpus import augment, mdc, store
+from bapjax import cli, curriculum, sources
+from bapjax.corpus import mdc, store
+from bapjax.errors import UserError
 from bapjax.text.vocab import Vocabulary
 
 SPLITS = ("train", "val", "test")
@@ -78,40 +79,6 @@ def _sha256_of(paths: Sequence[Path]) -> str:
     return digest.hexdigest()
 
 
-def augmented_mdc(mdc_path: str, work_dir: Path, seed: int, copies: int, paraphrase_prob: float) -> tuple[Path, dict]:
-    """The augmented MDC training corpus (reused if already written with these settings)."""
-    out = work_dir / f"mc-aug-seed{seed}-copies{copies}"
-    meta_path = out / "data" / "augmentation.json"
-    if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        if meta.get("seed") == seed and meta.get("copies") == copies and meta.get("paraphrase_prob") == paraphrase_prob:
-            logging.info("reusing the augmented MDC at %s", out)
-            return out, {k: v for k, v in meta.items() if k != "games_written"}
-    logging.info("augmenting the MDC training games into %s", out)
-    stats = augment.augment_games(mdc_path, out, seed, copies, paraphrase_prob)
-    return out, stats
-
-
-def synthetic_corpus(dataset: str, work_dir: Path, seed: int, sizes: tuple[int, int, int],
-                     processes: int | None) -> tuple[Path, dict]:
-    """A generated corpus (reused if one with this seed and these sizes is there)."""
-    from bapjax.sim import generate
-
-    out = work_dir / f"{dataset}-seed{seed}-{sizes[0]}-{sizes[1]}-{sizes[2]}"
-    meta_path = out / "data" / "dataset.json"
-    if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        requested = meta.get("requested_items", {})
-        if meta.get("name") == dataset and meta.get("seed") == seed and \
-                tuple(requested.get(s) for s in SPLITS) == tuple(sizes):
-            logging.info("reusing the generated %s corpus at %s", dataset, out)
-            return out, {"reused": True}
-    logging.info("generating %s (%s train / %s val / %s test items) into %s", dataset, *sizes, out)
-    stats = generate.generate_corpus(dataset, out, seed, *sizes, processes=processes, progress=True,
-                                     overwrite=True)
-    return out, {k: stats.get(k) for k in ("seconds", "items_per_second", "skipped_duplicate_targets")}
-
-
 def build_store(out: str | os.PathLike, mdc_path: str | None, seed: int = 0,
                 datasets: Sequence[str] = DATASETS, sizes: dict | None = None, scale: float = 1.0,
                 synthetic_dirs: dict | None = None, work_dir: str | os.PathLike | None = None,
@@ -119,27 +86,28 @@ def build_store(out: str | os.PathLike, mdc_path: str | None, seed: int = 0,
                 overwrite: bool = False, vocab_min_count: int = 1) -> dict:
     """Build the store; returns the manifest."""
     out = Path(out)
-    work = Path(work_dir) if work_dir else out / "sources"
-    work.mkdir(parents=True, exist_ok=True)
+    work = Path(work_dir) if work_dir else None
     sizes = dict(sizes or {})
     synthetic_dirs = dict(synthetic_dirs or {})
     unknown = [d for d in datasets if d not in DATASETS]
     if unknown:
         raise ValueError(f"unknown data set(s) {unknown}; expected some of {DATASETS}")
     splits = {s: [] for s in SPLITS}
-    sources: dict = {}
+    source_info: dict = {}
     start = time.time()
     for dataset in datasets:
         if dataset == "mc":
             if not mdc_path:
                 raise ValueError("data set mc needs --mdc (the MDC corpus)")
-            aug_root, aug_stats = augmented_mdc(mdc_path, work, seed, copies, paraphrase_prob)
+            aug_out = work / f"mc-seed{seed}-copies{copies}-p{paraphrase_prob:g}" if work else None
+            aug_root, _ = sources.augmented_corpus(mdc_path, seed, copies, paraphrase_prob, aug_out, processes)
+            aug_stats = json.loads((aug_root / "data" / "augmentation.json").read_text())
             original = mdc.load_corpus(mdc_path)
             augmented = mdc.load_corpus(aug_root)
             splits["train"] += augmented.split("train")
             splits["val"] += original.split("val")
             splits["test"] += original.split("test")
-            sources["mc"] = {
+            source_info["mc"] = {
                 "kind": "mdc+augmentation", "corpus": str(original.root), "augmented": str(aug_root),
                 "seed": seed, "copies": copies, "paraphrase_prob": paraphrase_prob,
                 "augmentation": {k: aug_stats.get(k) for k in ("original_items", "augmented_items",
@@ -152,22 +120,23 @@ def build_store(out: str | os.PathLike, mdc_path: str | None, seed: int = 0,
                 info = {"kind": "synthetic (given directory)"}
             else:
                 want = sizes.get(dataset, tuple(max(1, round(n * scale)) for n in TABLE3[dataset]))
-                root, info = synthetic_corpus(dataset, work, seed, want, processes)
-                info = {"kind": "synthetic (generated)", "requested": list(want), **info}
+                gen_out = work / f"{dataset}-seed{seed}-{want[0]}-{want[1]}-{want[2]}" if work else None
+                root, reused = sources.generated_corpus(dataset, seed, want, processes, gen_out)
+                info = {"kind": "synthetic (generated)", "requested": list(want), "reused": reused}
             corpus = mdc.load_corpus(root)
             if corpus.dataset != dataset:
                 raise ValueError(f"{root}: data/dataset.json names data set {corpus.dataset!r}, not {dataset!r}")
             for split in SPLITS:
                 splits[split] += corpus.items.get(split, [])
             meta = root / "data" / "dataset.json"
-            sources[dataset] = {**info, "corpus": str(root),
+            source_info[dataset] = {**info, "corpus": str(root),
                                 "seed": json.loads(meta.read_text()).get("seed") if meta.exists() else None,
                                 "dataset_json_sha256": _sha256_of([meta]),
                                 "splits_sha256": _sha256_of([root / "data" / "logs" / "splits.json"])}
         logging.info("collected %s after %.0f s", dataset, time.time() - start)
     vocab = Vocabulary.build(splits["train"], min_count=vocab_min_count)
     table3 = {d: dict(zip(SPLITS, TABLE3[d])) for d in datasets}
-    manifest = store.write_store(out, splits, sources=sources, seeds={"build": seed},
+    manifest = store.write_store(out, splits, sources=source_info, seeds={"build": seed},
                                  extra={"datasets": list(datasets), "table3": table3,
                                         "vocabulary": {"file": "vocab.json", "size": vocab.size,
                                                        "min_count": vocab_min_count}},
@@ -190,8 +159,6 @@ def size_table(manifest: dict) -> dict:
 
 def store_statistics(path: str | os.PathLike) -> dict:
     """Per data set and split: items, empty-board share, mean/max actions, mean history tokens."""
-    from bapjax import curriculum
-
     opened = store.ItemStore(path)
     out: dict = {}
     for split in opened.split_names:
@@ -219,33 +186,29 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    if "out" not in FLAGS:
-        flags.DEFINE_string("out", None, "Store directory to write.")
-    flags.DEFINE_string("mdc", None, "The MDC corpus (directory, archive, or directory with one archive).")
-    flags.DEFINE_integer("seed", 0, "Seed for augmentation and generation.")
-    flags.DEFINE_list("datasets", list(DATASETS), "Data sets to include (mc, bs, ss, r).")
-    flags.DEFINE_string("sizes", "", "Synthetic sizes NAME=TRAIN:VAL:TEST,... (default: Table 3 x --scale).")
-    flags.DEFINE_float("scale", 1.0, "Multiply Table 3 synthetic sizes (for quick builds).")
-    flags.DEFINE_string("synthetic", "", "Existing synthetic corpora NAME=DIR,... instead of generating.")
-    flags.DEFINE_string("work_dir", None, "Where generated/augmented corpora go (default OUT/sources).")
-    flags.DEFINE_integer("copies", 3, "Augmented copies per MDC training game.")
-    flags.DEFINE_float("paraphrase_prob", 0.5, "Synonym substitution probability.")
-    flags.DEFINE_integer("processes", None, "Worker processes for generation.")
-    flags.DEFINE_bool("overwrite", False, "Replace an existing store.")
-    flags.DEFINE_bool("stats", False, "Only print statistics of the existing store at --out.")
+    cli.flag("string", "out", None, "Store directory to write.")
+    cli.flag("string", "mdc", None, "The MDC corpus (directory, archive, or directory with one archive).")
+    cli.flag("integer", "seed", 0, "Seed for augmentation and generation.")
+    cli.flag("list", "datasets", list(DATASETS), "Data sets to include (mc, bs, ss, r).")
+    cli.flag("string", "sizes", "", "Synthetic sizes NAME=TRAIN:VAL:TEST,... (default: Table 3 x --scale).")
+    cli.flag("float", "scale", 1.0, "Multiply Table 3 synthetic sizes (for quick builds).")
+    cli.flag("string", "synthetic", "", "Existing synthetic corpora NAME=DIR,... instead of generating.")
+    cli.flag("string", "work_dir", None, "Where generated/augmented corpora go (default: the bapjax "
+             "cache, $BAPJAX_CACHE/generated and /augmented, shared with bapjax.train).")
+    cli.flag("integer", "copies", 3, "Augmented copies per MDC training game.")
+    cli.flag("float", "paraphrase_prob", 0.5, "Synonym substitution probability.")
+    cli.flag("integer", "processes", None, "Worker processes for generation.")
+    cli.flag("bool", "overwrite", False, "Replace an existing store.")
+    cli.flag("bool", "stats", False, "Only print statistics of the existing store at --out.")
 
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments {argv[1:]}")
+        raise UserError(f"unexpected arguments {argv[1:]}")
     if not FLAGS.out:
-        raise app.UsageError("--out is required")
+        raise UserError("--out is required")
     if FLAGS.stats:
-        try:
-            stats = store_statistics(FLAGS.out)
-        except store.StoreError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+        stats = store_statistics(FLAGS.out)
         for dataset, splits in stats.items():
             for split, s in splits.items():
                 print(f"{dataset:>3} {split:>5}: {s['items']:6d} items (Table 3: {s['table3']}), EB "
@@ -254,13 +217,20 @@ def main(argv: Sequence[str]) -> int:
                       f"{s['mean_history_tokens']:.0f} (>256: {100 * s['over_256_history_tokens']:.1f}%)")
         print(json.dumps(stats))
         return 0
+    if FLAGS.seed < 0:
+        raise UserError(f"--seed is {FLAGS.seed}; expected an integer >= 0")
+    if FLAGS.scale <= 0:
+        raise UserError(f"--scale is {FLAGS.scale}; expected a positive number")
+    if FLAGS.copies < 1:
+        raise UserError(f"--copies is {FLAGS.copies}; expected an integer >= 1")
+    if FLAGS.processes is not None and FLAGS.processes < 1:
+        raise UserError(f"--processes is {FLAGS.processes}; expected an integer >= 1 (or leave it out)")
     try:
         manifest = build_store(FLAGS.out, FLAGS.mdc, FLAGS.seed, FLAGS.datasets, parse_sizes(FLAGS.sizes),
                                FLAGS.scale, parse_dirs(FLAGS.synthetic), FLAGS.work_dir, FLAGS.copies,
                                FLAGS.paraphrase_prob, FLAGS.processes, FLAGS.overwrite)
-    except (mdc.CorpusError, store.StoreError, ValueError, FileExistsError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except (ValueError, FileExistsError) as err:  # UserErrors are ValueErrors too
+        raise UserError(str(err)) from None
     table = size_table(manifest)
     print(f"{'set':>4} " + " ".join(f"{s + ' (built/Table 3)':>24}" for s in SPLITS))
     for dataset, row in table.items():
@@ -273,5 +243,4 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    cli.run(main, define_flags)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import multiprocessing
 import os
 import pickle
 import re
@@ -25,16 +26,19 @@ import sys
 import tarfile
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import orjson
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bapjax import grid
+from bapjax import cli, formats, grid
 from bapjax.actions import apply_sequence, as_blocks
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn, ItemizedCorpus
 from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.errors import UserError
+from bapjax.paths import cache_root
 
 # Bump when the itemizer's output changes, so stale caches are not reused.
 ITEMIZER_VERSION = 5
@@ -43,7 +47,7 @@ _CHAT_LINE = re.compile(r"^<(\w+)>\s?(.*)$", re.DOTALL)
 _TARGET_IN_GAME = re.compile(r"(?:^|-)(C\d+)(?:-|$)")
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError):
     """A corpus file is missing or malformed; the message names the file."""
 
 
@@ -64,10 +68,6 @@ class Game:
 
 # --------------------------------------------------------------------------------------------
 # Locating and unpacking the corpus
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("BAPJAX_CACHE", Path.home() / ".cache" / "bapjax"))
 
 
 def file_sha256(path: Path) -> str:
@@ -390,8 +390,6 @@ def itemize_corpus(root: Path, processes: int = 1, progress: bool = False) -> It
     games = {s: 0 for s in items}
     start = time.time()
     if processes > 1:
-        import multiprocessing
-
         with multiprocessing.get_context("spawn").Pool(processes) as pool:
             results = pool.imap(_itemize_file, jobs, chunksize=4)
             results = list(_with_progress(results, len(jobs), start, progress))
@@ -440,16 +438,10 @@ def load_corpus(path: str | os.PathLike, use_cache: bool = True, processes: int 
     return corpus
 
 
-def load_items(path: str | os.PathLike, split: str, **kwargs) -> list[BapItem]:
-    return load_corpus(path, **kwargs).split(split)
-
-
 def read_gold_xml(path: str | os.PathLike) -> dict:
     """{cell: color} from a gold configuration file of <DrawBlock type=... x= y= z=/> elements
     (x and z offset by +100), with or without an enclosing root element (the MDC files have
     none, which a strict XML parser rejects)."""
-    import xml.etree.ElementTree as ET
-
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -481,24 +473,20 @@ def load_gold_structure(root: Path, target_id: str) -> dict:
 FLAGS = flags.FLAGS
 
 
-def _define_flags() -> None:
+def define_flags() -> None:
     """Flags exist only when this module is the program, so other CLIs can import it freely."""
-    flags.DEFINE_string("corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive.")
-    flags.DEFINE_string("split", None, "Split to export (train, val, test).")
-    flags.DEFINE_string("out", None, "Output JSONL file for export ('-' for stdout).")
-    flags.DEFINE_bool("no_cache", False, "Reparse every game instead of using the item cache.")
+    cli.flag("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive.")
+    cli.flag("string", "split", None, "Split to export (train, val, test).")
+    cli.flag("string", "out", None, "Output JSONL file for export ('-' for stdout).")
+    cli.flag("bool", "no_cache", False, "Reparse every game instead of using the item cache.")
 
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 2 or argv[1] not in ("stats", "export"):
-        raise app.UsageError("usage: python -m bapjax.corpus.mdc {stats|export} --corpus PATH ...")
+        raise UserError("usage: python -m bapjax.corpus.mdc {stats|export} --corpus PATH ...")
     if not FLAGS.corpus:
-        raise app.UsageError("--corpus is required")
-    try:
-        corpus = load_corpus(FLAGS.corpus, use_cache=not FLAGS.no_cache, progress=True)
-    except CorpusError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        raise UserError("--corpus is required")
+    corpus = load_corpus(FLAGS.corpus, use_cache=not FLAGS.no_cache, progress=True)
     if argv[1] == "stats":
         stats = corpus.stats()
         for split, s in stats.items():
@@ -508,21 +496,18 @@ def main(argv: Sequence[str]) -> int:
         print(json.dumps(stats))
         return 0
     if not FLAGS.split or not FLAGS.out:
-        raise app.UsageError("export needs --split and --out")
-    try:
-        items = corpus.split(FLAGS.split)
-    except KeyError as err:
-        print(f"error: {err.args[0]}", file=sys.stderr)
-        return 2
-    out = sys.stdout if FLAGS.out == "-" else open(FLAGS.out, "w", encoding="utf-8")
-    with out if out is not sys.stdout else open(os.devnull, "w"):
+        raise UserError("export needs --split and --out")
+    if FLAGS.split not in corpus.items:
+        raise UserError(f"--split {FLAGS.split}: not a split of {FLAGS.corpus} ({', '.join(corpus.items)})")
+    items = corpus.split(FLAGS.split)
+    if FLAGS.out == "-":
         for item in items:
-            out.write(json.dumps(item.to_json()) + "\n")
-    if FLAGS.out != "-":
+            sys.stdout.write(json.dumps(item.to_json()) + "\n")
+    else:
+        formats.write_items(FLAGS.out, items)
         print(f"wrote {len(items)} {FLAGS.split} items to {FLAGS.out}", file=sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
-    _define_flags()
-    app.run(main)
+    cli.run(main, define_flags)

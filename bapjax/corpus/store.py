@@ -20,12 +20,10 @@ depend on compression), and ``bytes``.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import datetime
 import hashlib
 import json
 import os
-import shutil
 import time
 import zlib
 from pathlib import Path
@@ -38,6 +36,7 @@ from absl import logging
 from bapjax import grid
 from bapjax.corpus.mdc import file_sha256
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax.errors import UserError
 from bapjax.grid import Action, Block
 
 STORE_FORMAT = "bapjax-item-store"
@@ -45,7 +44,7 @@ STORE_VERSION = 1
 _DERIVED_FIELDS = ("dialogue", "is_empty_board")
 
 
-class StoreError(ValueError):
+class StoreError(UserError):
     """A store file is missing, malformed or does not match its manifest; names the file."""
 
 

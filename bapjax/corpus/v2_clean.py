@@ -28,85 +28,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from absl import app, flags
+from absl import flags
 
+from bapjax import cli, formats, grid, sources
 from bapjax.actions import as_blocks, as_structure, structure_diff
 from bapjax.corpus.items import BapItem
+from bapjax.errors import UserError
+from bapjax.formats import (  # noqa: F401  (the record format; re-exported for this module's users)
+    Annotation, AnnotationError, read_annotations, write_annotations)
 from bapjax.grid import REMOVE, Action
-from bapjax.jsonl import iter_records
-
-CONTEXTS = ("clear", "unclear")
-INTERPRETATIONS = ("unique", "multiple")
-STRUCTURES = ("correct", "incorrect")
-
-
-class AnnotationError(ValueError):
-    """A bad annotation file or record; the message names the file, line, item or field."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Annotation:
-    item_id: str
-    context: str  # clear / unclear
-    interpretation: str | None = None  # unique / multiple (clear items)
-    structure: str | None = None  # correct / incorrect (clear items)
-    note: str = ""
-
-    def to_json(self) -> dict:
-        record = {"item_id": self.item_id, "context": self.context}
-        if self.interpretation is not None:
-            record["interpretation"] = self.interpretation
-        if self.structure is not None:
-            record["structure"] = self.structure
-        if self.note:
-            record["note"] = self.note
-        return record
-
-    @classmethod
-    def from_json(cls, record: Mapping, where: str) -> "Annotation":
-        if not isinstance(record, Mapping):
-            raise AnnotationError(f"{where}: expected a JSON object")
-        item_id = record.get("item_id")
-        if not isinstance(item_id, str) or not item_id:
-            raise AnnotationError(f"{where}: field 'item_id' is missing or not a string")
-        where = f"{where}: item {item_id}"
-
-        def field(name, allowed, required):
-            value = record.get(name)
-            if value is None:
-                if required:
-                    raise AnnotationError(f"{where}: missing field {name!r} "
-                                          f"(one of {', '.join(allowed)})")
-                return None
-            if value not in allowed:
-                raise AnnotationError(f"{where}: field {name!r} is {value!r}; "
-                                      f"expected one of {', '.join(allowed)}")
-            return value
-
-        context = field("context", CONTEXTS, True)
-        clear = context == "clear"
-        interpretation = field("interpretation", INTERPRETATIONS, False)
-        structure = field("structure", STRUCTURES, clear)
-        if clear and interpretation is None:
-            interpretation = "unique"
-        return cls(item_id, context, interpretation, structure, str(record.get("note", "")))
-
-
-def read_annotations(path: str | os.PathLike) -> dict[str, Annotation]:
-    """{item_id: Annotation} from an annotation JSONL file (errors name the line and field)."""
-    out: dict[str, Annotation] = {}
-    for where, record in iter_records(path, AnnotationError, "annotations"):
-        annotation = Annotation.from_json(record, where)
-        if annotation.item_id in out:
-            raise AnnotationError(f"{where}: item {annotation.item_id} is annotated twice")
-        out[annotation.item_id] = annotation
-    return out
-
-
-def write_annotations(path: str | os.PathLike, annotations: Iterable[Annotation], append=False) -> None:
-    with open(path, "a" if append else "w", encoding="utf-8") as out:
-        for annotation in annotations:
-            out.write(json.dumps(annotation.to_json()) + "\n")
 
 
 def check_annotations(items: Sequence[BapItem], annotations: Mapping[str, Annotation],
@@ -256,7 +186,6 @@ def top_view(blocks: Iterable, highlight: Iterable = ()) -> str:
 
 
 def describe_item(item: BapItem, turns: int = 6) -> str:
-    from bapjax import grid
 
     lines = [f"== {item.item_id}  ({'EB' if item.is_empty_board else 'NEB'}, "
              f"{len(item.prev_structure)} blocks before, {len(item.reference_actions)} actions)"]
@@ -332,43 +261,35 @@ def template_annotations(items: Sequence[BapItem]) -> list[Annotation]:
 FLAGS = flags.FLAGS
 
 
-def _define_flags() -> None:
-    from bapjax.evaluate import define_flag_once as define
-
-    define("string", "corpus", None, "Corpus directory / archive (with --split).")
-    define("string", "split", None, "Split of --corpus (train, val, test).")
-    define("string", "items", None, "Items JSONL instead of --corpus.")
-    define("string", "annotations", None, "Annotation JSONL (build).")
-    define("string", "out", None, "Output: clean items (build) or annotations (annotate, template).")
-    define("string", "stats", None, "Optional JSON file for the build statistics.")
-    define("bool", "skip_unannotated", False, "build: drop items without an annotation (counted).")
+def define_flags() -> None:
+    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split).")
+    cli.flag("string", "split", None, "Split of --corpus (train, val, test).")
+    cli.flag("string", "items", None, "Items JSONL instead of --corpus.")
+    cli.flag("string", "annotations", None, "Annotation JSONL (build).")
+    cli.flag("string", "out", None, "Output: clean items (build) or annotations (annotate, template).")
+    cli.flag("string", "stats", None, "Optional JSON file for the build statistics.")
+    cli.flag("bool", "skip_unannotated", False, "build: drop items without an annotation (counted).")
 
 
 def main(argv: Sequence[str]) -> int:
     commands = ("build", "annotate", "template")
     if len(argv) != 2 or argv[1] not in commands:
-        raise app.UsageError(f"usage: python -m bapjax.corpus.v2_clean {{{'|'.join(commands)}}} ...")
-    from bapjax.evaluate import EvaluationError, load_items, write_items
-
+        raise UserError(f"usage: python -m bapjax.corpus.v2_clean {{{'|'.join(commands)}}} ...")
     if not FLAGS.out:
-        raise app.UsageError("--out is required")
-    try:
-        items = load_items(FLAGS.corpus, FLAGS.split, FLAGS.items)
-        if argv[1] == "annotate":
-            annotate_items(items, FLAGS.out)
-            return 0
-        if argv[1] == "template":
-            write_annotations(FLAGS.out, template_annotations(items))
-            print(f"wrote {len(items)} template records to {FLAGS.out}", file=sys.stderr)
-            return 0
-        if not FLAGS.annotations:
-            raise app.UsageError("build needs --annotations")
-        annotations = read_annotations(FLAGS.annotations)
-        clean, stats = build_clean_set(items, annotations, FLAGS.skip_unannotated, FLAGS.annotations)
-    except (EvaluationError, AnnotationError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    write_items(FLAGS.out, clean)
+        raise UserError("--out is required")
+    items = sources.items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items)
+    if argv[1] == "annotate":
+        annotate_items(items, FLAGS.out)
+        return 0
+    if argv[1] == "template":
+        write_annotations(FLAGS.out, template_annotations(items))
+        print(f"wrote {len(items)} template records to {FLAGS.out}", file=sys.stderr)
+        return 0
+    if not FLAGS.annotations:
+        raise UserError("build needs --annotations")
+    annotations = read_annotations(FLAGS.annotations)
+    clean, stats = build_clean_set(items, annotations, FLAGS.skip_unannotated, FLAGS.annotations)
+    formats.write_items(FLAGS.out, clean)
     if FLAGS.stats:
         Path(FLAGS.stats).write_text(json.dumps(stats, indent=2) + "\n")
     d = stats["dropped"]
@@ -381,5 +302,4 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
-    _define_flags()
-    app.run(main)
+    cli.run(main, define_flags)

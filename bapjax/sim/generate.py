@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
-from bapjax import parallel
+from bapjax import cli, parallel
+from bapjax.errors import UserError
 from bapjax.sim import blocks_dialogs, random_dialogs, shape_dialogs, writer
 from bapjax.sim.dialogue import SimGame
 from bapjax.sim.planner import PlanningError
@@ -144,6 +145,10 @@ def generate_corpus(dataset: str, out_dir, seed: int = 0, train_items: int | Non
     for split, n in requested.items():
         if n < 0:
             raise ValueError(f"{split}_items is {n}; expected >= 0")
+    if int(seed) < 0:
+        raise ValueError(f"seed is {seed}; expected >= 0")
+    if processes is not None and int(processes) < 1:
+        raise ValueError(f"processes is {processes}; expected >= 1")
     root = Path(out_dir)
     if (root / "data").exists():
         if not overwrite:
@@ -295,24 +300,34 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    """CLI flags, defined only when run as a program (other modules, e.g. bapjax.corpus.mdc,
-    define flags of the same names at import)."""
-    flags.DEFINE_enum("dataset", None, sorted(SIMULATORS), "Which simulator: r, bs or ss.")
-    flags.DEFINE_string("out", None, "Output corpus directory (gets data/...).")
-    flags.DEFINE_integer("seed", 0, "Random seed (the corpus depends only on it and the sizes).")
-    flags.DEFINE_integer("train_items", None, "Training items (default: Table 3).")
-    flags.DEFINE_integer("val_items", None, "Validation items (default: Table 3).")
-    flags.DEFINE_integer("test_items", None, "Test items (default: Table 3).")
-    flags.DEFINE_integer("processes", None, "Worker processes (default: every core).")
-    flags.DEFINE_bool("overwrite", False, "Replace an existing OUT/data.")
-    flags.DEFINE_bool("progress", True, "Progress lines on stderr.")
-    flags.DEFINE_integer("show_games", 0, "Only print the transcripts of this many training games "
-                         "of the seed (no corpus is written; --out not needed).")
+    cli.flag("enum", "dataset", None, "Which simulator: r, bs or ss.", enum_values=sorted(SIMULATORS))
+    cli.flag("string", "out", None, "Output corpus directory (gets data/...).")
+    cli.flag("integer", "seed", 0, "Random seed (the corpus depends only on it and the sizes).")
+    cli.flag("integer", "train_items", None, "Training items (default: Table 3).")
+    cli.flag("integer", "val_items", None, "Validation items (default: Table 3).")
+    cli.flag("integer", "test_items", None, "Test items (default: Table 3).")
+    cli.flag("integer", "processes", None, "Worker processes (default: every core).")
+    cli.flag("bool", "overwrite", False, "Replace an existing OUT/data.")
+    cli.flag("bool", "progress", True, "Progress lines on stderr.")
+    cli.flag("integer", "show_games", 0, "Only print the transcripts of this many training games "
+             "of the seed (no corpus is written; --out not needed).")
+
+
+def check_flags() -> None:
+    """Out-of-range values are refused before anything is written."""
+    if FLAGS.seed < 0:
+        raise UserError(f"--seed is {FLAGS.seed}; expected an integer >= 0")
+    if FLAGS.processes is not None and FLAGS.processes < 1:
+        raise UserError(f"--processes is {FLAGS.processes}; expected an integer >= 1 (or leave it out)")
+    for name in ("train_items", "val_items", "test_items", "show_games"):
+        if (FLAGS[name].value or 0) < 0:
+            raise UserError(f"--{name} is {FLAGS[name].value}; expected an integer >= 0")
 
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments {argv[1:]}")
+        raise UserError(f"unexpected arguments {argv[1:]}")
+    check_flags()
     if FLAGS.dataset and FLAGS.show_games > 0:
         for index in range(FLAGS.show_games):
             game = simulate(FLAGS.dataset, FLAGS.seed, "train", index)
@@ -320,19 +335,17 @@ def main(argv: Sequence[str]) -> int:
             print()
         return 0
     if not FLAGS.dataset or not FLAGS.out:
-        raise app.UsageError("--dataset and --out are required")
+        raise UserError("--dataset and --out are required")
     try:
         stats = generate_corpus(FLAGS.dataset, FLAGS.out, FLAGS.seed, FLAGS.train_items, FLAGS.val_items,
                                 FLAGS.test_items, processes=FLAGS.processes, progress=FLAGS.progress,
                                 overwrite=FLAGS.overwrite)
     except (FileExistsError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        raise UserError(str(err)) from None
     print(format_statistics(stats))
     print(json.dumps(stats))
     return 0
 
 
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    cli.run(main, define_flags)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bapjax.paths import cache_root
+
 GLOVE_DIM = 50
 
 
@@ -31,7 +33,7 @@ def glove_data_dir() -> Path:
 
 
 def _cache_dir() -> Path:
-    return Path(os.environ.get("BAPJAX_CACHE", Path.home() / ".cache" / "bapjax")) / "glove"
+    return cache_root() / "glove"
 
 
 def glove_words(data_dir: Path | None = None) -> list[str]:

@@ -1,0 +1,65 @@
+"""What every bapjax command line shares: flag definitions, the error style, the compilation cache.
+
+Each CLI module defines its flags in a `define_flags()` that only runs when the module is the
+program (``cli.run(main, define_flags)`` under ``__main__``), so CLIs can import each other's
+modules freely; shared names (--corpus, --split, --out, ...) are defined by whichever CLI
+asks first (`flag`). A user mistake (`bapjax.errors.UserError`, a bad flag value, a usage error)
+prints one line, ``error: <what and where>``, and exits 2; anything else is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable, NoReturn, Sequence
+
+import jax
+from absl import app, flags
+
+from bapjax.errors import UserError
+from bapjax.paths import cache_root
+
+FLAGS = flags.FLAGS
+
+
+def flag(kind: str, name: str, default, help_text: str, **kwargs) -> None:
+    """Define ``--name`` (``kind``: string, integer, float, bool, enum, list) unless a module of
+    this program already did (several CLIs share --corpus, --split, --out)."""
+    if name not in FLAGS:
+        getattr(flags, f"DEFINE_{kind}")(name, default, help=help_text, **kwargs)
+
+
+def fail(message: str) -> NoReturn:
+    """Print the one-line error and exit 2."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def _parse_flags(argv: Sequence[str]) -> list[str]:
+    try:
+        return FLAGS(argv)
+    except flags.Error as err:  # unknown flag, bad value, a config override that does not parse
+        fail(str(err).splitlines()[0] if str(err) else repr(err))
+
+
+def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], None]) -> NoReturn:
+    """Define the flags, parse them, run ``main(argv)``; user mistakes end as one line, exit 2."""
+    define_flags()
+
+    def guarded(argv: Sequence[str]) -> int:
+        try:
+            return int(main(argv) or 0)
+        except (UserError, app.UsageError) as err:
+            fail(str(err))
+
+    app.run(guarded, flags_parser=_parse_flags)
+
+
+def enable_compilation_cache() -> str:
+    """Keep compiled XLA programs on disk (``<cache root>/jax``), so later runs of a command skip
+    compilation (the evaluator compiles a handful of padded shapes, training a few steps)."""
+    root = cache_root() / "jax"
+    jax.config.update("jax_compilation_cache_dir", str(root))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return str(root)

@@ -1,0 +1,208 @@
+"""One way from a path or a config to BAP items, and one cache layout for derived corpora.
+
+A path is one of: an MDC-layout corpus directory, its ``.tar.xz`` (or a directory holding one
+archive), an item store directory (``bapjax.corpus.store``, has ``manifest.json``), or an items
+JSONL file (``bapjax.formats``). `load_split` reads any of them; `items_from_flags` is what the
+CLIs' ``--corpus/--store/--items --split [--dataset]`` flags resolve through; `load_source`
+resolves a training config's ``config.data.sources.<name>`` (used by ``bapjax.train``).
+
+Derived corpora are built once into the cache (``bapjax.paths.cache_root()``):
+
+    generated/<dataset>-seed<seed>-<train>-<val>-<test>/   simulated D_bs / D_ss / D_r
+    augmented/mc-seed<seed>-copies<copies>-p<paraphrase>/  the augmented MDC training games
+
+Both ``bapjax.train`` and ``bapjax.corpus.build`` use these folders, in-process. An entry counts
+only once its completion marker is written (after the whole corpus is); a folder without it (a
+killed build) is removed and built again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from absl import logging
+
+from bapjax import formats
+from bapjax.corpus import augment, mdc
+from bapjax.corpus.items import BapItem
+from bapjax.corpus.store import ItemStore, StoreError
+from bapjax.errors import UserError
+from bapjax.paths import cache_root, resolve_path
+from bapjax.sim import generate
+
+SPLITS = ("train", "val", "test")
+COMPLETE = ".bapjax-complete"  # written last into a finished cache entry
+
+
+class SourceError(UserError):
+    """A data source that cannot be resolved; the message names the path or config field."""
+
+
+# --------------------------------------------------------------------------------------------
+# Paths
+
+
+def is_store(path: Path) -> bool:
+    return path.is_dir() and (path / "manifest.json").exists()
+
+
+def is_items_file(path: Path) -> bool:
+    return path.is_file() and path.name.endswith((".jsonl", ".json"))
+
+
+def load_split(path: str | os.PathLike, split: str | None, dataset: str | Sequence[str] | None = None
+               ) -> list[BapItem]:
+    """Items of one split from a corpus (directory or archive), an item store or an items JSONL
+    file (which holds one split already: ``split`` is ignored). ``dataset`` keeps only items
+    of those data sets (mc, bs, ss, r)."""
+    resolved = resolve_path(path)
+    if not resolved.exists():
+        raise SourceError(f"{path}: no such corpus, store or items file")
+    if is_items_file(resolved):
+        items = formats.read_items(resolved)
+    elif split is None:
+        raise SourceError(f"{path}: give a split (train, val or test)")
+    elif is_store(resolved):
+        store = ItemStore(resolved)
+        if split not in store.split_names:
+            raise SourceError(f"{path}: the store has no split {split!r} (it has {', '.join(store.split_names)})")
+        return store.split(split).items(dataset)
+    else:
+        corpus = mdc.load_corpus(resolved)
+        if split not in corpus.items:
+            raise SourceError(f"{path}: no split {split!r} (expected one of {', '.join(corpus.items)})")
+        items = list(corpus.split(split))
+    if dataset:
+        wanted = {dataset} if isinstance(dataset, str) else set(dataset)
+        items = [item for item in items if item.dataset in wanted]
+    return items
+
+
+def items_from_flags(corpus: str | None = None, split: str | None = None, items: str | None = None,
+                     store: str | None = None, dataset: str | None = None) -> list[BapItem]:
+    """The CLIs' item flags: exactly one of --corpus, --store, --items (the first two with --split)."""
+    given = {name: value for name, value in (("--corpus", corpus), ("--store", store), ("--items", items))
+             if value}
+    if len(given) != 1:
+        named = ", ".join(name for name, value in (("--corpus", corpus), ("--store", store), ("--items", items))
+                          if value is not None or name != "--store")
+        raise SourceError(f"give exactly one of {named}" + (f" (got {', '.join(given)})" if given else ""))
+    (flag, path), = given.items()
+    if flag != "--items" and not split:
+        raise SourceError(f"{flag} needs --split (train, val or test)")
+    if flag == "--store" and not is_store(resolve_path(path)):
+        raise SourceError(f"--store {path}: no manifest.json there (build one with python -m bapjax.corpus.build)")
+    return load_split(path, None if flag == "--items" else split, dataset)
+
+
+# --------------------------------------------------------------------------------------------
+# Derived corpora in the cache
+
+
+def _cached_entry(out: Path, matches: Callable[[Path], bool], build: Callable[[Path], Any], what: str
+                  ) -> tuple[Path, bool]:
+    """(`out`, True) when it holds a finished entry that `matches`; else (re)build it: (`out`, False)."""
+    if (out / COMPLETE).exists() and matches(out):
+        logging.info("reusing %s at %s", what, out)
+        return out, True
+    if out.exists():
+        logging.warning("removing the unfinished or different %s at %s", what, out)
+        shutil.rmtree(out)
+    build(out)
+    (out / COMPLETE).write_text(json.dumps({"pid": os.getpid()}) + "\n")
+    return out, False
+
+
+def generated_corpus(dataset: str, seed: int, sizes: Sequence[int], processes: int | None = None,
+                     out: str | os.PathLike | None = None, progress: bool = True) -> tuple[Path, bool]:
+    """The simulated corpus of `dataset` (bs, ss, r) with (train, val, test) items for `seed`,
+    generated on first use (``bapjax.sim.generate``). Returns (directory, whether it was reused)."""
+    sizes = tuple(int(n) for n in sizes)
+    root = Path(out) if out else cache_root() / "generated" / f"{dataset}-seed{seed}-{sizes[0]}-{sizes[1]}-{sizes[2]}"
+
+    def matches(path: Path) -> bool:
+        meta = json.loads((path / "data" / "dataset.json").read_text())
+        requested = meta.get("requested_items", {})
+        return meta.get("name") == dataset and meta.get("seed") == seed and \
+            tuple(requested.get(s) for s in SPLITS) == sizes
+
+    def build(path: Path) -> None:
+        logging.info("generating %s (%s train / %s val / %s test items) into %s", dataset, *sizes, path)
+        generate.generate_corpus(dataset, path, seed, *sizes, processes=processes, progress=progress,
+                                 overwrite=True)
+
+    return _cached_entry(root, matches, build, f"the generated {dataset} corpus")
+
+
+def augmented_corpus(mdc_path: str | os.PathLike, seed: int, copies: int = 3, paraphrase_prob: float = 0.5,
+                     out: str | os.PathLike | None = None, processes: int | None = None) -> tuple[Path, bool]:
+    """The MDC training games augmented `copies` times (``bapjax.corpus.augment``) plus the
+    originals, built on first use. Returns (directory, whether it was reused)."""
+    source = mdc.resolve_corpus(resolve_path(mdc_path))
+    root = Path(out) if out else cache_root() / "augmented" / f"mc-seed{seed}-copies{copies}-p{paraphrase_prob:g}"
+
+    def matches(path: Path) -> bool:
+        meta = json.loads((path / "data" / "augmentation.json").read_text())
+        return (meta.get("seed"), meta.get("copies"), meta.get("paraphrase_prob"), meta.get("source")) == \
+            (seed, copies, paraphrase_prob, str(source))
+
+    def build(path: Path) -> None:
+        logging.info("augmenting the MDC training games of %s into %s", source, path)
+        augment.augment_games(source, path, seed, copies, paraphrase_prob, processes=processes)
+
+    return _cached_entry(root, matches, build, "the augmented MDC")
+
+
+# --------------------------------------------------------------------------------------------
+# Training config sources
+
+
+def source_is_set(source: Mapping) -> bool:
+    return bool(source.get("corpus", "") or source.get("generate", None) or source.get("store", ""))
+
+
+def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
+    """{split: items} of ``config.data.sources.<name>``: a `store` (+ `dataset`), a `corpus`, or
+    a `generate` block; train items from `train_corpus` or the `augment` block when given;
+    `max_<split>_items` caps; `dataset` tags every item (the curriculum's metric D)."""
+    where = f"config.data.sources.{name}"
+    tag = source.get("dataset", "") or None
+    if source.get("store", ""):
+        try:
+            store = ItemStore(resolve_path(source["store"]))
+        except StoreError as err:
+            raise SourceError(f"{where}.store: {err}") from None
+        splits = {split: (store.split(split).items(tag) if split in store.split_names else [])
+                  for split in SPLITS}
+    else:
+        if source.get("generate", None):
+            gen = source["generate"]
+            sizes = (gen["train_items"], gen["val_items"], gen["test_items"])
+            corpus_path, _ = generated_corpus(gen["dataset"], int(gen["seed"]), sizes,
+                                           gen.get("processes", 0) or None, gen.get("out", "") or None)
+        elif source.get("corpus", ""):
+            corpus_path = resolve_path(source["corpus"])
+        else:
+            raise SourceError(f"{where}: needs `corpus`, `store` or `generate`")
+        corpus = mdc.load_corpus(corpus_path)
+        splits = {split: list(corpus.split(split)) for split in SPLITS}
+        train_path = source.get("train_corpus", "")
+        aug = source.get("augment", None)
+        if not train_path and aug and aug.get("enabled", True):
+            train_path, _ = augmented_corpus(corpus_path, int(aug["seed"]), int(aug.get("copies", 3)),
+                                          float(aug.get("paraphrase_prob", 0.5)), aug.get("out", "") or None)
+        if train_path:
+            splits["train"] = list(mdc.load_corpus(resolve_path(train_path)).split("train"))
+    for split in SPLITS:
+        cap = int(source.get(f"max_{split}_items", 0) or 0)
+        if cap:
+            splits[split] = splits[split][:cap]
+    if tag:  # the config names the data set when the corpus does not
+        for split, items in splits.items():
+            splits[split] = [dataclasses.replace(it, dataset=tag) if it.dataset != tag else it for it in items]
+    return splits
