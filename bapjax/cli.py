@@ -10,6 +10,7 @@ traceback.
 
 from __future__ import annotations
 
+import logging as std_logging
 import sys
 from typing import Callable, NoReturn, Sequence
 
@@ -40,11 +41,19 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
         return FLAGS(argv)
     except flags.Error as err:  # unknown flag, bad value, a config override that does not parse
         fail(str(err).splitlines()[0] if str(err) else repr(err))
+    except (AttributeError, KeyError) as err:  # ml_collections: a --config.<field> the config lacks
+        name = str(err).strip("\"'")
+        culprit = next((a.split("=")[0] for a in argv if a.startswith("--config.")
+                        and a.split("=")[0].rsplit(".", 1)[-1] == name), None)
+        fail(f"{culprit or '--config.*'}: the config has no field {name!r}")
+    except (ValueError, TypeError) as err:  # ml_collections: a value of the wrong type
+        fail(f"a --config.* override does not fit its field: {err}")
 
 
 def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], None]) -> NoReturn:
     """Define the flags, parse them, run ``main(argv)``; user mistakes end as one line, exit 2."""
     define_flags()
+    std_logging.getLogger("jax._src.xla_bridge").setLevel(std_logging.WARNING)  # "no TPU" notes
 
     def guarded(argv: Sequence[str]) -> int:
         try:
