@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from bapjax import grid
+from bapjax.corpus.items import BuilderPose
 from bapjax.grid import PLACE, Action
 from bapjax.sim import language, spatial
 from bapjax.sim.planner import plan_actions
@@ -36,7 +37,7 @@ STAY_P = 0.6  # the Builder keeps looking from the same side as in the previous 
 
 @dataclasses.dataclass
 class Segment:
-    pose: spatial.Pose
+    pose: BuilderPose
     lines: list[tuple[str, str]]  # (speaker, text): instruction, then clarification turns
     actions: list[Action]
     confirmation: str | None
@@ -50,7 +51,7 @@ class SimGame:
     target: dict  # {(x, y, z): color}: the structure at the end of the game
     opening: list[tuple[str, str]]  # greeting turns before the first instruction
     closing: list[tuple[str, str]]  # turns after the last segment
-    start_pose: spatial.Pose
+    start_pose: BuilderPose
     info: dict  # per-game facts for statistics (shape kinds, ...)
 
     def truncated(self, num_segments: int) -> "SimGame":
@@ -75,7 +76,7 @@ class GameState:
         self.segments: list[Segment] = []
 
     # Step 2 -------------------------------------------------------------------------------
-    def sample_pose(self, focus_cells: Sequence, extra_cells: Sequence = ()) -> spatial.Pose:
+    def sample_pose(self, focus_cells: Sequence, extra_cells: Sequence = ()) -> BuilderPose:
         """A pose that sees the focus cells, outside everything built and about to be built."""
         quadrant = None
         if self.segments and language.chance(self.rng, STAY_P):
@@ -121,7 +122,7 @@ class GameState:
         return actions
 
     # Steps 3, 4, 6 ------------------------------------------------------------------------
-    def add_segment(self, pose: spatial.Pose, instruction: str, record: dict, goal: dict,
+    def add_segment(self, pose: BuilderPose, instruction: str, record: dict, goal: dict,
                     order: Sequence | None = None, clarification: tuple[str, str] | None = None) -> Segment:
         prev = dict(self.structure)
         actions = self.execute(goal, order)
@@ -154,7 +155,7 @@ class GameState:
             return language.pick(self.rng, list(allowed))
         return None
 
-    def finish(self, info: dict, start_pose: spatial.Pose | None = None) -> SimGame:
+    def finish(self, info: dict, start_pose: BuilderPose | None = None) -> SimGame:
         rng = self.rng
         opening = []
         if language.chance(rng, GREETING_P):
@@ -167,7 +168,7 @@ class GameState:
         if language.chance(rng, CLOSING_P):
             closing.append(("Architect", language.pick(rng, language.CLOSINGS)))
         if start_pose is None:
-            start_pose = self.segments[0].pose if self.segments else spatial.Pose(0.0, 1.0, -5.0, 0.0, 20.0)
+            start_pose = self.segments[0].pose if self.segments else BuilderPose(0.0, 1.0, -5.0, 0.0, 20.0)
         return SimGame(self.dataset, self.segments, dict(self.structure), opening, closing, start_pose, info)
 
 

@@ -13,10 +13,11 @@ it ("in front of").
 from __future__ import annotations
 
 import math
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
+from bapjax.corpus.items import BuilderPose
 from bapjax.grid import EYE_HEIGHT
 
 
@@ -192,16 +193,8 @@ def plane_corners(cells: Sequence[Cell]) -> list[tuple[Cell, Cell, int, Cell, in
 MAX_YAW_DEVIATION = 35.0  # degrees from the quadrant's axis; well below the 45 of an ambiguous snap
 
 
-class Pose(NamedTuple):
-    x: float
-    y: float
-    z: float
-    yaw: float
-    pitch: float
-
-
 def sample_pose(rng: np.random.Generator, structure_cells: Iterable[Cell], focus_cells: Iterable[Cell],
-                quadrant: int | None = None) -> Pose:
+                quadrant: int | None = None) -> BuilderPose:
     """A valid Builder pose: outside the structure, 2-6 blocks from it, facing the focus cells.
 
     The Builder stands on the near side of everything built or about to be built (seen along its
@@ -236,11 +229,11 @@ def sample_pose(rng: np.random.Generator, structure_cells: Iterable[Cell], focus
     horizontal = math.hypot(dx, dz)
     pitch = math.degrees(math.atan2(y + EYE_HEIGHT - centre[1], max(horizontal, 0.5)))
     pitch = float(np.clip(pitch + rng.normal(0.0, 3.0), -60.0, 85.0))
-    return Pose(round(float(x), 3), round(float(y), 3), round(float(z), 3), round(float(yaw), 2),
+    return BuilderPose(round(float(x), 3), round(float(y), 3), round(float(z), 3), round(float(yaw), 2),
                 round(float(pitch), 2))
 
 
-def pose_is_valid(pose: Pose | Sequence[float], structure_cells: Iterable[Cell],
+def pose_is_valid(pose: BuilderPose | Sequence[float], structure_cells: Iterable[Cell],
                   max_distance: float = 12.0) -> bool:
     """Outside every block (feet and head cells), within ``max_distance`` of the nearest block,
     and with a yaw far from a quadrant boundary."""
