@@ -1,6 +1,10 @@
 """M_agg: joint training on D_bs, D_ss, D_r (simulated, paper Table 3 sizes) and D_mc (augmented).
 
 python -m bapjax.train --config=configs/agg.py
+
+Runtime: not measured. This is the paper-size model (rnn 300, world CNN width 300), an
+accelerator job; no accelerator has been lent to this project yet. On the 2-core CPU of this
+workspace one pass over its data would take days (see configs/cpu.py for the measured CPU run).
 """
 
 from configs import common

@@ -1,6 +1,10 @@
 """M_mc: the baseline trained on the MDC (training split augmented 4x), paper-size model.
 
 python -m bapjax.train --config=configs/baseline.py
+
+Runtime: not measured. This is the paper-size model (rnn 300, world CNN width 300), an
+accelerator job; no accelerator has been lent to this project yet. On the 2-core CPU of this
+workspace one pass over its data would take days (see configs/cpu.py for the measured CPU run).
 """
 
 from configs import common

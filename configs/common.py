@@ -2,9 +2,11 @@
 
 Data sources live under `config.data.sources.<name>` so any field can be overridden from the
 command line, e.g. `--config.data.sources.mc.corpus=/data/mdc`. A source is used when it has a
-`corpus` (an MDC-layout directory or archive) or a `generate` block (simulated on first use into
-$BAPJAX_CACHE/generated/...); `augment` builds an augmented training corpus with
-`python -m bapjax.corpus.augment` on first use; `train_corpus` points at one already built.
+`corpus` (an MDC-layout directory or archive), a `store` (an item store, with `dataset` to pick
+one data set) or a `generate` block (simulated on first use into $BAPJAX_CACHE/generated/...);
+`augment` builds the augmented training corpus on first use ($BAPJAX_CACHE/augmented/...; both
+through `bapjax.sources`, the folders `python -m bapjax.corpus.build` uses too); `train_corpus`
+points at one already built. Relative paths are taken from the cwd, else the repository root.
 """
 
 import ml_collections
