@@ -11,7 +11,7 @@ import multiprocessing
 
 
 def jax_has_started() -> bool:
-    try:
+    try:  # a private module, imported here so an unknown JAX version only costs this answer
         from jax._src import xla_bridge
 
         return bool(xla_bridge.backends_are_initialized())

