@@ -7,10 +7,13 @@ unpacked corpus archives (`mdc/`), itemized corpora and features, generated and 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 from etils import epath
+
+from bapjax.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,3 +39,40 @@ def workdir_path(path: str | os.PathLike) -> epath.Path:
     if "://" in text:
         return epath.Path(text)
     return epath.Path(os.path.abspath(os.path.expanduser(text)))
+
+
+# --------------------------------------------------------------------------------------------
+# Folders bapjax writes: a marker says so, and only such folders are ever replaced
+
+OWNER_MARKER = ".bapjax-owner"  # JSON {"writer": module}; written before anything else
+
+
+def mark_owned(directory: str | os.PathLike, writer: str) -> None:
+    """Record that `writer` (a bapjax module) is filling `directory`."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / OWNER_MARKER).write_text(json.dumps({"writer": writer}) + "\n")
+
+
+def owner_of(directory: str | os.PathLike) -> str | None:
+    """The bapjax module that wrote `directory`, or None when bapjax did not (or it is unreadable)."""
+    try:
+        return json.loads((Path(directory) / OWNER_MARKER).read_text()).get("writer")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+class NotOursError(UserError):
+    """A folder bapjax was asked to replace but did not write."""
+
+
+def check_replaceable(directory: str | os.PathLike, writer: str, what: str) -> None:
+    """Raise NotOursError unless `directory` is absent, empty, or was written by `writer`:
+    `--overwrite` and cache rebuilds never delete a folder bapjax did not write."""
+    directory = Path(directory)
+    if not directory.exists() or not any(directory.iterdir()):
+        return
+    owner = owner_of(directory)
+    if owner != writer:
+        who = f"it was written by {owner}" if owner else f"bapjax did not write it (no {OWNER_MARKER} marker)"
+        raise NotOursError(f"{directory}: refusing to replace {what}: {who}; pick another output directory")

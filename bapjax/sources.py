@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
-from bapjax import formats
+from bapjax import formats, paths
 from bapjax.corpus import augment, mdc
 from bapjax.corpus.items import BapItem
 from bapjax.corpus.store import ItemStore, StoreError
@@ -104,13 +104,22 @@ def items_from_flags(corpus: str | None = None, split: str | None = None, items:
 # Derived corpora in the cache
 
 
-def _cached_entry(out: Path, matches: Callable[[Path], bool], build: Callable[[Path], Any], what: str
-                  ) -> tuple[Path, bool]:
-    """(`out`, True) when it holds a finished entry that `matches`; else (re)build it: (`out`, False)."""
-    if (out / COMPLETE).exists() and matches(out):
+def _safely(matches: Callable[[Path], bool], path: Path) -> bool:
+    try:
+        return bool(matches(path))
+    except (OSError, ValueError, KeyError, AttributeError):  # a damaged entry is rebuilt
+        return False
+
+
+def _cached_entry(out: Path, matches: Callable[[Path], bool], build: Callable[[Path], Any], what: str,
+                  writer: str) -> tuple[Path, bool]:
+    """(`out`, True) when it holds a finished entry that `matches`; else (re)build it: (`out`, False).
+    Only a folder `writer` wrote (bapjax.paths owner marker) is ever removed."""
+    if (out / COMPLETE).exists() and _safely(matches, out):
         logging.info("reusing %s at %s", what, out)
         return out, True
     if out.exists():
+        paths.check_replaceable(out, writer, what)
         logging.warning("removing the unfinished or different %s at %s", what, out)
         shutil.rmtree(out)
     build(out)
@@ -136,7 +145,7 @@ def generated_corpus(dataset: str, seed: int, sizes: Sequence[int], processes: i
         generate.generate_corpus(dataset, path, seed, *sizes, processes=processes, progress=progress,
                                  overwrite=True)
 
-    return _cached_entry(root, matches, build, f"the generated {dataset} corpus")
+    return _cached_entry(root, matches, build, f"the generated {dataset} corpus", generate.WRITER)
 
 
 def augmented_corpus(mdc_path: str | os.PathLike, seed: int, copies: int = 3, paraphrase_prob: float = 0.5,
@@ -155,7 +164,7 @@ def augmented_corpus(mdc_path: str | os.PathLike, seed: int, copies: int = 3, pa
         logging.info("augmenting the MDC training games of %s into %s", source, path)
         augment.augment_games(source, path, seed, copies, paraphrase_prob, processes=processes)
 
-    return _cached_entry(root, matches, build, "the augmented MDC")
+    return _cached_entry(root, matches, build, "the augmented MDC", augment.WRITER)
 
 
 # --------------------------------------------------------------------------------------------

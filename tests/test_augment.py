@@ -211,3 +211,19 @@ def test_cli_writes_the_paper_4x_mix(mdc_path, tmp_path):
         assert len(item.prev_structure) == len(source.prev_structure)
         for block in item.prev_structure + item.next_structure:
             assert grid.in_region(block.x, block.y, block.z)
+
+
+def test_cli_refuses_to_replace_a_corpus_it_did_not_write(mdc_path, tmp_path):
+    """--out at a folder with game logs that bapjax did not write (a copy of the MDC, or the MDC
+    itself): one line, exit 2, nothing deleted."""
+    foreign = tmp_path / "copy"
+    (foreign / "data" / "logs").mkdir(parents=True)
+    (foreign / "data" / "logs" / "splits.json").write_text("{}")
+    for out in (foreign, mdc.resolve_corpus(mdc_path)):
+        result = subprocess.run(
+            [sys.executable, "-m", "bapjax.corpus.augment", "--corpus", str(mdc_path), "--seed", "0",
+             "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and str(out) in result.stderr
+    assert (foreign / "data" / "logs" / "splits.json").read_text() == "{}"
+    assert (mdc.resolve_corpus(mdc_path) / "data" / "logs" / "splits.json").exists()

@@ -73,6 +73,34 @@ def test_cli_prints_statistics_last_line_json(tmp_path):
     assert json.loads((out / "data" / "dataset.json").read_text())["name"] == "ss"
 
 
+def test_cli_refuses_bad_values_and_foreign_folders_before_writing(tmp_path):
+    """Out-of-range flags and --overwrite of a corpus bapjax did not write: one line, exit 2,
+    nothing written or deleted; a generated corpus (owner marker) can be overwritten."""
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "bapjax.sim.generate", "--dataset", "r", *args],
+                              capture_output=True, text=True, timeout=300,
+                              env=dict(os.environ, BAPJAX_CACHE=str(tmp_path / "c")))
+
+    for args, flag in ((("--processes", "-2"), "--processes"), (("--seed", "-1"), "--seed"),
+                       (("--train_items", "-3"), "--train_items")):
+        result = cli("--out", str(tmp_path / "new"), *args)
+        assert result.returncode == 2 and flag in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "new").exists()
+    foreign = tmp_path / "copy_of_mdc"
+    (foreign / "data" / "logs").mkdir(parents=True)
+    (foreign / "data" / "logs" / "splits.json").write_text("{}")
+    result = cli("--out", str(foreign), "--overwrite", "--train_items", "2", "--val_items", "0", "--test_items", "0")
+    assert result.returncode == 2 and "refusing to replace" in result.stderr, result.stderr
+    assert (foreign / "data" / "logs" / "splits.json").read_text() == "{}"
+    ours = tmp_path / "ours"
+    for _ in range(2):
+        result = cli("--out", str(ours), "--overwrite", "--train_items", "2", "--val_items", "0",
+                     "--test_items", "0", "--progress=false")
+        assert result.returncode == 0, result.stderr
+    assert json.loads((ours / "data" / "dataset.json").read_text())["requested_items"]["train"] == 2
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dataset", ["r", "bs", "ss"])
 def test_full_size_generation(dataset, tmp_path):

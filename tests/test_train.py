@@ -98,6 +98,42 @@ def test_checkpoint_save_replaces_a_same_step_checkpoint(tmp_path):
     ckpts.close()
 
 
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_step(tmp_path, capsys):
+    """latest/ keeps two steps; a damaged newest step is skipped with one warning naming it,
+    for resuming (Checkpoints.restore) and for prediction (load_params); none intact: one error."""
+    import jax.numpy as jnp
+
+    ckpts = checkpoints.Checkpoints(tmp_path)
+    for step in (1, 2, 3):
+        ckpts.save(ckpts.latest, {"step": jnp.int32(step), "params": {"w": jnp.full(2, float(step))}},
+                   {"iterator": {"pass": step}})
+    assert ckpts.latest.all_steps() == [2, 3]
+    abstract = {"step": jax.ShapeDtypeStruct((), jnp.int32), "params": {"w": jax.ShapeDtypeStruct((2,), jnp.float32)}}
+    ckpts.close()
+
+    def damage(step):
+        files = [p for p in (tmp_path / "checkpoints" / "latest" / str(step)).rglob("*") if p.is_file()]
+        assert files
+        for path in files:
+            path.write_bytes(path.read_bytes()[:7])
+
+    damage(3)
+    ckpts = checkpoints.Checkpoints(tmp_path)
+    restored, meta = ckpts.restore(ckpts.latest, abstract)
+    assert int(restored["step"]) == 2 and meta["iterator"]["pass"] == 2
+    ckpts.close()
+    assert f"checkpoint {tmp_path / 'checkpoints' / 'latest'}/3 is unreadable" in capsys.readouterr().out
+    params, step = checkpoints.load_params(tmp_path / "checkpoints" / "latest")
+    assert step == 2 and float(params["w"][0]) == 2.0
+    damage(2)
+    ckpts = checkpoints.Checkpoints(tmp_path)
+    with pytest.raises(checkpoints.CheckpointError, match="no intact checkpoint among steps \\[2, 3\\]"):
+        ckpts.restore(ckpts.latest, abstract)
+    ckpts.close()
+    with pytest.raises(checkpoints.CheckpointError, match="no intact Orbax checkpoint"):
+        checkpoints.load_params(tmp_path / "checkpoints" / "latest")
+
+
 def test_workdir_io_goes_through_one_path_abstraction(tmp_path, monkeypatch):
     """gs:// (any scheme) stays remote; local paths become absolute; the run's files are written
     through epath (metrics JSONL, learning-curve PNG, vocabulary)."""

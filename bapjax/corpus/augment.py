@@ -44,7 +44,7 @@ import numpy as np
 import orjson
 from absl import flags, logging
 
-from bapjax import cli, grid, parallel
+from bapjax import cli, grid, parallel, paths
 from bapjax.corpus import mdc
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
 from bapjax.errors import UserError
@@ -324,6 +324,9 @@ def _augment_one(job) -> list[dict]:
     return records
 
 
+WRITER = "bapjax.corpus.augment"  # the owner marker (bapjax.paths) of the folders it writes
+
+
 def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: int, copies: int = 3,
                   paraphrase_prob: float = 0.5, include_originals: bool = True,
                   processes: int | None = None, progress: bool = True, split: str = "train") -> dict:
@@ -336,8 +339,13 @@ def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: i
                            key=lambda t: int(t[1:]) if t[1:].isdigit() else t)
     logs = root / "data" / "logs"
     out_logs = out_root / "data" / "logs"
+    if out_root.resolve() == root.resolve():
+        raise mdc.CorpusError(f"{out_root}: the output directory is the corpus being augmented; pick another")
     if out_logs.exists():
+        if paths.owner_of(out_root) != WRITER and not (out_root / "data" / "augmentation.json").exists():
+            paths.check_replaceable(out_root, WRITER, "this corpus")
         shutil.rmtree(out_logs)
+    paths.mark_owned(out_root, WRITER)
     jobs = []
     for path in mdc.game_files(root):
         game_id = path.parent.name

@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 from absl import flags
 
-from bapjax import cli, parallel
+from bapjax import cli, parallel, paths
 from bapjax.errors import UserError
 from bapjax.sim import blocks_dialogs, random_dialogs, shape_dialogs, writer
 from bapjax.sim.dialogue import SimGame
@@ -132,6 +132,20 @@ class _Progress:
               f"{rate:.0f} items/s, elapsed {elapsed:.0f} s, ETA {eta:.0f} s", file=sys.stderr, flush=True)
 
 
+WRITER = "bapjax.sim.generate"  # the owner marker (bapjax.paths) of the folders it writes
+
+
+def _generated_here(root: Path) -> bool:
+    """Whether bapjax.sim.generate wrote `root`: its owner marker, or (corpora from before the
+    marker) the generator named in data/dataset.json."""
+    if paths.owner_of(root) == WRITER:
+        return True
+    try:
+        return json.loads((root / "data" / "dataset.json").read_text()).get("generator") == WRITER
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def generate_corpus(dataset: str, out_dir, seed: int = 0, train_items: int | None = None,
                     val_items: int | None = None, test_items: int | None = None,
                     processes: int | None = None, progress: bool = True, overwrite: bool = False) -> dict:
@@ -153,7 +167,10 @@ def generate_corpus(dataset: str, out_dir, seed: int = 0, train_items: int | Non
     if (root / "data").exists():
         if not overwrite:
             raise FileExistsError(f"{root / 'data'} exists; pass overwrite=True (--overwrite) to replace it")
+        if not _generated_here(root):
+            paths.check_replaceable(root, WRITER, "this corpus")
         shutil.rmtree(root / "data")
+    paths.mark_owned(root, WRITER)
     (root / "data" / "gold-configurations").mkdir(parents=True, exist_ok=True)
     processes = int(processes or os.cpu_count() or 1)
     total = sum(requested.values())
