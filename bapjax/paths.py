@@ -7,6 +7,8 @@ unpacked corpus archives (`mdc/`), itemized corpora and features, generated and 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -76,3 +78,18 @@ def check_replaceable(directory: str | os.PathLike, writer: str, what: str) -> N
     if owner != writer:
         who = f"it was written by {owner}" if owner else f"bapjax did not write it (no {OWNER_MARKER} marker)"
         raise NotOursError(f"{directory}: refusing to replace {what}: {who}; pick another output directory")
+
+
+@contextlib.contextmanager
+def build_lock(target: str | os.PathLike):
+    """Hold an exclusive lock named after `target` (beside it) while building it: a second
+    process building the same cache entry waits, then finds it built. The kernel drops the lock
+    when its holder dies, so a killed build never blocks the next one."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -114,7 +114,13 @@ def _safely(matches: Callable[[Path], bool], path: Path) -> bool:
 def _cached_entry(out: Path, matches: Callable[[Path], bool], build: Callable[[Path], Any], what: str,
                   writer: str) -> tuple[Path, bool]:
     """(`out`, True) when it holds a finished entry that `matches`; else (re)build it: (`out`, False).
-    Only a folder `writer` wrote (bapjax.paths owner marker) is ever removed."""
+    Only a folder `writer` wrote (bapjax.paths owner marker) is ever removed; two processes
+    asking for the same entry build it once (bapjax.paths.build_lock)."""
+    with paths.build_lock(out):
+        return _cached_entry_locked(out, matches, build, what, writer)
+
+
+def _cached_entry_locked(out, matches, build, what, writer) -> tuple[Path, bool]:
     if (out / COMPLETE).exists() and _safely(matches, out):
         logging.info("reusing %s at %s", what, out)
         return out, True

@@ -38,7 +38,7 @@ from bapjax.actions import apply_sequence, as_blocks
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn, ItemizedCorpus
 from bapjax.grid import PLACE, REMOVE, Action
 from bapjax.errors import UserError
-from bapjax.paths import cache_root
+from bapjax.paths import build_lock, cache_root
 
 # Bump when the itemizer's output changes, so stale caches are not reused.
 ITEMIZER_VERSION = 5
@@ -83,9 +83,17 @@ def _unpack_archive(archive: Path) -> Path:
     target = cache_root() / f"corpus-{file_sha256(archive)[:16]}"
     if (target / ".complete").exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    with build_lock(target):
+        if (target / ".complete").exists():  # another process unpacked it while we waited
+            return target
+        for stale in target.parent.glob(f".unpack-{target.name}-*"):  # left by a killed unpack
+            shutil.rmtree(stale, ignore_errors=True)
+        return _unpack_locked(archive, target)
+
+
+def _unpack_locked(archive: Path, target: Path) -> Path:
     logging.info("unpacking %s into %s (once)", archive, target)
-    staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".unpack-{target.name}-", dir=target.parent))
     try:
         with tarfile.open(archive, "r:*") as tar:
             tar.extractall(staging, filter="data")

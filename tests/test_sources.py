@@ -1,0 +1,82 @@
+"""bapjax.sources: one resolver for every kind of item source, and the derived-corpus cache."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bapjax import formats, paths, sources
+from bapjax.corpus import store
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_path_kind_gives_the_same_items(mdc_path, mdc_corpus, tmp_path):
+    """Archive dir, unpacked dir, items JSONL and item store: the same val items."""
+    from bapjax.corpus import mdc
+
+    want = [item.item_id for item in mdc_corpus.split("val")]
+    assert [i.item_id for i in sources.load_split(mdc_path, "val")] == want
+    assert [i.item_id for i in sources.load_split(mdc.resolve_corpus(mdc_path), "val")] == want
+    formats.write_items(tmp_path / "val.jsonl", mdc_corpus.split("val")[:30])
+    assert [i.item_id for i in sources.load_split(tmp_path / "val.jsonl", None)] == want[:30]
+    store.write_store(tmp_path / "store", {"val": mdc_corpus.split("val")[:30]})
+    assert [i.item_id for i in sources.items_from_flags(store=str(tmp_path / "store"), split="val")] == want[:30]
+    assert sources.load_split(tmp_path / "store", "val", dataset="bs") == []
+
+
+def test_item_flags_name_the_mistake(mdc_path, tmp_path):
+    with pytest.raises(sources.SourceError, match="give exactly one of --corpus, --items"):
+        sources.items_from_flags()
+    with pytest.raises(sources.SourceError, match=r"got --corpus, --items"):
+        sources.items_from_flags(corpus=str(mdc_path), items="x.jsonl", split="val")
+    with pytest.raises(sources.SourceError, match="--corpus needs --split"):
+        sources.items_from_flags(corpus=str(mdc_path))
+    with pytest.raises(sources.SourceError, match="no split 'dev'"):
+        sources.items_from_flags(corpus=str(mdc_path), split="dev")
+    with pytest.raises(sources.SourceError, match="no such corpus, store or items file"):
+        sources.items_from_flags(corpus=str(tmp_path / "missing"), split="val")
+    with pytest.raises(sources.SourceError, match="no manifest.json"):
+        sources.items_from_flags(store=str(tmp_path), split="val")
+
+
+def test_an_unfinished_cache_entry_is_rebuilt_and_a_foreign_one_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    sizes = (6, 2, 2)
+    entry = tmp_path / "cache" / "generated" / "r-seed4-6-2-2"
+    # a build killed half way: the owner marker, some data, no completion marker
+    paths.mark_owned(entry, "bapjax.sim.generate")
+    (entry / "data" / "logs").mkdir(parents=True)
+    (entry / "data" / "logs" / "half-written.json").write_text("{")
+    root, reused = sources.generated_corpus("r", 4, sizes, processes=1, progress=False)
+    assert root == entry and not reused and (entry / sources.COMPLETE).exists()
+    assert not (entry / "data" / "logs" / "half-written.json").exists()
+    assert len(sources.load_split(root, "train")) == 6
+    assert sources.generated_corpus("r", 4, sizes, processes=1, progress=False) == (entry, True)
+    # a folder bapjax did not write is never removed, even where a cache entry should go
+    foreign = tmp_path / "cache" / "generated" / "r-seed5-6-2-2"
+    (foreign / "data").mkdir(parents=True)
+    (foreign / "data" / "mine.txt").write_text("keep")
+    with pytest.raises(paths.NotOursError, match="refusing to replace"):
+        sources.generated_corpus("r", 5, sizes, processes=1, progress=False)
+    assert (foreign / "data" / "mine.txt").read_text() == "keep"
+
+
+def test_two_processes_asking_for_one_entry_build_it_once(tmp_path):
+    code = ("import json, sys; from bapjax import sources; "
+            "root, reused = sources.generated_corpus('bs', 2, (12, 3, 3), processes=1, progress=False); "
+            "print(json.dumps([str(root), reused]))")
+    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"))
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env, cwd=REPO) for _ in range(2)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert results[0][0] == results[1][0]
+    assert sorted(r[1] for r in results) == [False, True]  # one built it, the other waited and reused it
+    assert len(sources.load_split(results[0][0], "train")) == 12
