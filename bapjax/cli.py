@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging as std_logging
 import sys
+from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 import jax
@@ -62,6 +63,14 @@ def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], 
             fail(str(err))
 
     app.run(guarded, flags_parser=_parse_flags)
+
+
+def check_output_file(flag_name: str, path: str | None) -> None:
+    """An output file's folder must exist before any work is done (so nothing is lost at the end)."""
+    if path and path != "-" and "://" not in path:
+        parent = Path(path).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise UserError(f"--{flag_name} {path}: the folder {parent} does not exist")
 
 
 def enable_compilation_cache() -> str:

@@ -206,6 +206,7 @@ def run(argv_flags=FLAGS) -> dict:
     start = time.perf_counter()
     if not argv_flags.predictions:
         raise EvaluationError("--predictions FILE is required")
+    cli.check_output_file("per_item", argv_flags.per_item)
     items = sources.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
                                      argv_flags.store, argv_flags.dataset)
     predictions = formats.read_predictions(argv_flags.predictions)

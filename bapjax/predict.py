@@ -47,6 +47,7 @@ def check_flags() -> None:
     """Flag values checked before the model is loaded or anything is written."""
     if not FLAGS.checkpoint or not FLAGS.out:
         raise UserError("--checkpoint and --out are required")
+    cli.check_output_file("out", FLAGS.out)
     if FLAGS.batch_size < 1:
         raise UserError(f"--batch_size is {FLAGS.batch_size}; expected an integer >= 1")
     if FLAGS.max_actions is not None and FLAGS.max_actions < 1:

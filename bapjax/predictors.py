@@ -177,6 +177,7 @@ def main(argv: Sequence[str]) -> int:
                         "(--corpus PATH --split S | --items FILE) --out FILE")
     if not FLAGS.out:
         raise UserError("--out is required")
+    cli.check_output_file("out", FLAGS.out)
     items = sources.items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items)
     predictions = predict(argv[1], items, FLAGS.seed)
     formats.write_predictions(FLAGS.out, predictions)
