@@ -15,7 +15,7 @@ shift 2
 : "${TPU_NAME:?set TPU_NAME}" "${ZONE:?set ZONE}"
 gcloud compute tpus tpu-vm ssh "$TPU_NAME" --zone "$ZONE" --worker=all --command "
   cd ~/bapjax &&
-  (test -d .venv || (python3 -m venv .venv && .venv/bin/pip install -q -r requirements.txt 'jax[tpu]' \
+  (test -d .venv || (python3 -m venv .venv && .venv/bin/pip install -q -r requirements.txt -e . 'jax[tpu]' \
       -f https://storage.googleapis.com/jax-releases/libtpu_releases.html)) &&
   BAPJAX_CACHE=\$HOME/.cache/bapjax .venv/bin/python -m bapjax.train --config=$CONFIG --workdir=$WORKDIR \
       --config.distributed.initialize=True --config.model.conv_impl=xla $*
