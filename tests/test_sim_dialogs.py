@@ -306,3 +306,17 @@ def test_mdc_stats_cli(sim_corpus, tmp_path):
     stats = json.loads(result.stdout.strip().splitlines()[-1])
     assert stats["train"]["items"] == SIZES["train_items"]
     assert stats["test"]["items"] == SIZES["test_items"]
+
+
+def test_no_doubled_one_and_middle_only_near_the_centre(sim_corpus):
+    """Two template bugs stay fixed: "the purple one one to the right" (a doubled "one"), and
+    "somewhere in the middle" for a first block far from the centre."""
+    from bapjax.corpus.items import ChatTurn
+    from bapjax.sim import language
+
+    for item in sim_corpus[3].split("train"):
+        architect = [e.text for e in item.history if isinstance(e, ChatTurn) and e.speaker == "Architect"]
+        assert not any(" one one " in f" {line.lower()} " for line in architect), architect
+        if architect and "in the middle" in architect[-1]:
+            first = item.reference_actions[0]
+            assert max(abs(first.x), abs(first.z)) <= language.MIDDLE_RADIUS, (architect[-1], first)

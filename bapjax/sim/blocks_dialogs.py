@@ -66,7 +66,7 @@ def _instruction(state: GameState, shape, remaining: list) -> int:
     if not state.structure:
         pose = state.sample_pose([first], [first])
         omitted = state.maybe_omit(["color"])
-        text = language.first_block_instruction(rng, None if omitted else color_text)
+        text = language.first_block_instruction(rng, None if omitted else color_text, first)
         record = {"kind": "first", "color": color_text, "target_cells": [list(first)], "on_ground": True,
                   "ref": None, "relation": None, "anchor": None, "omitted": omitted, "shape": shape.kind}
         clar = language.clarification(rng, "color", color_text) if omitted else None

@@ -359,18 +359,24 @@ def _color_adj(color: str | None) -> str:
     return f"{color} " if color else ""
 
 
-def first_block_instruction(rng: np.random.Generator, color: str | None) -> str:
-    """The first block of a game, on the empty ground (any cell is a correct reading)."""
+MIDDLE_RADIUS = 1  # "in the middle" only for a cell this close (x and z) to the grid's centre
+
+
+def first_block_instruction(rng: np.random.Generator, color: str | None, cell=None) -> str:
+    """The first block of a game, on the empty ground (any cell is a correct reading; "in the
+    middle" is only said when the block's `cell` is within MIDDLE_RADIUS of the centre)."""
     c = _color_adj(color)
-    template = pick(rng, (
+    templates = [
         "{p}start with a {c}block on the ground",
         "{p}{v} a {c}block on the ground",
         "{p}{v} a {c}block anywhere on the ground",
         "{p}let's begin with a {c}block on the ground",
         "{p}first, {v} a {c}block down on the ground",
-        "{p}{v} a {c}block somewhere in the middle, on the ground",
         "{p}we start with one {c}block on the floor",
-    ))
+    ]
+    if cell is not None and abs(cell[0]) <= MIDDLE_RADIUS and abs(cell[2]) <= MIDDLE_RADIUS:
+        templates.append("{p}{v} a {c}block somewhere in the middle, on the ground")
+    template = pick(rng, tuple(templates))
     return finish(rng, template.format(p=pick(rng, ("", "", "ok ", "so ")), c=c, v=pick(rng, PLACE_VERBS)))
 
 
@@ -382,8 +388,10 @@ def place_instruction(rng: np.random.Generator, color: str | None, relation: str
     p, v = pick(rng, PREFIXES), pick(rng, PLACE_VERBS)
     if choice == 0:
         text = f"{p}{relation} {reference}, {v} a {c}block"
-    elif choice == 1:
+    elif choice == 1 and not relation.startswith(("one ", "a ")):  # no "a red one one to the left"
         text = f"{p}a {c}one {relation} {reference}" if color else f"{p}one {relation} {reference}"
+    elif choice == 1:
+        text = f"{p}a {c}block {relation} {reference}"
     elif choice == 2:
         text = f"{p}{c}{relation} {reference}" if color else f"{p}one more {relation} {reference}"
     elif choice == 3:

@@ -64,7 +64,7 @@ def _place_segment(state: GameState, cell, color: int) -> bool:
     color_text = language.color_word(color)
     if not state.structure:
         pose = state.sample_pose([cell], [cell])
-        text = language.first_block_instruction(rng, None if omitted else color_text)
+        text = language.first_block_instruction(rng, None if omitted else color_text, cell)
         record = {"kind": "first", "color": color_text, "target_cells": [list(cell)], "on_ground": True,
                   "ref": None, "relation": None, "anchor": None, "omitted": omitted}
     else:
@@ -111,7 +111,10 @@ def _remove_segment(state: GameState, cell) -> bool:
         if described is None:
             return False
         ref, relation = described
-        target_text = f"the {color_text} {language.pick(rng, ('block', 'one', 'block'))} {relation['text']} {ref['text']}"
+        noun = language.pick(rng, ("block", "one", "block"))
+        if noun == "one" and relation["text"].startswith(("one ", "a ")):  # no "the red one one behind"
+            noun = "block"
+        target_text = f"the {color_text} {noun} {relation['text']} {ref['text']}"
         text = language.remove_instruction(rng, target_text)
         record = {"kind": "remove", "color": color_text, "target_cells": [list(cell)], "ref": ref,
                   "relation": relation, "anchor": None, "omitted": None, "target_is_ref": False}
