@@ -169,7 +169,8 @@ def test_sampled_poses_are_valid_and_face_the_work(seed):
         to_focus = np.array([centre[0] - pose.x, centre[2] - pose.z])
         cosine = view @ to_focus / (np.linalg.norm(to_focus) + 1e-9)
         assert cosine > math.cos(math.radians(60))
-        assert 2.0 <= min(math.dist((pose.x, pose.z), (c[0], c[2])) for c in cells) <= 12.0
+        nearest = min(math.dist((pose.x, pose.z), (c[0], c[2])) for c in cells)
+        assert spatial.STAND_DISTANCE[0] + 0.5 - 1e-6 <= nearest <= 12.0
 
 
 # ----------------------------------------------------------------------------------------------
