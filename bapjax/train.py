@@ -15,6 +15,8 @@ import functools
 import json
 import math
 import os
+import subprocess
+import sys
 import time
 
 import jax
@@ -32,7 +34,7 @@ from bapjax import decode as decoding
 from bapjax.corpus.items import BapItem
 from bapjax.errors import UserError
 from bapjax.models import builder
-from bapjax.paths import cache_root, resolve_path, workdir_path
+from bapjax.paths import REPO_ROOT, cache_root, resolve_path, workdir_path
 from bapjax.text.glove import load_glove_50d
 from bapjax.text.vocab import Vocabulary
 
@@ -370,10 +372,40 @@ def check_resume_config(config: ml_collections.ConfigDict, workdir: epath.Path) 
     return True
 
 
+def code_version() -> str | None:
+    """The git commit of the code that runs (with "+dirty" for uncommitted changes), or None
+    outside a git checkout: recorded with every run so a result names the code behind it."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=20, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=20, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+RUN_LOG = "runs.jsonl"  # one line per invocation of train on a workdir (the command, code, items, time)
+
+
+def record_invocation(workdir: epath.Path, started: float, first_step: int, last_step: int,
+                      batch_size: int, finished: bool) -> None:
+    """Append what this invocation did to <workdir>/runs.jsonl (host 0)."""
+    if jax.process_index() != 0:
+        return
+    entry = {"argv": sys.argv, "commit": code_version(), "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)),
+             "wall_seconds": round(time.time() - started, 1), "first_step": first_step, "last_step": last_step,
+             "items_trained": (last_step - first_step) * batch_size, "finished": finished,
+             "devices": jax.device_count(), "platform": jax.devices()[0].platform}
+    with (workdir / RUN_LOG).open("a") as out:
+        out.write(json.dumps(entry) + "\n")
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict:
     """Train per `config`, checkpointing into `workdir`; return the final evaluation
     {"<source>_<split>": report}. Resuming keeps the run's config.json (the resumed run's config
     goes to config.resume-<k>.json); a config that contradicts the run is refused first."""
+    started = time.time()
     workdir = workdir_path(workdir)
     sharding.maybe_initialize_distributed(config.get("distributed", None))
     is_main = jax.process_index() == 0
@@ -464,6 +496,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     log_every = int(tc.get("log_every_steps", 50))
     ckpt_every = int(tc.get("checkpoint_every_steps", 0) or 0) or eval_every
     t0, step0, window = time.time(), step, []
+    first_step = step
     budget_s = 60.0 * float(tc.get("time_budget_minutes", 0) or 0)
     while step < steps_total and not meta["stopped_early"]:
         if budget_s and time.time() - t0 > budget_s:
@@ -501,6 +534,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
             ckpts.close()
             writer.close()
             logging.warning("stopping at step %d as config.train.preempt_after_steps asks", step)
+            record_invocation(workdir, started, first_step, step, int(tc.batch_size), finished=False)
             return {}
 
     # Final evaluation with the best checkpoint (lowest val loss), else the last state.
@@ -527,6 +561,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
             viz.plot_learning_curves(writer.jsonl, workdir / "learning_curves.png")
     ckpts.close()
     writer.close()
+    record_invocation(workdir, started, first_step, step, int(tc.batch_size), finished=True)
     return results
 
 

@@ -82,6 +82,11 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypat
     # the resumed run kept its config.json and saved the resume's own config beside it
     assert (tmp_path / "resumed" / "config.resume-1.json").exists()
     assert json.loads((tmp_path / "resumed" / "config.json").read_text())["train"]["preempt_after_steps"] == 4
+    # every invocation is logged with its code version and the items it trained on
+    invocations = [json.loads(line) for line in (tmp_path / "resumed" / train.RUN_LOG).read_text().splitlines()]
+    assert [(r["first_step"], r["last_step"], r["finished"]) for r in invocations] == [(0, 4, False), (4, 6, True)]
+    assert sum(r["items_trained"] for r in invocations) == 6 * config.train.batch_size
+    assert invocations[0]["commit"] is None or len(invocations[0]["commit"].split("+")[0]) == 40
 
 
 def test_checkpoint_save_replaces_a_same_step_checkpoint(tmp_path):
