@@ -184,7 +184,13 @@ def source_is_set(source: Mapping) -> bool:
 def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
     """{split: items} of ``config.data.sources.<name>``: a `store` (+ `dataset`), a `corpus`, or
     a `generate` block; train items from `train_corpus` or the `augment` block when given;
-    `max_<split>_items` caps; `dataset` tags every item (the curriculum's metric D)."""
+    `max_<split>_items` caps; `splits` (default all three) keeps only those splits, e.g.
+    ("test",) for a set a model is evaluated on but not trained on; `dataset` tags every item
+    (the curriculum's metric D)."""
+    wanted = tuple(source.get("splits", SPLITS) or SPLITS)
+    unknown = [s for s in wanted if s not in SPLITS]
+    if unknown:
+        raise SourceError(f"{where}.splits: {unknown} are not splits ({', '.join(SPLITS)})")
     where = f"config.data.sources.{name}"
     tag = source.get("dataset", "") or None
     if source.get("store", ""):
@@ -208,12 +214,14 @@ def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
         splits = {split: list(corpus.split(split)) for split in SPLITS}
         train_path = source.get("train_corpus", "")
         aug = source.get("augment", None)
-        if not train_path and aug and aug.get("enabled", True):
+        if not train_path and aug and aug.get("enabled", True) and "train" in wanted:
             train_path, _ = augmented_corpus(corpus_path, int(aug["seed"]), int(aug.get("copies", 3)),
                                           float(aug.get("paraphrase_prob", 0.5)), aug.get("out", "") or None)
         if train_path:
             splits["train"] = list(mdc.load_corpus(resolve_path(train_path)).split("train"))
     for split in SPLITS:
+        if split not in wanted:
+            splits[split] = []
         cap = int(source.get(f"max_{split}_items", 0) or 0)
         if cap:
             splits[split] = splits[split][:cap]

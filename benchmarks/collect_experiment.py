@@ -1,0 +1,117 @@
+"""Rebuild the experiment's results (JSON, markdown table, learning curves) from run directories.
+
+    python benchmarks/collect_experiment.py runs/exp/mc runs/exp/agg runs/exp/cl runs/exp/cl_la \
+        [--out results/cpu_experiment]
+
+Each run directory is a finished `python -m bapjax.train` workdir; its name is the row's key.
+Nothing is typed by hand: the command and commit come from the run's `runs.jsonl`, the config
+from `config.json`, the evaluation from `final_eval.json` (exactly what training printed last),
+the STOP rule from `decode.json`, the curves from `metrics.jsonl`. Writes OUT.json
+(``{name: {"command", "commit", "config", "train_items_seen", "wall_minutes", "stop_rule",
+"eval": {"mc_test": <evaluator JSON>, "bs_test": ..., ...}}}``), OUT.md (the table beside the
+paper's Table 5) and OUT_curves.png (val loss and val micro Overall F1 of every run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+# Paper Table 5 (GRU models, micro Overall fairer F1 on each test set; D_mc = the clean v2 test set).
+PAPER_TABLE5 = {"mc": {"bs_test": 35.2, "ss_test": 19.1, "r_test": 12.4, "mc_test": 27.3},
+                "agg": {"bs_test": 83.4, "ss_test": 68.8, "r_test": 63.6, "mc_test": 30.3},
+                "cl": {"bs_test": 84.0, "ss_test": 68.8, "r_test": 60.3, "mc_test": 33.0}}
+SETS = ("mc_test", "bs_test", "ss_test", "r_test")
+
+
+def collect_run(run: Path) -> dict:
+    invocations = [json.loads(line) for line in (run / "runs.jsonl").read_text().splitlines() if line.strip()]
+    if not invocations or not invocations[-1]["finished"]:
+        raise SystemExit(f"{run}: the run has not finished (runs.jsonl)")
+    commits = sorted({i["commit"] for i in invocations})
+    decode = json.loads((run / "decode.json").read_text()) if (run / "decode.json").exists() else {}
+    return {
+        "command": " ".join(shlex.quote(a) for a in ["python", "-m", "bapjax.train", *invocations[0]["argv"][1:]]),
+        "commit": commits[0] if len(commits) == 1 else commits,
+        "config": json.loads((run / "config.json").read_text()),
+        "train_items_seen": sum(i["items_trained"] for i in invocations),
+        "wall_minutes": round(sum(i["wall_seconds"] for i in invocations) / 60, 1),
+        "invocations": len(invocations),
+        "stop_rule": {k: decode.get(k) for k in ("stop_rule", "stop_threshold")} if decode else None,
+        "eval": json.loads((run / "final_eval.json").read_text()),
+    }
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def table(results: dict) -> str:
+    lines = ["| model | items seen | D_mc micro Overall | D_mc macro Overall | D_mc Location (micro) | "
+             "D_mc strict (legacy) | D_bs | D_ss | D_r | predicted / reference net actions (D_mc) | minutes |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, row in results.items():
+        ev = row["eval"]
+        mc = ev.get("mc_test", {})
+        counts = mc.get("counts", {})
+        synthetic = [_pct(ev[s]["micro"]["Overall"]["overall"]) if s in ev else "-" for s in SETS[1:]]
+        lines.append(
+            f"| {name} | {row['train_items_seen']:,} | {_pct(mc.get('micro', {}).get('Overall', {}).get('overall'))} | "
+            f"{_pct(mc.get('macro', {}).get('Overall', {}).get('overall'))} | "
+            f"{_pct(mc.get('micro', {}).get('Overall', {}).get('location'))} | {_pct(mc.get('strict_micro'))} | "
+            + " | ".join(synthetic)
+            + f" | {counts.get('predicted_net_actions', '-')} / {counts.get('reference_net_actions', '-')} | "
+            f"{row['wall_minutes']} |")
+    for name, paper in PAPER_TABLE5.items():
+        lines.append(f"| paper M_{name if name == 'mc' else 'agg' if name == 'agg' else 'agg+cl'} (GPU, Table 5) | | "
+                     f"{paper['mc_test']} | | | | {paper['bs_test']} | {paper['ss_test']} | {paper['r_test']} | | |")
+    return "\n".join(lines)
+
+
+def plot_curves(runs: dict[str, Path], out: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for name, run in runs.items():
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        val = [r for r in rows if r["kind"] == "val"]
+        loss = [(r["step"], r["loss"]) for r in val if "loss" in r]
+        f1 = [(r["step"], r["mc_val_overall_micro_f1"]) for r in val if "mc_val_overall_micro_f1" in r]
+        if loss:
+            axes[0].plot(*zip(*loss), "o-", label=name, markersize=3)
+        if f1:
+            axes[1].plot(*zip(*f1), "o-", label=name, markersize=3)
+    axes[0].set(xlabel="step (32 items)", ylabel="val loss (all val sets)")
+    axes[1].set(xlabel="step (32 items)", ylabel="MDC val micro Overall F1 (128 items)")
+    for ax in axes:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="finished training workdirs (their names are the row keys)")
+    parser.add_argument("--out", default="results/cpu_experiment", help="output path without extension")
+    args = parser.parse_args()
+    runs = {Path(r).name: Path(r) for r in args.runs}
+    results = {name: collect_run(run) for name, run in runs.items()}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
+    markdown = table(results)
+    out.with_suffix(".md").write_text(markdown + "\n")
+    plot_curves(runs, out.parent / f"{out.name}_curves.png")
+    print(markdown)
+    print(json.dumps({name: {s: row["eval"].get(s, {}).get("micro", {}).get("Overall", {}).get("overall")
+                             for s in SETS} for name, row in results.items()}))
+
+
+if __name__ == "__main__":
+    main()
