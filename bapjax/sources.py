@@ -187,11 +187,11 @@ def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
     `max_<split>_items` caps; `splits` (default all three) keeps only those splits, e.g.
     ("test",) for a set a model is evaluated on but not trained on; `dataset` tags every item
     (the curriculum's metric D)."""
+    where = f"config.data.sources.{name}"
     wanted = tuple(source.get("splits", SPLITS) or SPLITS)
     unknown = [s for s in wanted if s not in SPLITS]
     if unknown:
         raise SourceError(f"{where}.splits: {unknown} are not splits ({', '.join(SPLITS)})")
-    where = f"config.data.sources.{name}"
     tag = source.get("dataset", "") or None
     if source.get("store", ""):
         try:
