@@ -44,7 +44,7 @@ def evaluate_items(items: Sequence[BapItem], predictions: Mapping[str, Sequence[
 
     ``multiple``: ids of the items in M (fairer alignment); None means all EB items.
     """
-    with metrics._no_gc():
+    with metrics.no_gc():
         return _evaluate_items(items, predictions, multiple, drop_infeasible, allow_missing)
 
 

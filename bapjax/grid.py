@@ -17,7 +17,6 @@ shape-static and batch with ``vmap``; the batched entry points are jitted.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Iterable, Mapping, NamedTuple
 
 import jax

@@ -26,8 +26,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import queue
-import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -36,7 +34,7 @@ import numpy as np
 from absl import logging
 
 from bapjax import grid
-from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax.corpus.items import BapItem, ChatTurn
 from bapjax.grid import Action
 from bapjax.text import tokenizer
 from bapjax.text.vocab import Vocabulary
@@ -453,36 +451,3 @@ class DataIterator:
 
     def __next__(self) -> dict[str, np.ndarray]:
         return expand_batch(self.features, self.next_rows(), self.config)
-
-
-def prefetch_to_device(iterator: Iterator[Mapping[str, np.ndarray]], size: int = 2,
-                       sharding=None) -> Iterator[dict]:
-    """Batches already on device: a thread builds and transfers ``size`` batches ahead.
-
-    ``sharding`` (e.g. a NamedSharding over the data axis) is passed to ``jax.device_put``;
-    for multi-host runs use ``jax.make_array_from_process_local_data`` on each host's batch
-    instead. The iterator's own position runs ahead by up to ``size`` batches: save the state
-    of the batches consumed, not of the iterator, when checkpointing with prefetch.
-    """
-    import jax
-
-    buffer: queue.Queue = queue.Queue(maxsize=size)
-    done = object()
-
-    def produce():
-        try:
-            for batch in iterator:
-                buffer.put(jax.device_put(dict(batch), sharding) if sharding is not None
-                           else jax.device_put(dict(batch)))
-        except Exception as err:  # surface producer errors in the consumer
-            buffer.put(err)
-        buffer.put(done)
-
-    threading.Thread(target=produce, daemon=True).start()
-    while True:
-        item = buffer.get()
-        if item is done:
-            return
-        if isinstance(item, Exception):
-            raise item
-        yield item

@@ -578,12 +578,12 @@ def score_items(pred_sets: Sequence[Iterable[Action]], ref_sets: Sequence[Iterab
     {item position: S_M} and {item position: S_H} as {cell: color} for the items in M (the
     fairer alignment is searched on these structures); every other item is scored as is.
     """
-    with _no_gc():
+    with no_gc():
         return _score_items(pred_sets, ref_sets, fair_sources, fair_targets)
 
 
 @contextlib.contextmanager
-def _no_gc():
+def no_gc():
     """Pause the cyclic garbage collector during bulk host work: the sets built here hold no
     cycles, and collections triggered by them rescan every live object (items, histories)."""
     enabled = gc.isenabled()

@@ -7,7 +7,7 @@ baseline and against the training step's consumption rate, all measured in this 
 Rates:
 * baseline: ``featurize(item)`` per item then ``np.stack`` (no table, no vectorization);
 * table: one-time ``featurize_items`` (items/s), then ``DataIterator`` host batches and
-  ``prefetch_to_device`` device batches (items/s, ``block_until_ready``);
+  those batches put on the device (``jax.device_put``, items/s, ``block_until_ready``);
 * training step (if ``bapjax.train`` is importable): the jit-compiled step of the config's model
   on the same batches (items/s after compilation). The report gives pipeline / step.
 The last line is JSON.
@@ -124,10 +124,9 @@ def main() -> None:
     host, _ = _rate(lambda: next(it), args.seconds, B)
     print(f"DataIterator host batches: {host:,.0f} items/s ({host / baseline:.1f}x baseline)")
 
-    device_iter = input_pipeline.prefetch_to_device(input_pipeline.DataIterator(table, None, config, B, seed=1), 2)
-    next(device_iter)
-    device, _ = _rate(lambda: jax.block_until_ready(next(device_iter)), args.seconds, B)
-    print(f"ready device batches (prefetch_to_device): {device:,.0f} items/s ({device / baseline:.1f}x baseline)")
+    device_iter = input_pipeline.DataIterator(table, None, config, B, seed=1)
+    device, _ = _rate(lambda: jax.block_until_ready(jax.device_put(next(device_iter))), args.seconds, B)
+    print(f"ready device batches (jax.device_put): {device:,.0f} items/s ({device / baseline:.1f}x baseline)")
 
     step_rate, step_note = (None, "skipped (--no_train)")
     if not args.no_train:

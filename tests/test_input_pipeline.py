@@ -12,6 +12,7 @@ import pytest
 
 from bapjax import grid, input_pipeline
 from bapjax.corpus import augment
+from bapjax.corpus.items import BuilderPose
 from bapjax.grid import Action
 from bapjax.input_pipeline import DataIterator, FeatureConfig
 from bapjax.models import world_input
@@ -106,7 +107,7 @@ def test_perspective_is_invariant_under_the_augmentation_rotation(train):
     base = np.asarray(world_input.perspective_coordinates(jnp.asarray(poses), 0.1))
     for k in (1, 2, 3):
         aug = augment.Augmentation(k, augment.IDENTITY, 0.0, 0)
-        rotated = np.array([augment.transform_pose(input_pipeline.BuilderPose(*p), aug) for p in poses], np.float32)
+        rotated = np.array([augment.transform_pose(BuilderPose(*p), aug) for p in poses], np.float32)
         turned = np.asarray(world_input.perspective_coordinates(jnp.asarray(rotated), 0.1))
         for x in range(grid.X_MIN, grid.X_MAX + 1, 3):
             for z in range(grid.Z_MIN, grid.Z_MAX + 1, 2):

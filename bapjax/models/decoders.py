@@ -12,7 +12,6 @@ the same outputs (tested).
 from __future__ import annotations
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
 
 

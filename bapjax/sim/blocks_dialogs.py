@@ -17,7 +17,7 @@ import numpy as np
 
 from bapjax.sim import language, spatial
 from bapjax.sim.dialogue import GameState, SimGame
-from bapjax.sim.random_dialogs import _choose_reference
+from bapjax.sim.random_dialogs import choose_reference
 from bapjax.sim.structures import sample_shape_structure, touches
 
 NUM_SHAPES = 3
@@ -88,7 +88,7 @@ def _instruction(state: GameState, shape, remaining: list) -> int:
         chosen = None
         far = max(abs(v) for v in world_step) > FAR_FROM_LAST
         if language.chance(rng, 0.8 if far else OTHER_REFERENCE_P):
-            chosen = _choose_reference(state, first, pose.yaw)
+            chosen = choose_reference(state, first, pose.yaw)
         if chosen is None:
             ref_cell, ref = last, _last_reference(state, pose.yaw)
         else:

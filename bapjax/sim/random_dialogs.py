@@ -25,7 +25,7 @@ MAX_REFERENCE_DISTANCE = 3  # per Builder axis
 OPTION_WEIGHTS = {"last": 0.6, "color": 3.0, "extreme_color": 2.0, "extreme": 1.2}
 
 
-def _choose_reference(state: GameState, target, yaw: float, exclude=()) -> tuple[tuple, dict] | None:
+def choose_reference(state: GameState, target, yaw: float, exclude=()) -> tuple[tuple, dict] | None:
     """A (reference cell, realized referring expression) for describing ``target``."""
     rng = state.rng
     candidates, weights = [], []
@@ -49,7 +49,7 @@ def _choose_reference(state: GameState, target, yaw: float, exclude=()) -> tuple
 
 def _reference_relation(state: GameState, rng, target, yaw: float) -> tuple[dict, dict] | None:
     """(reference, relation phrase) locating ``target`` from a chosen reference block, or None."""
-    chosen = _choose_reference(state, target, yaw)
+    chosen = choose_reference(state, target, yaw)
     if chosen is None:
         return None
     ref_cell, ref = chosen

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Iterable
 
 import orjson
 
