@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,9 +18,9 @@ from pathlib import Path
 import jax
 import numpy as np
 
-
 from bapjax import grid
 from bapjax.corpus import mdc
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the oracles live in tests/ (not installed)
 from tests.test_grid import oracle_mask, random_structure
 
 

@@ -16,16 +16,18 @@ Every plan is checked with plan_is_valid outside the timed loop.  Run from the r
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
-
 
 from bapjax import grid
 from bapjax.sim.planner import extra_actions, plan_actions, plan_is_valid
 from bapjax.sim.shapes import sample_shape
 from bapjax.sim.structures import (grow_random_structure, sample_shape_structure,
                                    touches, touching_translations)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the oracles live in tests/ (not installed)
 from tests.test_sim_planner import random_pair
 
 

@@ -1,15 +1,11 @@
-"""bapjax.metrics against a plain-Python oracle (loops over rotations and offsets, Counters).
-
-The oracle below is deliberately written from the definitions in DESIGN.md ("BAP v2
-evaluation") without reusing bapjax.metrics or bapjax.actions: it applies sequences to dicts,
-cancels inverse actions itself, enumerates every alignment in tie-break order, and measures
-structure distance as a symmetric difference. ``benchmarks/bench_evaluate.py`` times it.
+"""bapjax.metrics (the fast path) against bapjax.metrics_reference (the definitions in plain
+Python: loops over rotations and offsets, Counters), on random and hand-made cases.
+``benchmarks/bench_evaluate.py`` times both.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -17,188 +13,13 @@ import pytest
 from bapjax import metrics
 from bapjax.grid import PLACE, REMOVE, Action
 
-# ---- plain-Python oracle ---------------------------------------------------------------------
-
-LO, HI, Y_LO, Y_HI = -5, 5, 1, 9
-
-
-def o_rotate(x, z, r):
-    """Quarter turns about the center column: r=1 maps (x, z) to (-z, x)."""
-    return [(x, z), (-z, x), (-x, -z), (z, -x)][r]
-
-
-def o_alignments():
-    """All (r, dx, dz) in tie-break order: the identity first, then r, dx, dz ascending."""
-    yield (0, 0, 0)
-    for r in range(4):
-        for dx in range(-10, 11):
-            for dz in range(-10, 11):
-                if (r, dx, dz) != (0, 0, 0):
-                    yield (r, dx, dz)
-
-
-def o_move(x, z, alignment):
-    r, dx, dz = alignment
-    rx, rz = o_rotate(x, z, r)
-    return rx + dx, rz + dz
-
-
-def o_inside(x, z):
-    return LO <= x <= HI and LO <= z <= HI
-
-
-def o_feasible(structure, action):
-    t, c, x, y, z = action
-    if not (LO <= x <= HI and Y_LO <= y <= Y_HI and LO <= z <= HI):
-        return False
-    if t == REMOVE:
-        return structure.get((x, y, z)) == c
-    if (x, y, z) in structure:
-        return False
-    if list(structure.values()).count(c) >= 20:
-        return False
-    return y == 1 or any((x + a, y + b, z + d) in structure for a, b, d in
-                         [(1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1)])
-
-
-def o_apply(prev, actions, check):
-    """(kept actions, final structure); infeasible steps are skipped when ``check``."""
-    s = dict(prev)
-    kept = []
-    for a in actions:
-        if check and not o_feasible(s, a):
-            continue
-        t, c, x, y, z = a
-        if t == PLACE:
-            s[(x, y, z)] = c
-        else:
-            s.pop((x, y, z), None)
-        kept.append(a)
-    return kept, s
-
-
-def o_net(actions):
-    """Cancel each action against a later inverse (same cell and color); the rest as a set."""
-    pending = []
-    for a in actions:
-        t, c, x, y, z = a
-        inverse = (1 - t, c, x, y, z)
-        if inverse in pending:
-            pending.remove(inverse)
-        else:
-            pending.append(tuple(a))
-    return set(pending)
-
-
-def o_distance(s1, s2):
-    b1 = {(cell, c) for cell, c in s1.items()}
-    b2 = {(cell, c) for cell, c in s2.items()}
-    return len(b1 ^ b2)
-
-
-def o_move_structure(s, alignment):
-    out = {}
-    for (x, y, z), c in s.items():
-        nx, nz = o_move(x, z, alignment)
-        if not o_inside(nx, nz):
-            return None
-        out[(nx, y, nz)] = c
-    return out
-
-
-def o_move_actions(actions, alignment):
-    out = set()
-    for t, c, x, y, z in actions:
-        nx, nz = o_move(x, z, alignment)
-        if not o_inside(nx, nz):
-            return None
-        out.add((t, c, nx, y, nz))
-    return out
-
-
-def o_fair_alignment(s_m, s_h):
-    best, best_d = None, None
-    for al in o_alignments():
-        moved = o_move_structure(s_m, al)
-        if moved is None:
-            continue
-        d = o_distance(moved, s_h)
-        if best_d is None or d < best_d:
-            best, best_d = al, d
-    return best
-
-
-def o_shape_alignment(p, h):
-    best, best_m = None, None
-    for al in o_alignments():
-        moved = o_move_actions(p, al)
-        if moved is None:
-            continue
-        m = len(moved & h)
-        if best_m is None or m > best_m:
-            best, best_m = al, m
-    return best
-
-
-def o_tp(p, h, key):
-    cp, ch = Counter(key(a) for a in p), Counter(key(a) for a in h)
-    return sum((cp & ch).values())
-
-
-def o_f1(tp, n_p, n_h):
-    if n_p == 0 and n_h == 0:
-        return 1.0
-    if n_p == 0 or n_h == 0 or tp == 0:
-        return 0.0
-    precision, recall = tp / n_p, tp / n_h
-    return 2 * precision * recall / (precision + recall)
-
-
-KEYS = {
-    "strict": lambda a: a,
-    "type": lambda a: a[0],
-    "color": lambda a: (a[0], a[1]),
-    "location": lambda a: (a[2], a[3], a[4]),
-}
-
-
-def oracle_item(prev, predicted, reference, in_multiple):
-    """Per-item counts {metric: (tp, |P|, |H|)} and the chosen alignments."""
-    kept, s_m = o_apply(prev, predicted, check=True)
-    _, s_h = o_apply(prev, reference, check=False)
-    p, h = o_net(kept), o_net(reference)
-    fair = o_fair_alignment(s_m, s_h) if in_multiple else (0, 0, 0)
-    p_fair = o_move_actions(p, fair)
-    shape = o_shape_alignment(p, h)
-    p_shape = o_move_actions(p, shape)
-    counts = {name: o_tp(p_fair, h, KEYS[name]) for name in ("type", "color", "location")}
-    counts["overall"] = o_tp(p_fair, h, KEYS["strict"])
-    counts["shape"] = len(p_shape & h)
-    counts["strict"] = len(p & h)
-    return {"tp": counts, "n_pred": len(p), "n_ref": len(h), "fair": fair, "shape_al": shape}
-
-
-def oracle_tables(cases):
-    """cases: list of (prev, predicted, reference, in_multiple, is_eb) -> report tables."""
-    rows = [(oracle_item(prev, pr, ref, m), eb) for prev, pr, ref, m, eb in cases]
-    out = {"micro": {}, "macro": {}}
-    for group in ("EB", "NEB", "Overall"):
-        sel = [r for r, eb in rows if group == "Overall" or (group == "EB") == eb]
-        out["micro"][group], out["macro"][group] = {}, {}
-        for metric in ("type", "color", "location", "shape", "overall"):
-            if not sel:
-                out["micro"][group][metric] = out["macro"][group][metric] = None
-                continue
-            tp = sum(r["tp"][metric] for r in sel)
-            n_p = sum(r["n_pred"] for r in sel)
-            n_h = sum(r["n_ref"] for r in sel)
-            out["micro"][group][metric] = 1.0 if n_p + n_h == 0 else 2 * tp / (n_p + n_h)
-            out["macro"][group][metric] = sum(
-                o_f1(r["tp"][metric], r["n_pred"], r["n_ref"]) for r in sel) / len(sel)
-    tp = sum(r["tp"]["strict"] for r, _ in rows)
-    total = sum(r["n_pred"] + r["n_ref"] for r, _ in rows)
-    out["strict_micro"] = 1.0 if total == 0 else 2 * tp / total
-    return out, [r for r, _ in rows]
+from bapjax.metrics_reference import (  # the plain-Python reference definitions
+    move as o_move,
+    is_feasible as o_feasible,
+    apply_actions as o_apply,
+    tables as oracle_tables,
+)
+from bapjax.metrics_reference import LO, HI, Y_LO, Y_HI
 
 
 # ---- random cases ----------------------------------------------------------------------------
