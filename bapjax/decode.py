@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bapjax import grid as G
-from bapjax import sharding
+from bapjax import input_pipeline, sharding
 from bapjax.models import world_input
-from bapjax.models.builder import START, BuilderModel, start_world
+from bapjax.models.builder import START, BuilderModel
 
 NEG_INF = -1e9
 STOP_RULES = ("argmax", "mass")
@@ -68,7 +68,7 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     slots = max(1, min(int(slots), n))
     num_items = (batch["weight"] > 0).sum().astype(jnp.int32) if "weight" in batch else jnp.int32(n)
     token_states, summary = model.apply(variables, tokens, text_mask, method=M.encode_text)
-    starts = start_world(batch)
+    starts = world_input.start_world(batch)
 
     def fresh(item):
         """Decoder state and world of the items `item` [S] (index -1: a slot with nothing left)."""
@@ -95,9 +95,7 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
         idx = jnp.maximum(c["item"], 0)
         dec, dec_out = model.apply(variables, c["dec"], c["t"], c["prev"], token_states[idx], text_mask[idx],
                                    method=M.decoder_step)
-        perspective = model.apply(variables, batch["pose"][idx], method=M.perspective)
-        logits = model.apply(variables, c["world"]["grid"], c["world"]["recent_cells"], perspective, dec_out,
-                             method=M.world_logits)
+        logits = model.apply(variables, c["world"], dec_out, method=M.world_logits)
         feasible = jax.vmap(G.feasible_mask_single)(c["world"]["grid"])
         feasible = feasible.at[:, G.STOP].set(c["t"] >= min_actions)
         choice = choose_actions(logits, feasible, stop_rule, stop_threshold)
@@ -159,8 +157,7 @@ def ids_to_actions(ids: np.ndarray, grid: np.ndarray | None = None) -> list[G.Ac
     return actions
 
 
-DECODE_KEYS = (  # the batch keys decoding reads
-    "text_tokens", "text_mask", "grid", "recent_cells", "pose", "weight")
+DECODE_KEYS = ("text_tokens", "text_mask", *world_input.WORLD_KEYS, "weight")  # the batch keys decoding reads
 
 
 def call_layout(count: int, devices: int, per_device: int) -> np.ndarray:
@@ -184,8 +181,6 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
     most two shapes. `decode_fn` (from `make_decode_fn`, with the same mesh) replaces the one
     built from the other arguments.
     """
-    from bapjax import input_pipeline  # sibling module; imported lazily to keep decode light
-
     devices = 1 if mesh is None else mesh.size
     decode_fn = decode_fn or make_decode_fn(model, max_actions, min_actions, slots=batch_size, stop_rule=stop_rule,
                                             stop_threshold=stop_threshold, mesh=mesh)

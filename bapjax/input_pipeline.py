@@ -6,7 +6,8 @@ Two layers:
   grid, the cells of the last Builder actions, the Builder pose, action ids) once; it can be
   cached on disk. ``expand_batch`` turns rows of that table into the model's arrays (the dense
   recent-action and Builder-perspective channels are computed on device from ``recent_cells``
-  and ``pose``: ``bapjax.models.world_input``).
+  and ``pose``: ``bapjax.models.world_input`` owns the world input, ``grid``, ``recent_cells``
+  and ``pose`` are its ``WORLD_KEYS``).
 * ``DataIterator`` walks the table in passes: with a curriculum ``schedule`` pass p uses stage p's
   indices (then the last stage repeats); without one every pass is all items. Order within a
   pass is a permutation drawn from (seed, pass); the iterator's position is (pass, batch), so
@@ -137,11 +138,6 @@ class FeaturizedItems:
                    truncated_text=int(counts[1]), **arrays)
 
 
-def _cell_flat(x: int, y: int, z: int) -> int:
-    i, j, k = grid.cell_to_index(x, y, z)
-    return (i * grid.GRID_SHAPE[1] + j) * grid.GRID_SHAPE[2] + k
-
-
 class _SegmentCache:
     """Token ids of each distinct history event (chat turns repeat across a game's items)."""
 
@@ -198,7 +194,7 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
             for event in reversed(item.history):
                 if isinstance(event, Action):
                     if grid.in_region(event.x, event.y, event.z):
-                        recent[row, age] = _cell_flat(event.x, event.y, event.z)
+                        recent[row, age] = grid.cell_id(event.x, event.y, event.z)
                     age += 1
                     if age >= W:
                         break

@@ -296,8 +296,9 @@ class ConfigError(UserError):
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None:
-    """Out-of-range values, caught before anything is read or written."""
+    """Out-of-range values and unknown model fields, caught before anything is read or written."""
     tc, ec = config.train, config.eval
+    builder.model_kwargs(config.model, config.features)  # ModelConfigError naming an unknown field
     checks = [
         ("train.batch_size", tc.batch_size, int(tc.batch_size) >= 1 and int(tc.batch_size) % num_devices == 0,
          f"a positive multiple of the {num_devices} devices"),

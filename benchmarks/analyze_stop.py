@@ -36,7 +36,7 @@ def gold_path_stop_stats(model, params, items, vocab, feature_config, batch_size
     @functools.partial(jax.jit, static_argnums=2)
     def step_probs(params, batch, num_packed):
         logits, pack = model.apply({"params": params}, batch, num_packed)
-        grids = world_input.worlds_before_each_step(builder.start_world(batch), batch["actions"])["grid"]
+        grids = world_input.worlds_before_each_step(world_input.start_world(batch), batch["actions"])["grid"]
         feasible = jax.vmap(G.feasible_mask_single)(grids[pack["item"], pack["step"]])
         logp = jax.nn.log_softmax(logits.astype(jnp.float32))
         action_logp = jnp.where(feasible[:, :G.STOP], logp[:, :G.STOP], -jnp.inf)

@@ -63,7 +63,7 @@ def train_step_rate(args, vocab, iterator, batch_size):
     spec.loader.exec_module(module)
     config = module.get_config()
     mesh = sharding.data_mesh()
-    model = builder.build_model(config.model, vocab.size)
+    model = builder.build_model(config.model, vocab.size, config.features)
     optimizer = train.make_optimizer(config.train, total_steps=1000)
     trainer = train.Trainer(model, optimizer, mesh, int(config.train.get("pack_multiple", 32)))
     state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)

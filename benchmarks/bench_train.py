@@ -79,7 +79,7 @@ def measure(args) -> dict:
     vocab = Vocabulary.build(train_items)
     feature_config = input_pipeline.FeatureConfig.from_config(config.features)
     features = input_pipeline.featurize_items(train_items[:2048], vocab, feature_config)
-    model = builder.build_model(config.model, vocab.size)
+    model = builder.build_model(config.model, vocab.size, config.features)
     # The LR schedule does not change a step's cost, and 42333b0's make_optimizer takes no step
     # count (which a cosine schedule needs): measure every tree with a constant rate.
     config.train.schedule = "constant"

@@ -11,6 +11,8 @@ points at one already built. Relative paths are taken from the cwd, else the rep
 
 import ml_collections
 
+from bapjax.models import builder
+
 MDC = "../shared/mdc"  # relative to the repository root (or the cwd, if it exists there)
 
 # Paper Table 3 sizes of the synthetic sets.
@@ -45,27 +47,17 @@ def generated_source(dataset: str, train: int, val: int, test: int, seed: int = 
 
 def paper_model() -> ml_collections.ConfigDict:
     """Sizes of the original implementation (rnn 300; the world CNN at width 300 is the ~17
-    GFLOP-per-encoding (fwd+bwd) model of DESIGN.md: two 3x3x3 layers of 300 channels)."""
-    model = ml_collections.ConfigDict()
-    model.embedding_dim = 50  # GloVe 6B 50d (the original used 300d glove.42B)
-    model.glove = True
-    model.text_hidden = 300
-    model.bidirectional = False
-    model.world_features = 300
+    GFLOP-per-encoding (fwd+bwd) model of DESIGN.md: two 3x3x3 layers of 300 channels).
+
+    Every `BuilderModel` field starts at its default (`builder.model_defaults()`, the one place
+    the defaults and their meaning are given; listed here so `--config.model.<field>=...` can
+    override any of them); only the values that differ are set below. `glove` is not a module
+    field: training reads it (`builder.TRAINING_FIELDS`). The model is built with
+    `builder.build_model(config.model, vocab_size, config.features)`.
+    """
+    model = ml_collections.ConfigDict(builder.model_defaults())
+    model.glove = True  # word embeddings start from GloVe 6B 50d (embedding_dim 50)
     model.world_layers = 2
-    model.kernel_size = 3
-    model.conv_impl = "im2col"  # "xla" (nn.Conv) is the better choice on GPU/TPU
-    model.use_perspective = True
-    model.action_embedding = 300
-    model.decoder = "gru"  # or "transformer"
-    model.decoder_hidden = 300
-    model.transformer_layers = 5
-    model.transformer_width = 256
-    model.transformer_heads = 4
-    model.transformer_mlp = 1024
-    model.head_hidden = 300
-    model.head_layers = 1
-    model.encode_chunk = 0  # 0: encode all packed worlds at once (accelerators); CPU configs use 8
     return model
 
 

@@ -123,8 +123,8 @@ def test_compiled_decoding_equals_a_plain_python_loop():
         for t in range(max_actions):
             state, out = model.apply(v, state, np.array([t]), np.array([prev]), token_states[sl], batch["text_mask"][sl],
                                      method=M.decoder_step)
-            perspective = model.apply(v, batch["pose"][sl], method=M.perspective)
-            feats = model.apply(v, grid[None], np.array([recent]), perspective, method=M.encode_world)
+            world = {"grid": grid[None], "recent_cells": np.array([recent]), "pose": batch["pose"][sl]}
+            feats = model.apply(v, world, method=M.encode_world)
             logits = np.asarray(model.apply(v, feats, out, method=M.action_logits))[0]
             order = np.argsort(-logits, kind="stable")
             choice = next(int(a) for a in order

@@ -122,7 +122,7 @@ def test_worlds_before_each_step_match_python():
     each action and pushes its cell in front of the recent list."""
     rng = np.random.default_rng(3)
     batch = random_batch(rng)
-    worlds = world_input.worlds_before_each_step(builder.start_world(batch), jnp.asarray(batch["actions"]))
+    worlds = world_input.worlds_before_each_step(world_input.start_world(batch), jnp.asarray(batch["actions"]))
     grids, recents = np.asarray(worlds["grid"]), np.asarray(worlds["recent_cells"])
     for b in range(3):
         current, cells = batch["grid"][b].copy(), list(batch["recent_cells"][b])

@@ -34,6 +34,75 @@ def test_configs_load_and_build_a_model(name):
         assert set(config.data.sources) == {"bs", "ss", "r", "mc"}
 
 
+@pytest.mark.parametrize("name", ["baseline", "agg", "cl", "cpu", "quickstart", "cpu_experiment:mc",
+                                  "cpu_experiment:cl_la"])
+def test_each_config_builds_its_model_from_the_model_section(name):
+    """`build_model` is BuilderModel(vocab_size, **config.model) (less the training-only fields)
+    with the world-input options of config.features: every field lands on the module."""
+    from bapjax.models import builder, world_input
+
+    config = load_config(name)
+    model = builder.build_model(config.model, 50, config.features)
+    assert model.vocab_size == 50
+    for key, value in config.model.items():
+        if key not in builder.TRAINING_FIELDS:
+            assert getattr(model, key) == value, key
+    for key in world_input.FEATURE_OPTIONS:
+        assert getattr(model, key) == config.features[key]
+    # the model section lists every field (so each can be overridden from the command line)
+    assert set(config.model) == set(builder.model_defaults()) | set(builder.TRAINING_FIELDS)
+    assert set(builder.model_defaults()) | set(world_input.FEATURE_OPTIONS) | {"vocab_size"} == {
+        f for f in builder.BuilderModel.__dataclass_fields__ if f not in ("parent", "name")}
+
+
+def test_unknown_model_field_is_named():
+    from bapjax import errors
+    from bapjax.models import builder
+
+    config = load_config("cpu")
+    config.model.wrold_features = 8
+    with pytest.raises(builder.ModelConfigError, match="no field 'wrold_features'") as err:
+        builder.build_model(config.model, 50, config.features)
+    assert isinstance(err.value, errors.UserError) and "world_features" in str(err.value)
+    config = load_config("cpu")
+    config.model.recent_decay = 0.3  # a config.features option
+    with pytest.raises(builder.ModelConfigError, match="recent_decay.*config.features"):
+        builder.build_model(config.model, 50, config.features)
+
+
+def test_unknown_model_field_is_refused_before_training_starts(tmp_path):
+    from bapjax import train
+    from bapjax.models import builder
+
+    config = tiny_config("unused")
+    config.model.decoder_layers = 2
+    with pytest.raises(builder.ModelConfigError, match="decoder_layers"):
+        train.train_and_evaluate(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_old_run_configs_rebuild_their_model(tmp_path):
+    """`checkpoints.load_run` builds the model from a run's config.json: today's, and an older one
+    without the fields added since (they keep BuilderModel's defaults, which are what those runs used)."""
+    import ml_collections
+
+    from bapjax.models import builder
+
+    config = load_config("cpu")
+    saved = ml_collections.ConfigDict(json.loads(config.to_json_best_effort()))
+    model = builder.build_model(saved.model, 50, saved.features)
+    assert model == builder.build_model(config.model, 50, config.features)
+    old = json.loads(config.to_json_best_effort())
+    for key in ("bidirectional", "kernel_size", "conv_impl", "head_layers", "encode_chunk", "transformer_layers",
+                "transformer_width", "transformer_heads", "transformer_mlp"):
+        del old["model"][key]
+    del old["features"]["perspective_scale"]
+    old = ml_collections.ConfigDict(old)
+    model = builder.build_model(old.model, 50, old.features)
+    assert (model.kernel_size, model.conv_impl, model.encode_chunk, model.transformer_layers) == (3, "im2col", 0, 5)
+    assert model.perspective_scale == 0.1 and model.world_features == config.model.world_features
+
+
 def tiny_config(workdir_name):
     config = load_config("cpu")
     config.workdir = workdir_name

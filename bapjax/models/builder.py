@@ -4,27 +4,35 @@ Action logits come from unit (1x1x1) convolutions over [world features ; decoder
 cell, 7 per cell (slots 0..5 place color 1..6, slot 6 remove), flattened cell-major so index
 cell * 7 + slot is exactly `bapjax.grid`'s action id; a STOP logit comes from the decoder state
 and a max-pool of the world features. Teacher forcing encodes the world after the gold actions
-< t for decoder step t (`world_input.worlds_before_each_step`: colors and the recent-action
-channel); only the (item, step) pairs that carry a target are encoded ("packing"), because the
+< t for decoder step t (`world_input.worlds_before_each_step`; `world_input` owns everything
+the CNN sees); only the (item, step) pairs that carry a target are encoded ("packing"), because the
 world CNN dominates the cost. The model works on the rows it is given: under data parallelism
 each device calls it on its own rows (`bapjax.sharding.per_device`), so each device packs and
 encodes only its own pairs. The packed encodings run through the CNN and the head in chunks of
 `encode_chunk` (rematerialized in the backward pass): on CPU this keeps the im2col buffers small
 and reused instead of gigabytes allocated and faulted in per step.
+
+Construction: the `BuilderModel` field defaults are the model's defaults, given once. A config's
+`model` section (`configs/common.py`: `paper_model`, `cpu_model`) starts from them
+(`model_defaults`) and overrides by field name; `build_model` is
+`BuilderModel(vocab_size=..., **config.model, **<world_input.FEATURE_OPTIONS of config.features>)`
+less `TRAINING_FIELDS` (model-section fields that training reads, not the module), and names any
+unknown field (`ModelConfigError`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Mapping
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 
 from bapjax import grid as G
+from bapjax.errors import UserError
 from bapjax.models.decoders import GRUActionDecoder, TransformerActionDecoder
 from bapjax.models.text_encoder import GRUTextEncoder
 from bapjax.models import world_input
@@ -41,44 +49,42 @@ def action_features(action_ids: jax.Array) -> jax.Array:
     is_start = ids == START
     is_stop = ids == G.STOP
     is_action = (ids >= 0) & (ids < G.NUM_ACTIONS)
-    safe = jnp.where(is_action, ids, 0)
-    cell, slot = safe // G.ACTIONS_PER_CELL, safe % G.ACTIONS_PER_CELL
-    is_remove = is_action & (slot == G.REMOVE_SLOT)
+    decoded = G.decode_action_array(jnp.where(is_action, ids, 0))  # [..., 5]: type, color, x, y, z
+    is_remove = is_action & (decoded[..., 0] == G.REMOVE)
     is_place = is_action & ~is_remove
-    color = jax.nn.one_hot(jnp.where(is_place, slot, -1), G.NUM_COLORS)
-    nz = G.GRID_SHAPE[2]
-    ny = G.GRID_SHAPE[1]
-    i, rest = cell // (ny * nz), cell % (ny * nz)
-    j, k = rest // nz, rest % nz
-    coords = jnp.stack([(i - 5) / 5.0, (j - 4) / 4.0, (k - 5) / 5.0], -1) * is_action[..., None]
+    color = jax.nn.one_hot(jnp.where(is_place, decoded[..., 1] - 1, -1), G.NUM_COLORS)
+    index = decoded[..., 2:] - jnp.array([G.X_MIN, G.Y_MIN, G.Z_MIN], jnp.int32)  # [..., 3] in the grid
+    center = jnp.array([(n - 1) // 2 for n in G.GRID_SHAPE], jnp.int32)  # (5, 4, 5)
+    coords = (index - center) / center.astype(jnp.float32) * is_action[..., None]
     flags = jnp.stack([is_start, is_stop, is_place, is_remove], -1).astype(jnp.float32)
     return jnp.concatenate([flags, color, coords.astype(jnp.float32)], -1)
 
 
 class BuilderModel(nn.Module):
-    """See the module docstring. All sizes come from `config.model` via `build_model`."""
+    """See the module docstring. These defaults are the model's only defaults: `config.model`
+    overrides them by name (`model_defaults`, `build_model`)."""
 
-    vocab_size: int
-    embedding_dim: int = 50
-    text_hidden: int = 300
+    vocab_size: int  # from the run's vocabulary, not the config
+    embedding_dim: int = 50  # word embeddings: GloVe 6B 50d (the original used 300d glove.42B)
+    text_hidden: int = 300  # GRU text encoder width
     bidirectional: bool = False
-    world_features: int = 300
-    world_layers: int = 3
+    world_features: int = 300  # world CNN channels
+    world_layers: int = 3  # world CNN layers (the paper model uses 2: configs/common.py)
     kernel_size: int = 3
-    conv_impl: str = "im2col"
-    use_perspective: bool = True
+    conv_impl: str = "im2col"  # "im2col" (fastest on CPU) or "xla" (nn.Conv; better on GPU/TPU)
+    use_perspective: bool = True  # Builder-frame coordinates as 3 more world channels
     action_embedding: int = 300
-    decoder: str = "gru"
+    decoder: str = "gru"  # or "transformer"
     decoder_hidden: int = 300
-    transformer_layers: int = 5
+    transformer_layers: int = 5  # the transformer_* fields: decoder "transformer" only
     transformer_width: int = 256
     transformer_heads: int = 4
     transformer_mlp: int = 1024
     head_hidden: int = 300
     head_layers: int = 1
-    recent_decay: float = 0.5  # from config.features (the recent-action channel's decay)
-    perspective_scale: float = 0.1  # from config.features
-    encode_chunk: int = 0  # >0: encode packed worlds in chunks of this many (CPU); 0: all at once
+    recent_decay: float = 0.5  # from config.features (world_input.FEATURE_OPTIONS): recent-action decay
+    perspective_scale: float = 0.1  # from config.features: scale of the Builder-frame coordinates
+    encode_chunk: int = 0  # >0: encode packed worlds in chunks of this many (CPU configs: 4); 0: all at once
 
     def setup(self):
         self.text_encoder = GRUTextEncoder(self.vocab_size, self.embedding_dim, self.text_hidden,
@@ -118,35 +124,31 @@ class BuilderModel(nn.Module):
     def decoder_sequence(self, state, prev_ids, token_states, token_mask):
         return self.action_decoder.sequence(state, self.embed_actions(prev_ids), token_states, token_mask)
 
-    def perspective(self, pose):
-        """Builder-frame coordinates [..., 11, 9, 11, 3] of poses [..., 5] (None when unused)."""
-        return world_input.perspective_coordinates(pose, self.perspective_scale) if self.use_perspective else None
+    def encode_world(self, world: dict):
+        """World features [N, 11, 9, 11, F] of N world states (`world_input`: leaves [N, ...])."""
+        return self.world_cnn(world_input.world_channels(
+            world, recent_decay=self.recent_decay, perspective_scale=self.perspective_scale,
+            use_perspective=self.use_perspective))
 
-    def encode_world(self, grid, recent_cells, perspective):
-        """World features [N, 11, 9, 11, F] of N world states (see `world_input`)."""
-        return self.world_cnn(world_input.world_channels(grid, recent_cells, perspective, self.recent_decay))
-
-    def world_logits(self, grid, recent_cells, perspective, dec_out):
+    def world_logits(self, world: dict, dec_out):
         """[N, 7624] logits for N world states and decoder outputs [N, H]; with `encode_chunk`
         the N rows go through the CNN and head in rematerialized chunks of that many."""
-        def run(module, g, r, p, d):
-            return module.action_logits(module.encode_world(g, r, p), d)
+        def run(module, w, d):
+            return module.action_logits(module.encode_world(w), d)
 
-        n, chunk = grid.shape[0], self.encode_chunk
+        n, chunk = dec_out.shape[0], self.encode_chunk
         if not chunk or n <= chunk:
-            return run(self, grid, recent_cells, perspective, dec_out)
+            return run(self, world, dec_out)
         chunks = -(-n // chunk)
 
         def split(x):  # [n, ...] -> [chunks, chunk, ...], padded with copies of row 0
-            if x is None:
-                return None
             if chunks * chunk > n:
                 x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (chunks * chunk - n,) + x.shape[1:])])
             return x.reshape((chunks, chunk) + x.shape[1:])
 
         body = nn.remat(lambda module, _, xs: (None, run(module, *xs)), prevent_cse=False)
         scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False})
-        _, logits = scan(self, None, tuple(split(x) for x in (grid, recent_cells, perspective, dec_out)))
+        _, logits = scan(self, None, jax.tree_util.tree_map(split, (world, dec_out)))
         return logits.reshape(chunks * chunk, -1)[:n]
 
     def action_logits(self, world_feats, dec_out):
@@ -174,18 +176,11 @@ class BuilderModel(nn.Module):
         prev = jnp.concatenate([jnp.full((bsz, 1), START, jnp.int32), actions[:, :-1]], axis=1)
         state = self.init_decoder(summary, token_states, batch["text_mask"], steps)
         dec_out = self.decoder_sequence(state, prev, token_states, batch["text_mask"])  # [B, T, H]
-        worlds = world_input.worlds_before_each_step(start_world(batch), actions)  # [B, T, ...]
+        worlds = world_input.worlds_before_each_step(world_input.start_world(batch), actions)  # [B, T, ...]
         pack = pack_steps(batch["action_mask"], batch["weight"], num_packed)
         b, t = pack["item"], pack["step"]
-        perspective = self.perspective(batch["pose"][b])
-        logits = self.world_logits(worlds["grid"][b, t], worlds["recent_cells"][b, t], perspective, dec_out[b, t])
+        logits = self.world_logits(jax.tree_util.tree_map(lambda x: x[b, t], worlds), dec_out[b, t])
         return logits, {"targets": actions[b, t], "weights": pack["weights"], "item": b, "step": t}
-
-
-def start_world(batch: dict) -> dict:
-    """The world state (see `world_input`) at the start of each item of a batch."""
-    return {"grid": jnp.asarray(batch["grid"]).astype(jnp.int8),
-            "recent_cells": jnp.asarray(batch["recent_cells"]).astype(jnp.int32)}
 
 
 def pack_steps(action_mask: jax.Array, weight: jax.Array, num_packed: int) -> dict:
@@ -240,22 +235,53 @@ def loss_from_logits(logits: jax.Array, pack: dict) -> tuple[jax.Array, dict]:
     return loss_from_sums(loss_sums(logits, pack))
 
 
-def build_model(model_config: ml_collections.ConfigDict, vocab_size: int, features=None) -> BuilderModel:
-    """BuilderModel from `config.model` (see configs/common.py for the fields) and the world-input
-    options of `config.features` (recent_decay, perspective_scale; defaults when None)."""
-    c = model_config
-    f = features if features is not None else {}
-    return BuilderModel(
-        vocab_size=vocab_size, embedding_dim=c.embedding_dim, text_hidden=c.text_hidden,
-        bidirectional=c.get("bidirectional", False), world_features=c.world_features,
-        world_layers=c.world_layers, kernel_size=c.get("kernel_size", 3),
-        conv_impl=c.get("conv_impl", "im2col"),
-        use_perspective=c.use_perspective, action_embedding=c.action_embedding, decoder=c.decoder,
-        decoder_hidden=c.decoder_hidden, transformer_layers=c.get("transformer_layers", 5),
-        transformer_width=c.get("transformer_width", 256), transformer_heads=c.get("transformer_heads", 4),
-        transformer_mlp=c.get("transformer_mlp", 1024), head_hidden=c.head_hidden,
-        head_layers=c.get("head_layers", 1), recent_decay=float(f.get("recent_decay", 0.5)),
-        perspective_scale=float(f.get("perspective_scale", 0.1)), encode_chunk=int(c.get("encode_chunk", 0)))
+# Fields of `config.model` that are not BuilderModel fields: what reads them, for the record.
+TRAINING_FIELDS = {
+    "glove": "train.load_vocab_and_embeddings: start the word embeddings from GloVe 6B 50d "
+             "(needs embedding_dim 50); False: random",
+}
+
+
+class ModelConfigError(UserError):
+    """A `config.model` field that BuilderModel does not have (named in the message)."""
+
+
+def _module_fields() -> dict[str, dataclasses.Field]:
+    """BuilderModel's configurable fields (all but vocab_size and Flax's parent/name)."""
+    return {f.name: f for f in dataclasses.fields(BuilderModel)
+            if f.init and f.name not in ("vocab_size", "parent", "name")}
+
+
+def model_defaults() -> dict[str, Any]:
+    """The defaults a config's model section starts from: every BuilderModel field that
+    `config.model` sets (the `world_input.FEATURE_OPTIONS` come from `config.features`)."""
+    return {name: f.default for name, f in _module_fields().items()
+            if name not in world_input.FEATURE_OPTIONS}
+
+
+def model_kwargs(model_config: Mapping, features: Mapping | None = None) -> dict[str, Any]:
+    """BuilderModel's keyword arguments (all but vocab_size): the fields `model_config` sets and
+    the `world_input.FEATURE_OPTIONS` that `features` sets; fields left out keep their defaults.
+    Values are cast to the type of the field's default (JSON and command lines give 1 for 1.0).
+    Raises ModelConfigError naming any field BuilderModel does not have."""
+    known = model_defaults()
+    values = {k: v for k, v in dict(model_config).items() if k not in TRAINING_FIELDS}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ModelConfigError(
+            f"config.model has no field {', '.join(map(repr, unknown))}: the model fields are "
+            f"{', '.join(sorted(known))} (plus {', '.join(TRAINING_FIELDS)}, read by training); "
+            f"{' and '.join(world_input.FEATURE_OPTIONS)} belong in config.features")
+    features = features if features is not None else {}
+    values.update({k: features[k] for k in world_input.FEATURE_OPTIONS if features.get(k) is not None})
+    fields = _module_fields()
+    return {k: type(fields[k].default)(v) for k, v in values.items()}
+
+
+def build_model(model_config: Mapping, vocab_size: int, features: Mapping | None = None) -> BuilderModel:
+    """`BuilderModel(vocab_size=vocab_size, **config.model)` with the world-input options of
+    `config.features` (pass `config.model, vocab.size, config.features`); see `model_kwargs`."""
+    return BuilderModel(vocab_size=vocab_size, **model_kwargs(model_config, features))
 
 
 def dummy_batch(batch_size: int = 2, text_len: int = 8, steps: int = 4, window: int = 4) -> dict[str, Any]:

@@ -1,17 +1,22 @@
-"""The world CNN's input, in one place: what it sees of the voxel world and how that changes with
-each action.
+"""The world CNN's input, in one place: what it sees of the voxel world, how that changes with
+each action, and which batch keys it comes from.
 
 The world state of one item at a decoder step is a dict of arrays:
   ``grid``          int8 [11, 9, 11]: colors (0 empty) after the actions so far,
   ``recent_cells``  int32 [W]: flat cell index of the k-th newest Builder action (k = 0 newest),
                     -1 where there is none; the item's earlier actions come first from the
-                    featurizer, and every action of the sequence pushes its cell in front.
-The Builder's pose stays fixed within an item (the logs give it at the last utterance), so its
-perspective coordinates are computed once per item.
+                    featurizer, and every action of the sequence pushes its cell in front,
+  ``pose``          float32 [5]: the Builder's x, y, z, yaw, pitch; it stays fixed within an item
+                    (the logs give it at the last utterance).
+`WORLD_KEYS` are the batch keys it is read from (`start_world`); the featurizer
+(`bapjax.input_pipeline`) writes them, decoding passes them on (`bapjax.decode.DECODE_KEYS`).
 
 `advance_world` is the single rule for "the world after one more action"; teacher forcing scans
 it over the gold actions (`worlds_before_each_step`) and decoding applies it to the chosen action,
-so both feed the CNN identical inputs for the same sequence (tested).
+so both feed the CNN identical inputs for the same sequence (tested). `world_channels` is the one
+place the CNN's input channels are built from a world state (`BuilderModel.encode_world`, used by
+both). Its options: `use_perspective` is a model field (`config.model`); `FEATURE_OPTIONS`
+(`recent_decay`, `perspective_scale`) are BuilderModel fields read from `config.features`.
 """
 
 from __future__ import annotations
@@ -27,20 +32,32 @@ _CELL_CENTERS = np.stack(np.meshgrid(
     np.arange(G.Z_MIN, G.Z_MAX + 1), indexing="ij"), axis=-1).reshape(-1, 3).astype(np.float32) + 0.5
 
 
+WORLD_KEYS = ("grid", "recent_cells", "pose")  # the batch keys a world state is read from
+FEATURE_OPTIONS = ("recent_decay", "perspective_scale")  # BuilderModel fields set from config.features
+
+
+def start_world(batch: dict) -> dict:
+    """The world state at the start of each item of a batch (its `WORLD_KEYS`, on device)."""
+    return {"grid": jnp.asarray(batch["grid"]).astype(jnp.int8),
+            "recent_cells": jnp.asarray(batch["recent_cells"]).astype(jnp.int32),
+            "pose": jnp.asarray(batch["pose"]).astype(jnp.float32)}
+
+
 def advance_world(world: dict, action_id: jax.Array) -> dict:
-    """One item's world state after `action_id` (STOP/START and padding leave it unchanged)."""
+    """One item's world state after `action_id` (STOP/START and padding leave it unchanged; the
+    pose never changes)."""
     action_id = jnp.asarray(action_id, jnp.int32)
     is_action = (action_id >= 0) & (action_id < G.NUM_ACTIONS)
     cell = jnp.where(is_action, action_id // G.ACTIONS_PER_CELL, -1).astype(world["recent_cells"].dtype)
     cells = world["recent_cells"]
     pushed = jnp.concatenate([cell[None], cells[:-1]])
-    return {"grid": G.apply_action(world["grid"], action_id),
+    return {**world, "grid": G.apply_action(world["grid"], action_id),
             "recent_cells": jnp.where(is_action, pushed, cells)}
 
 
 def worlds_before_each_step(world: dict, actions: jax.Array) -> dict:
-    """Batched start states {grid [B, ...], recent_cells [B, W]} and gold ids [B, T] -> the state
-    before each step, {grid [B, T, 11, 9, 11], recent_cells [B, T, W]}."""
+    """Batched start states {grid [B, ...], recent_cells [B, W], pose [B, 5]} and gold ids [B, T]
+    -> the state before each step, {grid [B, T, 11, 9, 11], recent_cells [B, T, W], pose [B, T, 5]}."""
 
     def one(start, ids):
         def body(current, action_id):
@@ -82,12 +99,13 @@ def perspective_coordinates(pose: jax.Array, scale: float) -> jax.Array:
     return out.reshape(pose.shape[:-1] + G.GRID_SHAPE + (3,))
 
 
-def world_channels(grid: jax.Array, recent_cells: jax.Array, perspective: jax.Array | None,
-                   recent_decay: float) -> jax.Array:
-    """The CNN's input channels [..., 11, 9, 11, 8 or 11]: one-hot colors with the empty channel
-    (7), the recent-action weights (1), and the Builder-frame coordinates (3) when given."""
-    one_hot = jax.nn.one_hot(grid.astype(jnp.int32), G.NUM_COLORS + 1, dtype=jnp.float32)
-    parts = [one_hot, recent_weights(recent_cells, recent_decay)[..., None]]
-    if perspective is not None:
-        parts.append(perspective.astype(jnp.float32))
+def world_channels(world: dict, *, recent_decay: float, perspective_scale: float,
+                   use_perspective: bool = True) -> jax.Array:
+    """The CNN's input channels [..., 11, 9, 11, 8 or 11] of world states (leaves [..., ...]):
+    one-hot colors with the empty channel (7), the recent-action weights (1), and with
+    `use_perspective` the Builder-frame coordinates of each cell (3)."""
+    one_hot = jax.nn.one_hot(world["grid"].astype(jnp.int32), G.NUM_COLORS + 1, dtype=jnp.float32)
+    parts = [one_hot, recent_weights(world["recent_cells"], recent_decay)[..., None]]
+    if use_perspective:
+        parts.append(perspective_coordinates(world["pose"], perspective_scale))
     return jnp.concatenate(parts, axis=-1)
