@@ -14,7 +14,6 @@ import pytest
 from bapjax import grid
 from bapjax.actions import apply_sequence, as_structure
 from bapjax.corpus import augment, mdc
-from bapjax.corpus.items import ChatTurn
 from tests.conftest import REPO
 
 NUM_GAMES = 6

@@ -182,7 +182,7 @@ def test_schedule_stages_then_last_stage_repeats(features):
 def test_single_padded_pass_covers_every_item_once(features):
     it = DataIterator(features, None, CONFIG, batch_size=64, seed=0, shuffle=False, drop_remainder=False,
                       num_epochs=1)
-    weights, rows = [], []
+    weights = []
     for batch in it:
         weights.append(batch["weight"])
         assert not batch["action_mask"][batch["weight"] == 0].any()
