@@ -1,43 +1,15 @@
-"""Net actions, structure diffs, distances and inverses (host side, plain Python).
+"""Algebra on actions and structures (host side, plain Python): diffs, distances, inverses, order.
 
-Structures here are ``{(x, y, z): color}`` dicts (or any iterable of ``Block``); actions are
-``grid.Action`` tuples. The metrics compare *net* action sets, so this is where "place then
-remove the same block" becomes nothing.
+Structures are ``{(x, y, z): color}`` dicts (or any iterable of ``Block``); actions are
+``grid.Action`` tuples. Walking actions over a structure (feasibility, apply, net actions) is
+``bapjax.grid``'s (``StructureWalk``, ``apply_sequence``, ``net_actions``).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
-from bapjax.grid import PLACE, REMOVE, Action, Block
-
-Structure = Mapping[tuple[int, int, int], int]
-
-
-def as_structure(blocks: Iterable[Block | tuple] | Structure) -> dict[tuple[int, int, int], int]:
-    """{cell: color} from blocks or from an existing dict."""
-    if isinstance(blocks, Mapping):
-        return dict(blocks)
-    return {(int(b[0]), int(b[1]), int(b[2])): int(b[3]) for b in blocks}
-
-
-def as_blocks(structure: Structure) -> tuple[Block, ...]:
-    """Blocks of a structure dict, sorted by (x, y, z)."""
-    return tuple(Block(x, y, z, c) for (x, y, z), c in sorted(structure.items()))
-
-
-def net_actions(actions: Iterable[Action | tuple]) -> frozenset[Action]:
-    """Net action set: each action cancels against a later inverse (same cell and color)."""
-    balance: dict[tuple[int, int, int, int], int] = {}
-    for action in actions:
-        type_, color, x, y, z = (int(v) for v in action)
-        key = (color, x, y, z)
-        balance[key] = balance.get(key, 0) + (1 if type_ == PLACE else -1)
-    return frozenset(
-        Action(PLACE if count > 0 else REMOVE, color, x, y, z)
-        for (color, x, y, z), count in balance.items()
-        if count != 0
-    )
+from bapjax.grid import PLACE, REMOVE, Action, Structure, as_structure
 
 
 def structure_diff(start: Structure | Iterable, goal: Structure | Iterable) -> frozenset[Action]:
@@ -66,18 +38,6 @@ def inverse_action(action: Action | tuple) -> Action:
 def inverse_sequence(actions: Sequence[Action | tuple]) -> list[Action]:
     """The sequence that undoes ``actions``: inverses in reverse order."""
     return [inverse_action(a) for a in reversed(actions)]
-
-
-def apply_sequence(structure: Structure | Iterable, actions: Iterable[Action | tuple]) -> dict:
-    """Structure after a sequence (no feasibility check; a removal empties the cell)."""
-    result = as_structure(structure)
-    for action in actions:
-        type_, color, x, y, z = (int(v) for v in action)
-        if type_ == PLACE:
-            result[(x, y, z)] = color
-        else:
-            result.pop((x, y, z), None)
-    return result
 
 
 def sort_actions(actions: Iterable[Action]) -> list[Action]:

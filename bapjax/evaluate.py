@@ -22,7 +22,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from absl import flags, logging
 
-from bapjax import cli, formats, metrics, sources
+from bapjax import cli, formats, grid, metrics, sources
 from bapjax.corpus import v2_clean
 from bapjax.corpus.items import BapItem
 from bapjax.errors import UserError
@@ -82,8 +82,8 @@ def _evaluate_items(items, predictions, multiple, drop_infeasible, allow_missing
         raise EvaluationError(str(err)) from None
     dropped_steps = sum(map(len, dropped))
     items_with_drops = sum(1 for d in dropped if d)
-    ref_sets = [metrics.fast_net_actions(item.reference_actions) for item in items]
-    fair_targets = {n: metrics.reference_structure(items[n].prev_structure, items[n].reference_actions)
+    ref_sets = [grid.net_actions(item.reference_actions) for item in items]
+    fair_targets = {n: grid.apply_sequence(items[n].prev_structure, items[n].reference_actions)
                     for n in multiple_positions}
     scores = metrics.score_items(pred_sets, ref_sets, fair_sources, fair_targets)
     is_eb = np.array([item.is_empty_board for item in items], bool)

@@ -360,59 +360,179 @@ def apply_actions(grids: jax.Array, action_ids: jax.Array) -> jax.Array:
 
 
 # --------------------------------------------------------------------------------------------
-# Plain-Python feasibility on a {cell: color} dict (host side; simulators, corpus, evaluator)
+# The world rules on the host: structures as {(x, y, z): color} dicts, walked step by step.
+# This is the one plain-Python statement of the rules (the JAX functions above are their
+# vectorized form, tested against it): the corpus reader, the simulators and planner, the
+# evaluator's feasibility check and the heuristic predictors all walk with `StructureWalk` or
+# the one-shot functions below it. (`bapjax.metrics_reference` restates them independently, on
+# purpose: it is the oracle the fast evaluator is checked against.)
+
+Structure = Mapping[tuple[int, int, int], int]
+FACE_OFFSETS = ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1))
 
 
-def is_feasible(structure: Mapping[tuple[int, int, int], int], action: Action | tuple) -> bool:
-    """Feasibility of one action on a structure given as {(x, y, z): color}."""
-    type_, color, x, y, z = (int(v) for v in action)
-    if not in_region(x, y, z):
-        return False
-    cell = (x, y, z)
-    if type_ == REMOVE:
-        return structure.get(cell) == color
-    if cell in structure or not 1 <= color <= NUM_COLORS:
-        return False
-    if sum(1 for c in structure.values() if c == color) >= INVENTORY_PER_COLOR:
-        return False
-    if y == Y_MIN:
-        return True
-    return any(
-        (x + dx, y + dy, z + dz) in structure
-        for dx, dy, dz in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1))
-    )
+def as_structure(blocks: Iterable[Block | tuple] | Structure) -> dict[tuple[int, int, int], int]:
+    """A fresh {(x, y, z): color} dict of plain ints from blocks (x, y, z, color) or a dict."""
+    if isinstance(blocks, Mapping):
+        return {(int(c[0]), int(c[1]), int(c[2])): int(color) for c, color in blocks.items()}
+    return {(int(b[0]), int(b[1]), int(b[2])): int(b[3]) for b in blocks}
 
 
-def infeasibility_reason(structure: Mapping[tuple[int, int, int], int], action: Action | tuple) -> str | None:
-    """Why an action is infeasible on a structure, or None when it is feasible."""
-    type_, color, x, y, z = (int(v) for v in action)
-    if not in_region(x, y, z):
-        return f"cell {(x, y, z)} is outside the build region"
-    if not 1 <= color <= NUM_COLORS:
-        return f"color id {color} is not in 1..{NUM_COLORS}"
-    cell = (x, y, z)
-    if type_ == REMOVE:
-        if cell not in structure:
-            return f"removes from empty cell {cell}"
-        if structure[cell] != color:
-            return (f"removes {color_name(color)} from cell {cell}, "
-                    f"which holds {color_name(structure[cell])}")
+def as_blocks(structure: Structure) -> tuple[Block, ...]:
+    """Blocks of a structure dict, sorted by (x, y, z)."""
+    return tuple(Block(x, y, z, c) for (x, y, z), c in sorted(structure.items()))
+
+
+def supported(structure: Structure, x: int, y: int, z: int) -> bool:
+    """A placement at (x, y, z) rests on the ground or on a face-neighbour of ``structure``."""
+    return (y == Y_MIN or (x + 1, y, z) in structure or (x - 1, y, z) in structure
+            or (x, y + 1, z) in structure or (x, y - 1, z) in structure
+            or (x, y, z + 1) in structure or (x, y, z - 1) in structure)  # FACE_OFFSETS, unrolled
+
+
+class StructureWalk:
+    """A structure changed one action at a time under the grid rules, with its net effect.
+
+    ``structure`` is the current {cell: color} dict (a private copy of the start). ``step``
+    applies an action only if it is feasible (predictions, plans); ``apply`` applies it as given
+    (references are applied as recorded). ``net_actions()`` is the net effect of every applied
+    action: per (color, cell), placements minus removals, so "place then remove the same block"
+    is nothing. Blocks per color are counted on first need (removal-only walks never count).
+    """
+
+    __slots__ = ("structure", "_counts", "_balance")
+
+    def __init__(self, start: Iterable[Block | tuple] | Structure = ()):
+        self.structure = as_structure(start)
+        self._counts: list[int] | None = None
+        self._balance: dict[tuple[int, int, int, int], int] = {}
+
+    @property
+    def counts(self) -> list[int]:
+        """Blocks of each color, indexed by color id (index 0 unused); updated by every apply."""
+        if self._counts is None:
+            self._counts = [0] * (NUM_COLORS + 1)
+            for color in self.structure.values():
+                self._counts[color] += 1
+        return self._counts
+
+    def feasible(self, action: Action | tuple) -> bool:
+        """Whether the action can be done now (DESIGN.md: region, occupancy, color held,
+        inventory of 20 per color, support by the ground or a face-neighbour)."""
+        type_, color, x, y, z = action
+        if not (X_MIN <= x <= X_MAX and Y_MIN <= y <= Y_MAX and Z_MIN <= z <= Z_MAX):
+            return False
+        structure = self.structure
+        if type_ == REMOVE:
+            return color >= 1 and structure.get((x, y, z)) == color
+        if type_ != PLACE or not 1 <= color <= NUM_COLORS or (x, y, z) in structure:
+            return False
+        counts = self._counts if self._counts is not None else self.counts
+        return counts[color] < INVENTORY_PER_COLOR and supported(structure, x, y, z)
+
+    def reason(self, action: Action | tuple) -> str | None:
+        """Why the action is infeasible now, or None when it is feasible."""
+        type_, color, x, y, z = (int(v) for v in action)
+        cell = (x, y, z)
+        if not in_region(x, y, z):
+            return f"cell {cell} is outside the build region"
+        if type_ not in (PLACE, REMOVE):
+            return f"action type {type_} is neither place ({PLACE}) nor remove ({REMOVE})"
+        if not 1 <= color <= NUM_COLORS:
+            return f"color id {color} is not in 1..{NUM_COLORS}"
+        structure = self.structure
+        if type_ == REMOVE:
+            if cell not in structure:
+                return f"removes from empty cell {cell}"
+            if structure[cell] != color:
+                return (f"removes {color_name(color)} from cell {cell}, "
+                        f"which holds {color_name(structure[cell])}")
+            return None
+        if cell in structure:
+            return f"places into occupied cell {cell}"
+        if self.counts[color] >= INVENTORY_PER_COLOR:
+            return f"no {color_name(color)} blocks left (at most {INVENTORY_PER_COLOR} placed)"
+        if not supported(structure, x, y, z):
+            return f"cell {cell} is neither on the ground nor next to a block"
         return None
-    if cell in structure:
-        return f"places into occupied cell {cell}"
-    if sum(1 for c in structure.values() if c == color) >= INVENTORY_PER_COLOR:
-        return f"no {color_name(color)} blocks left (at most {INVENTORY_PER_COLOR} placed)"
-    if not is_feasible(structure, action):
-        return f"cell {cell} is neither on the ground nor next to a block"
-    return None
+
+    def apply(self, action: Action | tuple) -> None:
+        """Apply without a check: a placement sets the cell's color, a removal empties it."""
+        type_, color, x, y, z = action
+        cell = (x, y, z)
+        key = (color, x, y, z)
+        counts = self._counts
+        old = self.structure.get(cell)
+        if type_ == PLACE:
+            self.structure[cell] = color
+            self._balance[key] = self._balance.get(key, 0) + 1
+            if counts is not None:
+                counts[color] += 1
+        else:
+            self.structure.pop(cell, None)
+            self._balance[key] = self._balance.get(key, 0) - 1
+        if counts is not None and old is not None:
+            counts[old] -= 1
+
+    def step(self, action: Action | tuple) -> bool:
+        """Apply the action if it is feasible; returns whether it was applied."""
+        if not self.feasible(action):
+            return False
+        self.apply(action)
+        return True
+
+    def steps(self, actions: Iterable[Action | tuple]) -> list[int]:
+        """``step`` each action in turn; returns the 0-based indices of those not applied."""
+        feasible, apply = self.feasible, self.apply
+        skipped = []
+        for index, action in enumerate(actions):
+            if feasible(action):
+                apply(action)
+            else:
+                skipped.append(index)
+        return skipped
+
+    def net_actions(self) -> frozenset[Action]:
+        """The net effect of the applied actions (see the class docstring)."""
+        return _net_from_balance(self._balance)
 
 
-def apply_to_structure(structure: Mapping[tuple[int, int, int], int], action: Action | tuple) -> dict:
+def _net_from_balance(balance: Mapping[tuple[int, int, int, int], int]) -> frozenset[Action]:
+    return frozenset(Action(PLACE if n > 0 else REMOVE, *key) for key, n in balance.items() if n)
+
+
+def net_actions(actions: Iterable[Action | tuple]) -> frozenset:
+    """The net action set of a sequence: each action cancels against an inverse of the same color
+    and cell. Without any (color, cell) twice nothing cancels and the actions are returned as
+    given (the evaluator's common case, twice per item)."""
+    actions = list(actions)
+    keys = [action[1:] for action in actions]
+    if len(set(keys)) == len(keys):
+        return frozenset(actions)
+    balance: dict = {}
+    for action, key in zip(actions, keys):
+        balance[key] = balance.get(key, 0) + (1 if action[0] == PLACE else -1)
+    return _net_from_balance(balance)
+
+
+def is_feasible(structure: Structure, action: Action | tuple) -> bool:
+    """Feasibility of one action on a structure (`StructureWalk.feasible`)."""
+    return StructureWalk(structure).feasible(action)
+
+
+def infeasibility_reason(structure: Structure, action: Action | tuple) -> str | None:
+    """Why an action is infeasible on a structure, or None (`StructureWalk.reason`)."""
+    return StructureWalk(structure).reason(action)
+
+
+def apply_sequence(structure: Iterable[Block | tuple] | Structure, actions: Iterable[Action | tuple]) -> dict:
+    """The structure after ``actions`` applied as given (no feasibility check), as a new dict."""
+    walk = StructureWalk(structure)
+    for action in actions:
+        walk.apply(action)
+    return walk.structure
+
+
+def apply_to_structure(structure: Structure, action: Action | tuple) -> dict:
     """New {cell: color} dict after one action (no feasibility check)."""
-    type_, color, x, y, z = (int(v) for v in action)
-    new = dict(structure)
-    if type_ == PLACE:
-        new[(x, y, z)] = color
-    else:
-        new.pop((x, y, z), None)
-    return new
+    return apply_sequence(structure, (action,))

@@ -37,7 +37,6 @@ import contextlib
 import dataclasses
 import gc
 import itertools
-import operator
 from typing import Iterable, Mapping, Sequence
 
 import jax
@@ -45,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bapjax import grid
-from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.grid import PLACE, Action
 
 NUM_ROTATIONS = 4
 MAX_SHIFT = grid.X_MAX - grid.X_MIN  # 10: the largest useful horizontal offset
@@ -100,47 +99,18 @@ def predicted_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[
     Returns (net action set, S_M as {cell: color}, 0-based indices of dropped steps). An
     infeasible step raises ``InfeasibleActionError`` naming ``where`` and the step, unless
     ``drop_infeasible``: then it is skipped (the structure stays as it was) and reported.
+    The walk is ``grid.StructureWalk``, the one statement of the grid rules.
     """
-    structure = _as_dict(prev_structure)
-    color_count = None  # blocks per color, counted at the first placement
-    x_min, x_max, y_min, y_max, z_min, z_max = grid.X_MIN, grid.X_MAX, grid.Y_MIN, grid.Y_MAX, grid.Z_MIN, grid.Z_MAX
-    balance: dict = {}  # (color, x, y, z) -> placements minus removals of the kept steps
-    dropped = []
-    for step, action in enumerate(actions):
-        type_, color, x, y, z = action
-        cell = (x, y, z)
-        if type_ == REMOVE:
-            ok = structure.get(cell) == color
-        else:
-            if color_count is None:
-                color_count = [0] * (grid.NUM_COLORS + 1)
-                for c in structure.values():
-                    color_count[c] += 1
-            ok = (cell not in structure and 1 <= color <= grid.NUM_COLORS
-                  and color_count[color] < grid.INVENTORY_PER_COLOR
-                  and x_min <= x <= x_max and y_min <= y <= y_max and z_min <= z <= z_max
-                  and (y == y_min or (x + 1, y, z) in structure or (x - 1, y, z) in structure
-                       or (x, y + 1, z) in structure or (x, y - 1, z) in structure
-                       or (x, y, z + 1) in structure or (x, y, z - 1) in structure))
-        if not ok:
-            if drop_infeasible:
-                dropped.append(step)
-                continue
-            raise InfeasibleActionError(
-                f"{where}: step {step + 1} of {len(actions)} ({_describe(action)}) is infeasible: "
-                f"{_reason(structure, action)} (use --drop_infeasible to drop such actions)")
-        key = (color, x, y, z)
-        if type_ == REMOVE:
-            del structure[cell]
-            if color_count is not None:
-                color_count[color] -= 1
-            balance[key] = balance.get(key, 0) - 1
-        else:
-            structure[cell] = color
-            color_count[color] += 1
-            balance[key] = balance.get(key, 0) + 1
-    net = frozenset((PLACE if n > 0 else REMOVE,) + key for key, n in balance.items() if n)
-    return net, structure, dropped
+    walk = grid.StructureWalk(prev_structure)
+    dropped = walk.steps(actions)
+    if dropped and not drop_infeasible:
+        step = dropped[0]
+        walk = grid.StructureWalk(prev_structure)
+        walk.steps(actions[:step])
+        raise InfeasibleActionError(
+            f"{where}: step {step + 1} of {len(actions)} ({_describe(actions[step])}) is infeasible: "
+            f"{walk.reason(actions[step]) or 'infeasible'} (use --drop_infeasible to drop such actions)")
+    return walk.net_actions(), walk.structure, dropped
 
 
 def _describe(action) -> str:
@@ -150,137 +120,34 @@ def _describe(action) -> str:
         return str(tuple(int(v) for v in action))
 
 
-def _reason(structure, action) -> str:
-    type_, color = int(action[0]), int(action[1])
-    if not 1 <= color <= grid.NUM_COLORS:
-        return f"color id {color} is not in 1..{grid.NUM_COLORS}"
-    if type_ not in (PLACE, REMOVE):
-        return f"action type {type_} is neither place (0) nor remove (1)"
-    return grid.infeasibility_reason(structure, action) or "infeasible"
-
-
-# Bordered byte grids for the batch walk: x, z in -5..5 -> 1..11, y in 1..9 -> 1..9, so every
-# face neighbour of a region cell has a valid index and border cells read as empty.
-_BX, _BY = 11 * 13, 13  # strides of x and y in a flattened [13, 11, 13] grid
-_GRID_BYTES = 13 * 11 * 13
-_WALK_CHUNK = 4096  # items whose grids are built at once
-
-
 def predicted_net_actions_batch(prev_structures: Sequence, action_lists: Sequence[Sequence[Action]],
                                 drop_infeasible: bool = False, names: Sequence[str] | None = None,
                                 structure_needed: Iterable[int] = ()):
-    """``predicted_net_actions`` for many items at once (the evaluator's host side).
+    """``predicted_net_actions`` for many items (the evaluator's host side).
 
-    S_prev grids for a chunk of items are built in one vectorized NumPy step and walked as
-    byte strings, which avoids building a dict per item. Returns (net sets, {position: S_M}
-    for the positions in ``structure_needed`` (computed with the dict walk), dropped step
+    Returns (net sets, {position: S_M} for the positions in ``structure_needed``, dropped step
     indices per item). An infeasible step raises ``InfeasibleActionError`` naming
-    ``names[position]`` and the step (the message comes from the dict walk).
+    ``names[position]`` and the step.
     """
-    count = len(action_lists)
     needed = set(structure_needed)
-    nets: list = [None] * count
-    dropped_all: list = [[] for _ in range(count)]
-    structures = {}
-    for position in needed:
-        where = f"item {names[position]}" if names else "prediction"
-        nets[position], structures[position], dropped_all[position] = predicted_net_actions(
-            prev_structures[position], action_lists[position], drop_infeasible, where)
-    x_min, x_max, y_min, y_max, z_min, z_max = (grid.X_MIN, grid.X_MAX, grid.Y_MIN, grid.Y_MAX,
-                                                grid.Z_MIN, grid.Z_MAX)
-    limit = grid.INVENTORY_PER_COLOR
-    for start in range(0, count, _WALK_CHUNK):
-        stop = min(count, start + _WALK_CHUNK)
-        rows, owner, _, _ = _rows(prev_structures[start:stop], 4)
-        grids = np.zeros((stop - start, _GRID_BYTES), np.uint8)
-        flat = (rows[:, 0] + 6) * _BX + rows[:, 1] * _BY + rows[:, 2] + 6
-        grids[owner, flat] = rows[:, 3]
-        color_counts = np.bincount(owner * 8 + rows[:, 3], minlength=(stop - start) * 8)
-        color_counts = color_counts.reshape(-1, 8).tolist()
-        for offset in range(stop - start):
-            position = start + offset
-            if position in needed:
-                continue
-            actions = action_lists[position]
-            if not actions:
-                nets[position] = frozenset()
-                continue
-            cells = bytearray(grids[offset].tobytes())
-            counts = color_counts[offset]
-            balance: dict = {}
-            dropped = dropped_all[position]
-            for step, (type_, color, x, y, z) in enumerate(actions):
-                if x_min <= x <= x_max and y_min <= y <= y_max and z_min <= z <= z_max:
-                    f = (x + 6) * _BX + y * _BY + z + 6
-                    if type_ == REMOVE:
-                        ok = color > 0 and cells[f] == color
-                    else:
-                        ok = (not cells[f] and 1 <= color <= 6 and counts[color] < limit
-                              and (y == y_min or cells[f + _BX] or cells[f - _BX] or cells[f + _BY]
-                                   or cells[f - _BY] or cells[f + 1] or cells[f - 1]) > 0)
-                else:
-                    ok = False
-                if not ok:
-                    if drop_infeasible:
-                        dropped.append(step)
-                        continue
-                    where = f"item {names[position]}" if names else "prediction"
-                    predicted_net_actions(prev_structures[position], actions, False, where)
-                    raise AssertionError(f"{where}: step {step + 1} judged infeasible by the byte walk "
-                                         "only")  # the dict walk above raises first
-                key = (color, x, y, z)
-                if type_ == REMOVE:
-                    cells[f] = 0
-                    counts[color] -= 1
-                    balance[key] = balance.get(key, 0) - 1
-                else:
-                    cells[f] = color
-                    counts[color] += 1
-                    balance[key] = balance.get(key, 0) + 1
-            nets[position] = frozenset((PLACE if n > 0 else REMOVE,) + key
-                                       for key, n in balance.items() if n)
+    nets, structures, dropped_all = [], {}, []
+    for position, (prev, actions) in enumerate(zip(prev_structures, action_lists)):
+        if not actions:
+            net, structure, dropped = frozenset(), None, []
+        else:
+            where = f"item {names[position]}" if names else "prediction"
+            net, structure, dropped = predicted_net_actions(prev, actions, drop_infeasible, where)
+        if position in needed:
+            structures[position] = structure if structure is not None else grid.as_structure(prev)
+        nets.append(net)
+        dropped_all.append(dropped)
     return nets, structures, dropped_all
-
-
-def fast_net_actions(actions: Iterable[Action]) -> frozenset:
-    """``bapjax.actions.net_actions`` for well-formed int tuples, without per-field conversion
-    (the evaluator's host side runs it twice per item). Elements are (t, c, x, y, z) tuples."""
-    keys = [action[1:] for action in actions]
-    if len(set(keys)) == len(keys):  # no (color, cell) twice: nothing cancels
-        return frozenset(actions)
-    balance: dict = {}
-    for action in actions:
-        key = action[1:]
-        balance[key] = balance.get(key, 0) + (1 if action[0] == PLACE else -1)
-    return frozenset((PLACE if n > 0 else REMOVE,) + key for key, n in balance.items() if n)
 
 
 def reference_net_actions(prev_structure: Mapping | Iterable, actions: Sequence[Action]):
     """Net action set and S_H of a reference, applied as recorded (references are never rejected:
     a few MDC placements are unsupported as logged, and they still count)."""
-    return fast_net_actions(actions), reference_structure(prev_structure, actions)
-
-
-def reference_structure(prev_structure: Mapping | Iterable, actions: Sequence[Action]) -> dict:
-    """S_H: the reference applied to S_prev as recorded."""
-    structure = _as_dict(prev_structure)
-    for type_, color, x, y, z in actions:
-        if type_ == PLACE:
-            structure[(x, y, z)] = color
-        else:
-            structure.pop((x, y, z), None)
-    return structure
-
-
-_CELL_OF = operator.itemgetter(0, 1, 2)
-_COLOR_OF = operator.itemgetter(3)
-
-
-def _as_dict(structure) -> dict:
-    """{cell: color} of a dict or of (x, y, z, color) blocks (a fresh dict either way)."""
-    if isinstance(structure, dict):
-        return dict(structure)
-    return dict(zip(map(_CELL_OF, structure), map(_COLOR_OF, structure)))
+    return grid.net_actions(actions), grid.apply_sequence(prev_structure, actions)
 
 
 # --------------------------------------------------------------------------------------------

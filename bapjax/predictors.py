@@ -25,21 +25,12 @@ import numpy as np
 from absl import flags
 
 from bapjax import cli, formats, grid, sources
-from bapjax.actions import as_structure
 from bapjax.corpus.items import BapItem
 from bapjax.errors import UserError
 from bapjax.grid import PLACE, REMOVE, Action
 
-_NEIGHBOURS = ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1))
-
-
 def empty_prediction(item: BapItem) -> list[Action]:
     return []
-
-
-def _supported(structure: dict, cell) -> bool:
-    x, y, z = cell
-    return y == grid.Y_MIN or any((x + a, y + b, z + c) in structure for a, b, c in _NEIGHBOURS)
 
 
 def support_chain(structure: dict, cell) -> list[tuple[int, int, int]] | None:
@@ -49,14 +40,14 @@ def support_chain(structure: dict, cell) -> list[tuple[int, int, int]] | None:
     queue = collections.deque([cell])
     while queue:
         current = queue.popleft()
-        if current != cell and _supported(structure, current):
+        if current != cell and grid.supported(structure, *current):
             chain = []
             while current != cell:
                 chain.append(current)
                 current = previous[current]
             return chain  # from the supported end towards ``cell``
         x, y, z = current
-        for a, b, c in _NEIGHBOURS:
+        for a, b, c in grid.FACE_OFFSETS:
             nxt = (x + a, y + b, z + c)
             if nxt not in previous and grid.in_region(*nxt) and nxt not in structure:
                 previous[nxt] = current
@@ -68,16 +59,17 @@ def feasible_equivalent(prev_structure, actions: Sequence[Action]) -> list[Actio
     """``actions`` with temporary supports added around unsupported placements (same net actions).
 
     Other infeasible steps (which the MDC does not have) are kept as recorded."""
-    structure = as_structure(prev_structure)
+    walk = grid.StructureWalk(prev_structure)
+    structure = walk.structure
     out: list[Action] = []
     for action in actions:
         cell = action.cell
         needs_support = (action.type == PLACE and cell not in structure
-                         and not _supported(structure, cell))
+                         and not grid.supported(structure, *cell))
         chain = support_chain(structure, cell) if needs_support else None
         temporary = []
         if chain:
-            counts = collections.Counter(structure.values())
+            counts = list(walk.counts)
             for support in chain:
                 color = next((c for c in range(1, grid.NUM_COLORS + 1)
                               if counts[c] + (c == action.color) < grid.INVENTORY_PER_COLOR), None)
@@ -86,17 +78,11 @@ def feasible_equivalent(prev_structure, actions: Sequence[Action]) -> list[Actio
                     break
                 temporary.append(Action(PLACE, color, *support))
                 counts[color] += 1
-        for step in temporary or []:
-            out.append(step)
-            structure[step.cell] = step.color
-        out.append(action)
-        if action.type == PLACE:
-            structure[cell] = action.color
-        else:
-            structure.pop(cell, None)
-        for step in reversed(temporary or []):
-            out.append(Action(REMOVE, step.color, *step.cell))
-            del structure[step.cell]
+        temporary = temporary or []
+        steps = temporary + [action] + [Action(REMOVE, t.color, *t.cell) for t in reversed(temporary)]
+        for step in steps:
+            walk.apply(step)
+        out.extend(steps)
     return out
 
 
@@ -130,16 +116,8 @@ def perturb_actions(rng: np.random.Generator, actions: Sequence[Action]) -> list
 
 def feasible_steps(prev_structure, actions: Sequence[Action]) -> list[Action]:
     """The steps of ``actions`` that are feasible when infeasible ones are skipped."""
-    structure = as_structure(prev_structure)
-    kept = []
-    for action in actions:
-        if grid.is_feasible(structure, action):
-            kept.append(action)
-            if action.type == PLACE:
-                structure[action.cell] = action.color
-            else:
-                del structure[action.cell]
-    return kept
+    walk = grid.StructureWalk(prev_structure)
+    return [action for action in actions if walk.step(action)]
 
 
 def perturbed_predictions(items: Sequence[BapItem], seed: int = 0) -> dict[str, list[Action]]:

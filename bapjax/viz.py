@@ -42,7 +42,6 @@ from mpl_toolkits.mplot3d.art3d import Poly3DCollection  # noqa: E402
 from absl import flags  # noqa: E402
 from etils import epath  # noqa: E402
 
-from bapjax import actions as actions_lib  # noqa: E402
 from bapjax import cli, formats, grid  # noqa: E402
 from bapjax.corpus import mdc  # noqa: E402
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
@@ -59,10 +58,6 @@ COLOR_RGB = {
     6: (0.58, 0.40, 0.74),  # purple
 }
 NX, NY, NZ = grid.GRID_SHAPE  # world x, y, z extents (11, 9, 11)
-
-
-def _as_dict(blocks) -> dict:
-    return actions_lib.as_structure(blocks)
 
 
 def view_direction(yaw: float, pitch: float = 0.0) -> np.ndarray:
@@ -106,7 +101,7 @@ def _scene_polygons(layers):
     painter's sort orders every face against every other, including the ground)."""
     styles: dict = {}
     for structure, style in layers:
-        for cell, color in _as_dict(structure).items():
+        for cell, color in grid.as_structure(structure).items():
             if grid.in_region(*cell):
                 styles[cell] = (style, int(color))
     polygons, faces, edges, widths = [], [], [], []
@@ -234,13 +229,9 @@ def _text_panel(ax, header: str, lines: Sequence[str], width: int = 58, max_line
 def net_changes(prev: Mapping, action_seq: Sequence[Action]) -> tuple[dict, dict, dict, int]:
     """(kept, placed, removed, infeasible count) of applying actions to ``prev`` in order;
     infeasible actions are skipped, as the Builder could not have done them."""
-    current = dict(prev)
-    infeasible = 0
-    for action in action_seq:
-        if grid.is_feasible(current, action):
-            current = grid.apply_to_structure(current, action)
-        else:
-            infeasible += 1
+    walk = grid.StructureWalk(prev)
+    infeasible = sum(not walk.step(action) for action in action_seq)
+    current = walk.structure
     placed = {c: v for c, v in current.items() if prev.get(c) != v}
     removed = {c: v for c, v in prev.items() if current.get(c) != v}
     kept = {c: v for c, v in prev.items() if current.get(c) == v}
@@ -265,7 +256,7 @@ def render_structure(blocks, path, title: str | None = None, yaw: float = 45.0,
     """One structure ({cell: color} or blocks) to a PNG."""
     fig = plt.figure(figsize=(5.5, 5.0), dpi=dpi)
     ax = fig.add_subplot(1, 1, 1, projection="3d")
-    structure = _as_dict(blocks)
+    structure = grid.as_structure(blocks)
     draw_scene(ax, [(structure, "plain")], pose=pose,
                title=title or f"{len(structure)} blocks", yaw=yaw if pose is None else None)
     fig.tight_layout()
@@ -289,7 +280,7 @@ def render_gallery(structures: Sequence[tuple[Mapping, str]], path, columns: int
 def render_item(item: BapItem, path, dpi: int = 90, max_turns: int = 30) -> Path:
     """A BAP item: S_prev (light), the reference's net new (bold) and removed (ghost) blocks,
     the Builder's pose, and the dialogue history beside it."""
-    prev = _as_dict(item.prev_structure)
+    prev = grid.as_structure(item.prev_structure)
     layers, placed, removed, _ = _item_layers(prev, item.reference_actions)
     fig = plt.figure(figsize=(11.5, 5.2), dpi=dpi)
     ax = fig.add_axes((0.0, 0.0, 0.56, 0.92), projection="3d")
@@ -307,7 +298,7 @@ def render_item(item: BapItem, path, dpi: int = 90, max_turns: int = 30) -> Path
 def render_prediction(item: BapItem, predicted_actions: Sequence[Action], path, dpi: int = 90,
                       max_turns: int = 24) -> Path:
     """The reference (left) and a prediction (middle) from the same S_prev, dialogue right."""
-    prev = _as_dict(item.prev_structure)
+    prev = grid.as_structure(item.prev_structure)
     ref_layers, ref_placed, ref_removed, _ = _item_layers(prev, item.reference_actions)
     pred_layers, pred_placed, pred_removed, infeasible = _item_layers(prev, predicted_actions)
     # Net actions of each (removals of S_prev blocks, placements of new ones); count matches.

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bapjax import actions, grid, sources
+from bapjax import grid, sources
 from bapjax.corpus import mdc
 from bapjax.corpus.items import ChatTurn
 from bapjax.text.tokenizer import tokenize
@@ -60,7 +60,7 @@ def measure(items) -> dict:
     for item in items:
         pose = item.builder_pose
         eye = (pose.x, pose.y + grid.EYE_HEIGHT, pose.z)
-        cells = [a.cell for a in actions.net_actions(item.reference_actions)]
+        cells = [a.cell for a in grid.net_actions(item.reference_actions)]
         if cells:
             distances.append(float(np.mean([math.dist(eye, c) for c in cells])))
         deviation = abs((pose.yaw + 45.0) % 90.0 - 45.0)

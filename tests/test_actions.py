@@ -3,9 +3,8 @@
 import numpy as np
 
 from bapjax import grid
-from bapjax.actions import (apply_sequence, as_blocks, as_structure, inverse_action, inverse_sequence,
-                            net_actions, structure_diff, structure_distance)
-from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.actions import inverse_action, inverse_sequence, structure_diff, structure_distance
+from bapjax.grid import PLACE, REMOVE, Action, apply_sequence, as_blocks, as_structure, net_actions
 
 
 def test_place_then_remove_is_nothing():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bapjax import grid
-from bapjax.actions import apply_sequence, as_structure
+from bapjax.grid import apply_sequence, as_structure
 from bapjax.corpus import augment, mdc
 from tests.conftest import REPO
 

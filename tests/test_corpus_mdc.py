@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from bapjax import grid
-from bapjax.actions import as_structure, net_actions, structure_diff
+from bapjax.actions import structure_diff
+from bapjax.grid import as_structure, net_actions
 from bapjax.corpus import mdc
 from bapjax.corpus.items import BapItem, ChatTurn
 from tests.conftest import REPO

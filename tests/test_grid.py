@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bapjax import actions as actions_lib
 from bapjax import grid
 from bapjax.grid import PLACE, REMOVE, Action
 
@@ -176,3 +177,49 @@ def test_apply_single_actions():
     ids = jnp.asarray([grid.encode_action(Action(PLACE, 4, 1, 1, 1)), grid.STOP])
     out = np.asarray(grid.apply_actions(dense, ids))
     assert out[0, 6, 0, 6] == 4 and out.sum() == 4
+
+
+def test_structure_walk_agrees_with_the_oracle_mask_and_keeps_its_counts():
+    """A long random walk (feasible and infeasible steps, inventory limits reached): every step
+    is judged as the oracle mask says, reason() agrees, counts always match the structure,
+    and net_actions() is the net effect of the applied steps."""
+    rng = np.random.default_rng(11)
+    for trial in range(6):
+        walk = grid.StructureWalk(random_structure(rng, int(rng.integers(0, 40)), gravity=True))
+        start = dict(walk.structure)
+        applied = []
+        for _ in range(400):
+            structure = walk.structure
+            if structure and rng.random() < 0.3:  # a removal of a block that is there (or a wrong color)
+                cell = list(structure)[int(rng.integers(len(structure)))]
+                color = structure[cell] if rng.random() < 0.8 else int(rng.integers(1, 7))
+                action = Action(REMOVE, color, *cell)
+            else:
+                action = Action(PLACE, int(rng.integers(1, 7)), int(rng.integers(-6, 7)),
+                                int(rng.integers(0, 11)), int(rng.integers(-6, 7)))
+            if grid.in_region(*action[2:]):
+                action_id = grid.encode_action(action)
+                want = oracle_mask(structure)[action_id] and (action.type == PLACE or structure.get(action[2:]) == action.color)
+            else:
+                want = False
+            assert walk.feasible(action) == want, action
+            assert (walk.reason(action) is None) == want, (action, walk.reason(action))
+            assert walk.step(action) == want
+            if want:
+                applied.append(action)
+            assert walk.counts == [0] + [sum(1 for c in walk.structure.values() if c == k) for k in range(1, 7)]
+        assert walk.structure == grid.apply_sequence(start, applied)
+        assert walk.net_actions() == grid.net_actions(applied)
+        assert grid.net_actions(applied) == actions_lib.structure_diff(start, walk.structure)
+
+
+def test_structure_walk_applies_references_as_recorded():
+    """apply() never checks: an unsupported placement and a recolor still count, as in the MDC."""
+    walk = grid.StructureWalk({(0, 1, 0): 2})
+    walk.apply(Action(PLACE, 1, 3, 5, 3))  # floating
+    walk.apply(Action(PLACE, 4, 0, 1, 0))  # into an occupied cell: recolors it
+    assert walk.structure == {(3, 5, 3): 1, (0, 1, 0): 4}
+    assert walk.counts == [0, 1, 0, 0, 1, 0, 0]
+    assert walk.net_actions() == {Action(PLACE, 1, 3, 5, 3), Action(PLACE, 4, 0, 1, 0)}
+    assert grid.StructureWalk({}).steps([Action(PLACE, 1, 0, 2, 0), Action(PLACE, 1, 0, 1, 0),
+                                         Action(PLACE, 1, 0, 2, 0)]) == [0]

@@ -201,7 +201,7 @@ def test_transformer_and_gru_share_the_interface_in_teacher_forcing():
 
 def _unsupported_reference_items(items):
     """Items whose reference has a step infeasible on the world it meets (as recorded)."""
-    from bapjax.actions import as_structure
+    from bapjax.grid import as_structure
 
     found = []
     for item in items:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bapjax import grid
-from bapjax.actions import as_structure
+from bapjax.grid import as_structure
 from bapjax.corpus import mdc
 from bapjax.grid import PLACE, Action
 from bapjax.sim import generate

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from bapjax import evaluate, formats, predictors
-from bapjax.actions import as_structure, structure_diff
+from bapjax.actions import structure_diff
+from bapjax.grid import as_structure
 from bapjax.corpus import v2_clean
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
 from bapjax.corpus.v2_clean import Annotation, AnnotationError

@@ -98,9 +98,7 @@ class BapItem:
                 for i, b in enumerate(record["next_structure"])
             )
         else:
-            from bapjax.actions import apply_sequence, as_blocks
-
-            nxt = as_blocks(apply_sequence(prev, actions))
+            nxt = grid.as_blocks(grid.apply_sequence(prev, actions))
         if "history" in record:
             history = tuple(
                 grid.action_from_dict(e["action"], f"{where} history[{i}]", check_region=False)

@@ -34,9 +34,8 @@ import orjson
 from absl import flags, logging
 
 from bapjax import cli, formats, grid
-from bapjax.actions import apply_sequence, as_blocks
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn, ItemizedCorpus
-from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.grid import PLACE, REMOVE, Action, apply_sequence, as_blocks
 from bapjax.errors import UserError
 from bapjax.paths import build_lock, cache_root
 
@@ -258,11 +257,7 @@ def order_placements(structure: dict, placements: Sequence[Action]) -> list[Acti
     while remaining:
         pick = 0
         for n, action in enumerate(remaining):
-            x, y, z = action.cell
-            if y == grid.Y_MIN or any(
-                c in current for c in ((x + 1, y, z), (x - 1, y, z), (x, y + 1, z), (x, y - 1, z),
-                                       (x, y, z + 1), (x, y, z - 1))
-            ):
+            if grid.supported(current, *action.cell):
                 pick = n
                 break
         action = remaining.pop(pick)

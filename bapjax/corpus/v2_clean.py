@@ -31,7 +31,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 from absl import flags
 
 from bapjax import cli, formats, grid, sources
-from bapjax.actions import as_blocks, as_structure, structure_diff
+from bapjax.actions import structure_diff
+from bapjax.grid import as_blocks, as_structure
 from bapjax.corpus.items import BapItem
 from bapjax.errors import UserError
 from bapjax.formats import (  # noqa: F401  (the record format; re-exported for this module's users)

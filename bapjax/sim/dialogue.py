@@ -57,10 +57,7 @@ class SimGame:
     def truncated(self, num_segments: int) -> "SimGame":
         """The game cut after ``num_segments`` instructions; the target becomes what was built."""
         segments = self.segments[:num_segments]
-        built: dict = {}
-        for segment in segments:
-            for action in segment.actions:
-                built = grid.apply_to_structure(built, action)
+        built = grid.apply_sequence({}, [action for segment in segments for action in segment.actions])
         return dataclasses.replace(self, segments=segments, target=built, closing=[],
                                    info={**self.info, "truncated": True})
 
@@ -87,30 +84,12 @@ class GameState:
     def execute(self, goal: dict, order: Sequence | None = None) -> list[Action]:
         """The Builder turns the world into ``goal`` (planner, supports included)."""
         actions = plan_actions(self.structure, goal, rng=self.rng, order=list(order) if order else None)
-        current = dict(self.structure)
-        counts = [0] * (grid.NUM_COLORS + 1)
-        for color in current.values():
-            counts[color] += 1
+        walk = grid.StructureWalk(self.structure)
         last = None
-        for action in actions:  # a cheap re-check of the grid rules (the tests re-check with grid)
-            cell = (action.x, action.y, action.z)
-            if action.type == PLACE:
-                x, y, z = cell
-                ok = (grid.in_region(x, y, z) and cell not in current
-                      and counts[action.color] < grid.INVENTORY_PER_COLOR
-                      and (y == grid.Y_MIN or any(n in current for n in (
-                          (x + 1, y, z), (x - 1, y, z), (x, y + 1, z), (x, y - 1, z), (x, y, z + 1), (x, y, z - 1)))))
-                if ok:
-                    current[cell] = action.color
-                    counts[action.color] += 1
-            else:
-                ok = current.get(cell) == action.color
-                if ok:
-                    del current[cell]
-                    counts[action.color] -= 1
-            if not ok:
-                raise RuntimeError(f"planner produced an infeasible action {action}: "
-                                   f"{grid.infeasibility_reason(current, action)}")
+        for action in actions:  # a re-check of the grid rules (the tests re-check too)
+            if not walk.step(action):
+                raise RuntimeError(f"planner produced an infeasible action {action}: {walk.reason(action)}")
+        current = walk.structure
         if current != goal:
             raise RuntimeError("planner did not reach its goal")
         for action in actions:

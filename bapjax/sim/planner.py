@@ -47,11 +47,14 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from bapjax import grid
-from bapjax.grid import Action, INVENTORY_PER_COLOR, NUM_COLORS, PLACE, REMOVE, Y_MIN
+from bapjax.actions import structure_distance
+from bapjax.grid import Action, INVENTORY_PER_COLOR, NUM_COLORS, PLACE, REMOVE
 
 Cell = tuple[int, int, int]
 Structure = Mapping[Cell, int]
 
+# The face neighbours in the order the searches expand them (below first): this order breaks
+# ties between equally short paths, so it shapes the plans (the support rule is grid.supported).
 FACE_OFFSETS = ((0, -1, 0), (1, 0, 0), (-1, 0, 0), (0, 0, 1), (0, 0, -1), (0, 1, 0))
 
 
@@ -65,12 +68,6 @@ REGION_CELLS = frozenset(
 
 class PlanningError(ValueError):
     """The goal cannot be reached under the grid rules (region or inventory)."""
-
-
-def _as_dict(structure) -> dict[Cell, int]:
-    if isinstance(structure, Mapping):
-        return {tuple(int(v) for v in cell): int(color) for cell, color in structure.items()}
-    return {(int(b[0]), int(b[1]), int(b[2])): int(b[3]) for b in structure}
 
 
 def _check_structure(structure: dict[Cell, int], name: str) -> None:
@@ -96,10 +93,9 @@ class _Planner:
         self.start = start
         self.goal = goal
         self.rng = rng
-        self.current = dict(start)
-        self.counts = [0] * (NUM_COLORS + 1)
-        for color in self.current.values():
-            self.counts[color] += 1
+        self.walk = grid.StructureWalk(start)  # the world as planned so far (grid rules)
+        self.current = self.walk.structure
+        self.counts = self.walk.counts
         self.actions: list[Action] = []
         self.pending: list[Cell] = list(ranked_pending)
         self.pending_set = set(self.pending)
@@ -115,14 +111,14 @@ class _Planner:
 
     # -- primitive actions --------------------------------------------------------------------
     def _place(self, cell: Cell, color: int) -> None:
-        self.actions.append(Action(PLACE, color, *cell))
-        self.current[cell] = color
-        self.counts[color] += 1
+        action = Action(PLACE, color, *cell)
+        self.actions.append(action)
+        self.walk.apply(action)
 
     def _remove(self, cell: Cell) -> None:
-        color = self.current.pop(cell)
-        self.counts[color] -= 1
-        self.actions.append(Action(REMOVE, color, *cell))
+        action = Action(REMOVE, self.current[cell], *cell)
+        self.actions.append(action)
+        self.walk.apply(action)
 
     def _place_goal(self, cell: Cell) -> None:
         color = self.goal[cell]
@@ -132,14 +128,7 @@ class _Planner:
         self.pending.remove(cell)
 
     def _supported(self, cell: Cell) -> bool:
-        x, y, z = cell
-        if y == Y_MIN:
-            return True
-        current = self.current
-        for dx, dy, dz in FACE_OFFSETS:
-            if (x + dx, y + dy, z + dz) in current:
-                return True
-        return False
+        return grid.supported(self.current, *cell)
 
     @staticmethod
     def _top_down(cells: Iterable[Cell]) -> list[Cell]:
@@ -221,7 +210,7 @@ class _Planner:
                 continue
             x, y, z = cell
             if cell not in pending_set:
-                if y == Y_MIN or any((x + dx, y + dy, z + dz) in current for dx, dy, dz in FACE_OFFSETS):
+                if grid.supported(current, x, y, z):
                     path = [cell]
                     while parent[path[-1]] is not None:
                         path.append(parent[path[-1]])
@@ -371,7 +360,7 @@ def plan_actions(
     removable blocks next to new cells as scaffolding, None = whichever plan is shorter.
     Raises PlanningError when the goal is outside the region or over the inventory.
     """
-    start_dict, goal_dict = _as_dict(start), _as_dict(goal)
+    start_dict, goal_dict = grid.as_structure(start), grid.as_structure(goal)
     _check_structure(start_dict, "start")
     _check_structure(goal_dict, "goal")
     ranked = _ranked_pending(start_dict, goal_dict, order, rng)
@@ -397,13 +386,14 @@ def plan_actions(
 def plan_problem(start: Structure | Iterable, goal: Structure | Iterable,
                  actions: Iterable[Action | tuple]) -> str | None:
     """Why ``actions`` is not a feasible plan from ``start`` to ``goal``, or None if it is."""
-    current = _as_dict(start)
-    goal_dict = _as_dict(goal)
+    walk = grid.StructureWalk(start)
+    goal_dict = grid.as_structure(goal)
     for step, action in enumerate(actions):
-        reason = grid.infeasibility_reason(current, action)
+        reason = walk.reason(action)
         if reason is not None:
             return f"step {step} {tuple(int(v) for v in action)}: {reason}"
-        current = grid.apply_to_structure(current, action)
+        walk.apply(action)
+    current = walk.structure
     if current != goal_dict:
         missing = sorted(set(goal_dict.items()) - set(current.items()))
         extra = sorted(set(current.items()) - set(goal_dict.items()))
@@ -420,7 +410,4 @@ def plan_is_valid(start: Structure | Iterable, goal: Structure | Iterable,
 def extra_actions(start: Structure | Iterable, goal: Structure | Iterable,
                   actions: Sequence[Action]) -> int:
     """Actions beyond the net difference (2 per temporary support block)."""
-    start_dict, goal_dict = _as_dict(start), _as_dict(goal)
-    net = sum(1 for c, v in goal_dict.items() if start_dict.get(c) != v)
-    net += sum(1 for c, v in start_dict.items() if goal_dict.get(c) != v)
-    return len(actions) - net
+    return len(actions) - structure_distance(start, goal)

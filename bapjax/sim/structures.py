@@ -67,12 +67,6 @@ class ShapeStructure:
         return tuple(Block(*cell, color) for cell, color in self.blocks.items())
 
 
-def _as_dict(blocks) -> dict[Cell, int]:
-    if isinstance(blocks, Mapping):
-        return {tuple(int(v) for v in c): int(color) for c, color in blocks.items()}
-    return {(int(b[0]), int(b[1]), int(b[2])): int(b[3]) for b in blocks}
-
-
 def touches(cells_a: Iterable[Cell], cells_b: Iterable[Cell]) -> bool:
     """True when a cell of ``a`` shares a face or an edge with a cell of ``b``."""
     set_b = set(cells_b)
@@ -105,7 +99,7 @@ def connected_components(cells: Iterable[Cell]) -> list[set[Cell]]:
 
 def constraint_violations(blocks, shapes: Sequence[Shape] | None = None) -> list[str]:
     """Every broken constraint, as readable sentences (empty list: the structure is valid)."""
-    structure = _as_dict(blocks)
+    structure = grid.as_structure(blocks)
     problems: list[str] = []
     if not structure:
         return ["the structure is empty (no block on the ground)"]
@@ -282,7 +276,7 @@ def grow_random_structure(
     ``height_decay ** (y - 1)``.
     """
     palette = list(colors) if colors else list(range(1, NUM_COLORS + 1))
-    structure: dict[Cell, int] = _as_dict(start) if start else {}
+    structure: dict[Cell, int] = grid.as_structure(start) if start else {}
     counts = np.zeros(NUM_COLORS + 1, int)
     for color in structure.values():
         counts[color] += 1
