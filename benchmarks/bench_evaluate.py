@@ -28,7 +28,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
-from bapjax import evaluate, metrics
+from bapjax import evaluate, grid, metrics
 from bapjax.predictors import perturb_actions as perturb
 from bapjax.metrics_reference import tables as oracle_tables, tables_agree
 
@@ -63,7 +63,7 @@ def main() -> None:
 
     run = lambda: evaluate.evaluate_predictions(items, predictions, drop_infeasible=True)  # noqa: E731
     report, (first,) = timed(run)
-    cases = [(metrics._as_dict(i.prev_structure), predictions[i.item_id], list(i.reference_actions),
+    cases = [(grid.as_structure(i.prev_structure), predictions[i.item_id], list(i.reference_actions),
               i.is_empty_board, i.is_empty_board) for i in items]
     # Batched repeats before, between and after the oracle runs: on a shared machine the load
     # changes over the oracle's tens of seconds, and best-of on both sides over the same window
