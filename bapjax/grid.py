@@ -374,8 +374,8 @@ FACE_OFFSETS = ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, 
 def as_structure(blocks: Iterable[Block | tuple] | Structure) -> dict[tuple[int, int, int], int]:
     """A fresh {(x, y, z): color} dict of plain ints from blocks (x, y, z, color) or a dict."""
     if isinstance(blocks, Mapping):
-        return {(int(c[0]), int(c[1]), int(c[2])): int(color) for c, color in blocks.items()}
-    return {(int(b[0]), int(b[1]), int(b[2])): int(b[3]) for b in blocks}
+        return {(int(x), int(y), int(z)): int(color) for (x, y, z), color in blocks.items()}
+    return {(int(x), int(y), int(z)): int(color) for x, y, z, color in blocks}
 
 
 def as_blocks(structure: Structure) -> tuple[Block, ...]:
@@ -400,20 +400,19 @@ class StructureWalk:
     is nothing. Blocks per color are counted on first need (removal-only walks never count).
     """
 
-    __slots__ = ("structure", "_counts", "_balance")
+    __slots__ = ("structure", "applied", "_counts")
 
     def __init__(self, start: Iterable[Block | tuple] | Structure = ()):
         self.structure = as_structure(start)
+        self.applied: list[Action | tuple] = []  # every applied action, in order
         self._counts: list[int] | None = None
-        self._balance: dict[tuple[int, int, int, int], int] = {}
 
     @property
     def counts(self) -> list[int]:
         """Blocks of each color, indexed by color id (index 0 unused); updated by every apply."""
         if self._counts is None:
-            self._counts = [0] * (NUM_COLORS + 1)
-            for color in self.structure.values():
-                self._counts[color] += 1
+            colors = list(self.structure.values())
+            self._counts = [0] + [colors.count(color) for color in range(1, NUM_COLORS + 1)]
         return self._counts
 
     def feasible(self, action: Action | tuple) -> bool:
@@ -460,17 +459,15 @@ class StructureWalk:
         """Apply without a check: a placement sets the cell's color, a removal empties it."""
         type_, color, x, y, z = action
         cell = (x, y, z)
-        key = (color, x, y, z)
+        self.applied.append(action)
         counts = self._counts
-        old = self.structure.get(cell)
         if type_ == PLACE:
+            old = self.structure.get(cell)
             self.structure[cell] = color
-            self._balance[key] = self._balance.get(key, 0) + 1
             if counts is not None:
                 counts[color] += 1
         else:
-            self.structure.pop(cell, None)
-            self._balance[key] = self._balance.get(key, 0) - 1
+            old = self.structure.pop(cell, None)
         if counts is not None and old is not None:
             counts[old] -= 1
 
@@ -494,11 +491,7 @@ class StructureWalk:
 
     def net_actions(self) -> frozenset[Action]:
         """The net effect of the applied actions (see the class docstring)."""
-        return _net_from_balance(self._balance)
-
-
-def _net_from_balance(balance: Mapping[tuple[int, int, int, int], int]) -> frozenset[Action]:
-    return frozenset(Action(PLACE if n > 0 else REMOVE, *key) for key, n in balance.items() if n)
+        return net_actions(self.applied)
 
 
 def net_actions(actions: Iterable[Action | tuple]) -> frozenset:
@@ -512,7 +505,7 @@ def net_actions(actions: Iterable[Action | tuple]) -> frozenset:
     balance: dict = {}
     for action, key in zip(actions, keys):
         balance[key] = balance.get(key, 0) + (1 if action[0] == PLACE else -1)
-    return _net_from_balance(balance)
+    return frozenset(Action(PLACE if n > 0 else REMOVE, *key) for key, n in balance.items() if n)
 
 
 def is_feasible(structure: Structure, action: Action | tuple) -> bool:
