@@ -252,18 +252,15 @@ def order_placements(structure: dict, placements: Sequence[Action]) -> list[Acti
     or face-adjacent to a block; if none is, take the first one as recorded (kept, never dropped).
     """
     remaining = sorted(placements, key=lambda a: (a.y, a.x, a.z, a.color))
-    current = dict(structure)
-    ordered = []
+    walk = grid.StructureWalk(structure)
     while remaining:
         pick = 0
         for n, action in enumerate(remaining):
-            if grid.supported(current, *action.cell):
+            if grid.supported(walk.structure, *action.cell):
                 pick = n
                 break
-        action = remaining.pop(pick)
-        current[action.cell] = action.color
-        ordered.append(action)
-    return ordered
+        walk.apply(remaining.pop(pick))
+    return walk.applied
 
 
 def transition_actions(before: dict, after: dict) -> list[Action]:
