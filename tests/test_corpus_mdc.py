@@ -167,3 +167,27 @@ def test_every_gold_configuration_reads(mdc_path):
     assert len(sizes) == len(targets) and min(sizes) > 0
     with pytest.raises(mdc.CorpusError, match="C99999"):
         mdc.load_gold_structure(root, "C99999")
+
+
+def test_final_chat_only_state_with_a_block_outside_skips_nothing_more(tmp_path):
+    """Issue 12's last row: a block outside the region that is still there in the final,
+    chat-only state. Only action runs are candidate items, so the skipped count is exactly the
+    runs dropped (the run that placed the outside block), never a chat line."""
+    chat = ["<Builder> Mission has started.", "<Architect> put a red block"]
+    more = chat + ["<Architect> now a green one"]
+    states = [
+        _state(chat[:1], []),
+        _state(chat, [], x=1.0),
+        _state(chat, [(0, 1, 0, "red")]),  # run 1: inside
+        _state(more, [(0, 1, 0, "red")]),
+        _state(more, [(0, 1, 0, "red"), (6, 1, 0, "green")]),  # run 2: a block outside
+        _state(more + ["<Architect> that one is outside"], [(0, 1, 0, "red"), (6, 1, 0, "green")]),
+        _state(more + ["<Architect> that one is outside", "<Builder> sorry"],  # final, chat only
+               [(0, 1, 0, "red"), (6, 1, 0, "green")]),
+    ]
+    _tiny_corpus(tmp_path, json.dumps({"WorldStates": states}))
+    corpus = mdc.load_corpus(tmp_path, use_cache=False)
+    items = corpus.split("train")
+    runs = 2
+    assert len(items) == 1 and corpus.skipped_out_of_region["train"] == runs - len(items) == 1
+    assert [tuple(a) for a in items[0].reference_actions] == [(0, 1, 0, 1, 0)]
