@@ -144,7 +144,8 @@ def generated_corpus(dataset: str, seed: int, sizes: Sequence[int], processes: i
         meta = json.loads((path / "data" / "dataset.json").read_text())
         requested = meta.get("requested_items", {})
         return meta.get("name") == dataset and meta.get("seed") == seed and \
-            tuple(requested.get(s) for s in SPLITS) == sizes
+            tuple(requested.get(s) for s in SPLITS) == sizes and \
+            meta.get("simulator_version") == generate.SIMULATOR_VERSION  # older simulators: rebuilt
 
     def build(path: Path) -> None:
         logging.info("generating %s (%s train / %s val / %s test items) into %s", dataset, *sizes, path)

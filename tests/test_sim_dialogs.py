@@ -9,6 +9,7 @@ Builder's actions changed.
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +86,8 @@ def add(a, b, k=1):
 
 def number_in(text, n):
     words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
-    tokens = set(text.lower().replace("-", " ").replace(",", " ").split())
+    text = re.sub(r"(\d)x(\d)", r"\1 x \2", text.lower())  # "2x3"
+    tokens = set(text.replace("-", " ").replace(",", " ").split())
     return str(n) in tokens or (n < len(words) and words[n] in tokens)
 
 

@@ -56,6 +56,12 @@ def test_an_unfinished_cache_entry_is_rebuilt_and_a_foreign_one_refused(tmp_path
     assert not (entry / "data" / "logs" / "half-written.json").exists()
     assert len(sources.load_split(root, "train")) == 6
     assert sources.generated_corpus("r", 4, sizes, processes=1, progress=False) == (entry, True)
+    # an entry an older simulator wrote is rebuilt with the current one
+    meta_path = entry / "data" / "dataset.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "simulator_version": meta["simulator_version"] - 1}))
+    assert sources.generated_corpus("r", 4, sizes, processes=1, progress=False) == (entry, False)
+    assert json.loads(meta_path.read_text())["simulator_version"] == meta["simulator_version"]
     # a folder bapjax did not write is never removed, even where a cache entry should go
     foreign = tmp_path / "cache" / "generated" / "r-seed5-6-2-2"
     (foreign / "data").mkdir(parents=True)

@@ -26,6 +26,7 @@ SINGLE_P = 0.25  # describe a block alone even when a run is possible
 OTHER_REFERENCE_P = 0.15  # use a uniquely nameable block instead of "the last block"
 ANCHOR_FORM_P = 0.3  # a run described by its Builder-anchored direction
 FAR_FROM_LAST = 3  # farther than this from the last block: prefer a nearer nameable reference
+SHAPE_INTRO_P = 0.5  # "the second shape is an L" before a shape's first instruction
 
 
 def _shape_order(rng: np.random.Generator, shapes) -> list:
@@ -57,7 +58,7 @@ def _last_reference(state: GameState, yaw: float) -> dict:
     return language.realize_reference(state.rng, option)
 
 
-def _instruction(state: GameState, shape, remaining: list) -> int:
+def _instruction(state: GameState, shape, remaining: list, lead=()) -> int:
     """Write one instruction for the next cells of ``remaining``; returns how many it covers."""
     rng = state.rng
     color = shape.color
@@ -70,7 +71,7 @@ def _instruction(state: GameState, shape, remaining: list) -> int:
         record = {"kind": "first", "color": color_text, "target_cells": [list(first)], "on_ground": True,
                   "ref": None, "relation": None, "anchor": None, "omitted": omitted, "shape": shape.kind}
         clar = language.clarification(rng, "color", color_text) if omitted else None
-        state.add_segment(pose, text, record, {**state.structure, first: color}, clarification=clar)
+        state.add_segment(pose, text, record, {**state.structure, first: color}, clarification=clar, lead=lead)
         return 1
     last = state.last_cell
     world_step = spatial.sub(first, last)
@@ -95,7 +96,10 @@ def _instruction(state: GameState, shape, remaining: list) -> int:
             ref_cell, ref = chosen
         offset = spatial.world_to_builder(spatial.sub(first, ref_cell), pose.yaw)
         relation = language.relation_phrase(rng, offset)
-        text = language.place_instruction(rng, None if omitted else color_text, relation["text"], ref["text"])
+        note = language.block_note(rng, state.structure, first, ref_cell)
+        same_color = state.structure.get(tuple(ref_cell)) == color
+        text = language.place_instruction(rng, None if omitted else color_text, relation["text"], ref["text"],
+                                          note=note, same_color=same_color)
         record = {"kind": "place", "color": color_text, "target_cells": [list(first)], "ref": ref,
                   "relation": relation, "anchor": None, "omitted": omitted, "shape": shape.kind}
         clar = language.clarification(rng, "color", color_text) if omitted else None
@@ -122,7 +126,7 @@ def _instruction(state: GameState, shape, remaining: list) -> int:
             clar = language.clarification(rng, "color", color_text)
         elif omitted == "count":
             clar = language.clarification(rng, "count", language.number(rng, len(run)))
-    state.add_segment(pose, text, record, goal, order=run, clarification=clar)
+    state.add_segment(pose, text, record, goal, order=run, clarification=clar, lead=lead)
     return len(run)
 
 
@@ -133,8 +137,13 @@ def simulate_game(rng: np.random.Generator) -> SimGame:
     shapes = _shape_order(rng, structure.shapes)
     for index, shape in enumerate(shapes):
         remaining = [c for c in _cell_order(shape, index == 0) if c not in state.structure]
+        lead = []
+        if language.chance(rng, SHAPE_INTRO_P):  # name the shape, as MDC Architects often do
+            lead.append(language.shape_intro(rng, shape.kind, index, len(shapes),
+                                             language.color_word(shape.color), len(shape.cells)))
         while remaining:
-            covered = _instruction(state, shape, remaining)
+            covered = _instruction(state, shape, remaining, lead)
+            lead = []
             remaining = [c for c in remaining[covered:] if c not in state.structure]
     if state.structure != dict(structure.blocks):
         raise RuntimeError("D_bs game did not end at its target structure")

@@ -28,19 +28,24 @@ from bapjax.sim import language, spatial
 from bapjax.sim.planner import plan_actions
 
 CLARIFICATION_P = 0.08  # an omitted detail (color, count, direction, length)
-CONFIRMATION_P = 0.2  # "done" after the Builder's actions
-GREETING_P = 0.3
-CLOSING_P = 0.3
-SPLIT_P = 0.1  # the instruction comes as two chat lines
+LOCATION_QUESTION_P = 0.06  # the Builder checks the frame ("my left or yours?") and gets a true answer
+CONFIRMATION_P = 0.3  # "done" after the Builder's actions
+CHECK_P = 0.15  # "like this?" after the Builder's actions (the Architect answers)
+FEEDBACK_P = 0.45  # the Architect says "good" / "perfect" after the Builder's actions
+ACK_P = 0.15  # the Builder says "ok" / "got it" before acting
+TRANSITION_P = 0.2  # "ok next" / "this next one is a bit tricky" before an instruction
+GREETING_P = 0.45
+CLOSING_P = 0.45
+SPLIT_P = 0.35  # the instruction comes as two chat lines (cut at a comma outside grounded phrases)
 STAY_P = 0.6  # the Builder keeps looking from the same side as in the previous segment
 
 
 @dataclasses.dataclass
 class Segment:
     pose: BuilderPose
-    lines: list[tuple[str, str]]  # (speaker, text): instruction, then clarification turns
+    lines: list[tuple[str, str]]  # (speaker, text): lead-in, instruction, clarification, acknowledgement
     actions: list[Action]
-    confirmation: str | None
+    after: list[tuple[str, str]]  # (speaker, text) after the actions: "done", "like this?", "perfect"
     record: dict
 
 
@@ -102,16 +107,36 @@ class GameState:
 
     # Steps 3, 4, 6 ------------------------------------------------------------------------
     def add_segment(self, pose: BuilderPose, instruction: str, record: dict, goal: dict,
-                    order: Sequence | None = None, clarification: tuple[str, str] | None = None) -> Segment:
+                    order: Sequence | None = None, clarification: tuple[str, str] | None = None,
+                    lead: Sequence[str] = ()) -> Segment:
+        """Execute ``goal`` and write the chat around it: optional lead-in lines (``lead``, or an
+        Architect transition), the instruction (maybe split in two lines), the clarification
+        turns (an omitted detail, else maybe a frame check with a true answer), maybe the
+        Builder's "ok"; after the actions maybe "done" / "like this?" and the Architect's "good"."""
+        rng = self.rng
         prev = dict(self.structure)
         actions = self.execute(goal, order)
-        instruction_lines = split_instruction(self.rng, instruction, record)
-        lines = [("Architect", line) for line in instruction_lines]
-        if clarification is not None:
-            lines += [("Builder", clarification[0]), ("Architect", clarification[1])]
-        confirmation = language.confirmation(self.rng) if language.chance(self.rng, CONFIRMATION_P) else None
         placed = sorted(c for c in goal if prev.get(c) != goal[c])
         removed = sorted(c for c in prev if c not in goal)
+        instruction_lines = split_instruction(rng, instruction, record)
+        lines = [("Architect", line) for line in lead]
+        if not lead and self.segments and language.chance(rng, TRANSITION_P):
+            lines.append(("Architect", language.talk(rng, language.ARCHITECT_TRANSITIONS)))
+        lines += [("Architect", line) for line in instruction_lines]
+        if clarification is None and language.chance(rng, LOCATION_QUESTION_P):
+            clarification = location_question(rng, record, prev)
+        if clarification is not None:
+            lines += [("Builder", clarification[0]), ("Architect", clarification[1])]
+        elif language.chance(rng, ACK_P):
+            lines.append(("Builder", language.talk(rng, language.BUILDER_ACKS)))
+        after = []
+        if language.chance(rng, CONFIRMATION_P):
+            after.append(("Builder", language.confirmation(rng)))
+        if language.chance(rng, CHECK_P):
+            after.append(("Builder", language.talk(rng, language.CHECK_QUESTIONS, question=True)))
+            after.append(("Architect", language.talk(rng, language.CHECK_ANSWERS)))
+        elif language.chance(rng, FEEDBACK_P):
+            after.append(("Architect", language.talk(rng, language.ARCHITECT_FEEDBACK)))
         record = {
             **record,
             "segment": len(self.segments),
@@ -124,7 +149,7 @@ class GameState:
             "removed_cells": [list(c) for c in removed],
             "num_actions": len(actions),
         }
-        segment = Segment(pose, lines, actions, confirmation, record)
+        segment = Segment(pose, lines, actions, after, record)
         self.segments.append(segment)
         return segment
 
@@ -138,17 +163,42 @@ class GameState:
         rng = self.rng
         opening = []
         if language.chance(rng, GREETING_P):
-            greeting = language.pick(rng, language.GREETINGS)
+            greeting = language.talk(rng, language.OPENERS)
             opening.append(("Architect", greeting))
             if greeting.endswith("?") or language.chance(rng, 0.6):
-                replies = ("ready", "yes", "sure", "yep") if greeting.endswith("?") else language.GREETING_REPLIES
-                opening.append(("Builder", language.pick(rng, replies)))
+                opening.append(("Builder", language.talk(rng, language.OPENER_REPLIES)))
         closing = []
         if language.chance(rng, CLOSING_P):
-            closing.append(("Architect", language.pick(rng, language.CLOSINGS)))
+            closing.append(("Architect", language.talk(rng, language.CLOSINGS)))
+            if language.chance(rng, 0.5):
+                closing.append(("Builder", language.talk(rng, language.CLOSING_REPLIES)))
         if start_pose is None:
             start_pose = self.segments[0].pose if self.segments else BuilderPose(0.0, 1.0, -5.0, 0.0, 20.0)
         return SimGame(self.dataset, self.segments, dict(self.structure), opening, closing, start_pose, info)
+
+
+def location_question(rng: np.random.Generator, record: dict, prev: dict) -> tuple[str, str] | None:
+    """A Builder question about the frame and the Architect's true answer, or None when none
+    fits: left/right words are the Builder's own ("my left or yours?" -> "your left"), every
+    direction is from where the Builder stands now, and a first block may go anywhere on the
+    ground."""
+    said = " ".join(filter(None, [(record.get("relation") or {}).get("text"),
+                                  (record.get("anchor") or {}).get("text")])).lower()
+    if record.get("kind") == "first" and not prev:
+        kind = "ground"
+    elif " left" in f" {said}" or " right" in f" {said}":
+        kind = language.pick(rng, ("side", "view"))
+    elif said:
+        kind = "view"
+    else:
+        return None
+    question = language.talk(rng, language.LOCATION_QUESTIONS[kind], question=True)
+    if kind == "side":  # answer about the side the question names
+        side = "left" if "left" in question.lower() else "right"
+        answer = language.pick(rng, language.LOCATION_ANSWERS["side"]).replace("left", side)
+    else:
+        answer = language.pick(rng, language.LOCATION_ANSWERS[kind])
+    return question, answer
 
 
 def split_instruction(rng: np.random.Generator, instruction: str, record: dict) -> list[str]:
@@ -169,8 +219,12 @@ def split_instruction(rng: np.random.Generator, instruction: str, record: dict) 
             and not any(a <= i < b for a, b in spans) and 0 < i]
     if not cuts:
         return [instruction]
-    cut = cuts[int(rng.integers(len(cuts)))]
-    first, second = instruction[:cut].strip(), instruction[cut + 2:].strip()
-    if not first or not second:
+    chosen = sorted(rng.choice(cuts, size=min(len(cuts), int(rng.integers(1, 3))), replace=False).tolist())
+    parts, start = [], 0
+    for cut in chosen:
+        parts.append(instruction[start:cut].strip())
+        start = cut + 2
+    parts.append(instruction[start:].strip())
+    if not all(parts):
         return [instruction]
-    return [first, second]
+    return parts

@@ -59,7 +59,7 @@ _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?|\d+|[^\sa-z\d]")
 
 MAX_ATTEMPTS = 20
 # Bump when the simulators' output for a seed changes (written to data/dataset.json).
-SIMULATOR_VERSION = 3  # 2: "in the middle" only near the centre, no doubled "one"; 3: closer, more off-axis poses
+SIMULATOR_VERSION = 4  # 2: "in the middle" only near the centre, no doubled "one"; 3: closer, more off-axis poses; 4: MDC-like talk (feedback, acknowledgements, frame questions, shape names, floating/level notes), more split lines
 
 
 def game_rng(seed: int, dataset: str, split: str, index: int, attempt: int = 0) -> np.random.Generator:
@@ -92,13 +92,11 @@ def game_summary(game: SimGame) -> dict:
         relation = record.get("relation")
         segments.append((len(segment.actions), n == 0, relation["type"] if relation else None,
                          record.get("anchor") is not None, record.get("omitted"), record["kind"],
-                         segment.confirmation is not None))
+                         any(speaker == "Builder" for speaker, _ in segment.after)))
     tokens = set()
     for segment in game.segments:
-        for _, text in segment.lines:
+        for _, text in segment.lines + segment.after:
             tokens.update(_TOKEN.findall(text.lower()))
-        if segment.confirmation:
-            tokens.update(_TOKEN.findall(segment.confirmation.lower()))
     for _, text in game.opening + game.closing:
         tokens.update(_TOKEN.findall(text.lower()))
     return {"segments": segments, "shapes": list(game.info.get("shapes", [])), "tokens": tokens,
@@ -293,8 +291,7 @@ def format_game(game: SimGame, name: str = "") -> str:
             lines.append(f"<{speaker}> {text}{suffix}")
         count = len(segment.actions)
         lines.append(f"    [Builder: {count} action{'s' if count != 1 else ''}]")
-        if segment.confirmation:
-            lines.append(f"<Builder> {segment.confirmation}")
+        lines += [f"<{speaker}> {text}" for speaker, text in segment.after]
     lines += [f"<{speaker}> {text}" for speaker, text in game.closing]
     return "\n".join(lines)
 

@@ -323,13 +323,161 @@ COUNT_ANSWERS = ("{n}", "{n} blocks", "{n} of them", "{n}, sorry", "just {n}")
 LENGTH_QUESTIONS = ("how long?", "how many blocks long?", "how big should it be", "what size?")
 DIRECTION_QUESTIONS = ("which direction?", "in which direction?", "which way?", "going which way?")
 DIRECTION_ANSWERS = ("{d}", "{d}", "sorry, {d}", "{d} please")
-CONFIRMATIONS = ("done", "done!", "ok", "okay", "finished", "there you go", "like this?", "ok done",
-                 "placed it", "got it", "done, what next?", "alright", "next?", "is that right?", "k")
-GREETINGS = ("hi", "hello!", "hey there", "hi, let's start", "hello builder", "ready?", "hey, ready to build?",
-             "good morning", "ok let's go")
-GREETING_REPLIES = ("hi", "hello", "ready", "ok", "sure")
+CONFIRMATIONS = ("done", "done!", "ok", "okay", "finished", "there you go", "ok done", "placed it", "got it",
+                 "done, what next?", "alright", "next?", "k", "all done", "done. what's next?", "there",
+                 "ok, that's done", "finished that part", "ok, placed", "i think that's it",
+                 "what now?", "anything else?", "and now?", "that was easy", "ok, ready for the next one",
+                 "whoops, took me a second, done", "done, sorry it took a while", "here you go")
+# Talk around the instructions (no grounded content; MDC-like chat). Every line here is true
+# whatever the world looks like, or is chosen only where it is (see `bapjax.sim.dialogue`).
+
+ARCHITECT_FEEDBACK = (  # after the Builder's actions, when they are right
+    "good", "great", "perfect", "perfect!", "nice", "nice!", "awesome", "excellent", "cool",
+    "yes", "yep", "yup", "yeah", "correct", "exactly", "good job", "great job", "nice job",
+    "well done", "very good", "looks good", "looks great", "that looks right", "that's right",
+    "that's correct", "yes, that's it", "yes exactly", "yeah that's it", "perfect, thanks",
+    "great, thank you", "good work so far", "looking good", "nice, keep going", "good, that's it for that part",
+    "awesome job", "excellent, thanks", "sweet", "perfect, that's exactly what i wanted", "yes! good",
+    "yep, looks good", "good stuff", "alright, good", "ok good", "ok perfect", "that works",
+    "right, good", "beautiful", "nicely done", "yes, exactly like that", "great, that's all for this step",
+)
+CHECK_QUESTIONS = (  # the Builder asks after acting
+    "like this?", "is this right?", "is that right?", "is this correct?", "does this look right?",
+    "like that?", "this?", "good?", "is that what you meant?", "correct?", "did i get it right?",
+    "how does that look?", "is that ok?", "how's that?", "like so?",
+)
+CHECK_ANSWERS = (
+    "yes", "yep", "yup", "yes perfect", "yep, exactly", "yes, that's right", "yeah, perfect",
+    "correct", "exactly", "yes, looks good", "yes that's what i meant", "yes, good job",
+    "yeah that's correct", "that's it", "perfect",
+)
+BUILDER_ACKS = (  # after an instruction, before acting
+    "ok", "okay", "ok!", "got it", "gotcha", "sure", "sure thing", "on it", "alright", "k", "will do",
+    "no problem", "sounds good", "ok one sec", "ok, give me a second", "sure, hold on", "ok let me try",
+    "understood", "roger", "yep", "ok doing it now", "ok i think i see", "easy", "ok, makes sense",
+)
+ARCHITECT_TRANSITIONS = (  # before the next instruction
+    "ok next", "next step", "now for the next part", "ok, next one", "ok now", "alright, next",
+    "this next one is a bit tricky", "now the next part", "ok, almost there", "we're almost done",
+    "just a few more blocks", "one sec", "hold on", "let me think", "ok let me see", "give me a second",
+    "ok here's the next step", "now it gets a little harder", "ok so", "so now", "next up",
+    "easy one next", "hmm ok", "ok, moving on", "great, now the rest",
+)
+LAST_STEP_LINES = ("this is the last step", "last one", "one more step and we're done", "almost done, last part",
+                   "final step", "only one more step")
+OPENERS = (  # the Architect's first line, sometimes
+    "hi", "hello!", "hey there", "hi, let's start", "hello builder", "hey, ready to build?",
+    "good morning", "ok let's go", "hi! are you ready?", "hello, this one is not too hard",
+    "hey, we have a nice one today", "hi there, let's get started", "hello! i'll tell you what to build",
+)
+OPENER_REPLIES = ("hi", "hello", "ready", "ok", "sure", "yes", "yep", "ready when you are", "hey!",
+                  "hi, ready", "let's do it", "sounds good")
 CLOSINGS = ("great job!", "perfect, that's it", "done, thanks!", "that's the whole structure",
-            "nice work, we are done", "that's everything, well done", "we're finished, thank you!")
+            "nice work, we are done", "that's everything, well done", "we're finished, thank you!",
+            "and that's it, thanks for building", "we're done! good job", "that's all, thank you so much",
+            "all done, that was fast", "that completes the structure, nice work", "finished! thanks")
+CLOSING_REPLIES = ("thanks!", "thank you", "yay", "great", "cool", "no problem", "that was fun", "thanks, you too",
+                   "nice", ":)")
+LOCATION_QUESTIONS = {  # the Builder checks where, and the Architect answers what is true
+    "side": ("my left or yours?", "left from my view?", "my left?", "left as i'm looking at it?",
+             "your left or mine?", "right from where i am?", "my right?", "from my side?"),
+    "view": ("from where i'm standing?", "from my perspective?", "from my point of view?",
+             "as i'm facing now?", "from here?", "facing this way?"),
+    "ground": ("on the ground?", "anywhere?", "does it matter where?", "on the floor?", "where exactly?"),
+}
+LOCATION_ANSWERS = {
+    "side": ("your left", "yes, your left", "from your view, yes", "yes, as you are facing",
+             "your left, as you stand now", "yours"),
+    "view": ("yes", "yes, from where you are now", "yes, as you are facing now", "yep, from your view",
+             "yes, from your perspective", "yes, the way you're facing"),
+    "ground": ("yes, anywhere on the ground", "anywhere is fine", "on the ground, anywhere", "doesn't matter",
+               "yes, on the ground", "wherever you like, on the ground"),
+}
+
+
+def talk(rng: np.random.Generator, bank: Sequence[str], question: bool = False) -> str:
+    """One line from a bank of chat, with some variation of case and end punctuation."""
+    line = pick(rng, bank)
+    if chance(rng, 0.3):
+        line = line[0].upper() + line[1:]
+    if question or line.endswith(("?", "!", ")", ".")):
+        return line
+    return line + pick(rng, ("", "", "", ".", "!"))
+
+
+SHAPE_NAMES = {  # what an Architect calls each elementary shape (bapjax.sim.shapes.SHAPE_TYPES)
+    "row": ("a row", "a line", "a straight line", "a row of blocks"),
+    "diagonal": ("a diagonal", "a diagonal line", "a staircase", "a diagonal row"),
+    "T": ("a T shape", "a t", "a T", "a shape like the letter T"),
+    "L": ("an L shape", "an l", "an L", "a shape like the letter L"),
+    "U": ("a U shape", "a u", "a U", "a shape like the letter U"),
+    "plane": ("a square", "a flat rectangle", "a plane", "a rectangle"),
+}
+ORDINALS = ("first", "second", "third", "fourth", "fifth")
+
+
+def shape_intro(rng: np.random.Generator, kind: str, index: int, total: int, color: str, size: int) -> str:
+    """A line announcing the next shape (true by construction: its kind, color and block count)."""
+    name = pick(rng, SHAPE_NAMES[kind])
+    nth = ORDINALS[index] if index < len(ORDINALS) else "next"
+    options = [
+        f"the {nth} part is {name}",
+        f"now {name}",
+        f"next we make {name}",
+        f"the {nth} shape is {name}, all {color}",
+        f"now a {color} shape, it looks like {name[2:] if name.startswith('a ') else name[3:]}",
+        f"next: {name} made of {number(rng, size)} {color} blocks",
+        f"ok, {name} next, {number(rng, size)} blocks",
+        f"this part is {name}",
+    ]
+    if index == total - 1 and index > 0:
+        options += [f"the last shape is {name}", f"finally, {name}"]
+    if index == 0:
+        options += [f"we're building {number(rng, total)} shapes, the first one is {name}",
+                    f"this structure has {number(rng, total)} parts. first {name}"]
+    return finish(rng, pick(rng, options))
+
+
+FLOATING_NOTES = (
+    "it will be floating", "it's floating", "this one is floating", "it floats in the air",
+    "it's in the air", "you'll need a support block under it first", "use a temporary block to get it up there",
+    "it's not touching anything yet", "you will have to remove the support after",
+    "it's floating, so put something under it first and then break it",
+)
+
+
+def floating_note(rng: np.random.Generator) -> str:
+    """Said of a block with nothing under or beside it once placed (the Builder needs a support)."""
+    return pick(rng, FLOATING_NOTES)
+
+
+FLOATING_NOTE_P = 0.7
+LEVEL_NOTE_P = 0.12
+
+
+def block_note(rng: np.random.Generator, structure: dict, cell, ref_cell=None) -> str | None:
+    """A true remark about a single block's place, or None: floating (nothing on any face and
+    not on the ground, so the Builder needs a temporary support), else sometimes its level."""
+    if not grid.supported(structure, *cell):
+        return floating_note(rng) if chance(rng, FLOATING_NOTE_P) else None
+    if chance(rng, LEVEL_NOTE_P):
+        return level_note(rng, int(cell[1]), None if ref_cell is None else int(ref_cell[1]))
+    return None
+
+
+LEVEL_WORDS = {1: ("on the ground", "on the ground level", "on the bottom level", "at ground level"),
+               2: ("on the second level", "one level up", "on level two", "at height two"),
+               3: ("on the third level", "two levels up", "on level three"),
+               4: ("on the fourth level", "three levels up", "on level four")}
+
+
+def level_note(rng: np.random.Generator, y: int, ref_y: int | None = None) -> str | None:
+    """Where a block is in height: '(on the second level)', 'at the same level as it'."""
+    if ref_y is not None and y == ref_y and chance(rng, 0.5):
+        return pick(rng, ("at the same level", "on the same level", "at the same height"))
+    if y in LEVEL_WORDS:
+        return pick(rng, LEVEL_WORDS[y])
+    return None
 
 
 def clarification(rng: np.random.Generator, what: str, value: str) -> tuple[str, str]:
@@ -380,13 +528,23 @@ def first_block_instruction(rng: np.random.Generator, color: str | None, cell=No
     return finish(rng, template.format(p=pick(rng, ("", "", "ok ", "so ")), c=c, v=pick(rng, PLACE_VERBS)))
 
 
-def place_instruction(rng: np.random.Generator, color: str | None, relation: str, reference: str) -> str:
-    """One block at a relation to a reference: 'put a red block two to the left of the blue one'."""
+def place_instruction(rng: np.random.Generator, color: str | None, relation: str, reference: str,
+                      note: str | None = None, same_color: bool = False) -> str:
+    """One block at a relation to a reference: 'put a red block two to the left of the blue one'.
+    ``note`` (a true remark: 'it will be floating', 'on the second level') follows after a comma;
+    ``same_color``: the block has the reference's color ('another red one ...')."""
     c = _color_adj(color)
     question = False
-    choice = int(rng.integers(10))
+    choice = int(rng.integers(12 if same_color and color else 10))
     p, v = pick(rng, PREFIXES), pick(rng, PLACE_VERBS)
-    if choice == 0:
+    tail = f", {note}" if note else ""
+    if choice >= 10:
+        forms = [f"{p}{v} another {color} block {relation} {reference}",
+                 f"{p}same color, {color}, {relation} {reference}"]
+        if not relation.startswith(("one ", "a ")):  # no "another red one one to the left"
+            forms += [f"{p}another {color} one {relation} {reference}", f"{p}one more {color} {relation} {reference}"]
+        text = pick(rng, forms)
+    elif choice == 0:
         text = f"{p}{relation} {reference}, {v} a {c}block"
     elif choice == 1 and not relation.startswith(("one ", "a ")):  # no "a red one one to the left"
         text = f"{p}a {c}one {relation} {reference}" if color else f"{p}one {relation} {reference}"
@@ -409,7 +567,7 @@ def place_instruction(rng: np.random.Generator, color: str | None, relation: str
         text = f"{p}{v} one {c}block {relation} {reference}"
     else:
         text = f"{p}{v} a {c}block {relation} {reference}"
-    return finish(rng, text, question)
+    return finish(rng, text + tail, question)
 
 
 def run_instruction(rng: np.random.Generator, color: str | None, count: int | None, relation: str,

@@ -73,7 +73,10 @@ def _place_segment(state: GameState, cell, color: int) -> bool:
         if described is None:
             return False
         ref, relation = described
-        text = language.place_instruction(rng, None if omitted else color_text, relation["text"], ref["text"])
+        note = language.block_note(rng, state.structure, cell, ref["cell"])
+        same_color = state.structure.get(tuple(ref["cell"])) == color
+        text = language.place_instruction(rng, None if omitted else color_text, relation["text"], ref["text"],
+                                          note=note, same_color=same_color)
         record = {"kind": "place", "color": color_text, "target_cells": [list(cell)], "ref": ref,
                   "relation": relation, "anchor": None, "omitted": omitted}
     clarification = language.clarification(rng, "color", color_text) if omitted else None

@@ -23,6 +23,7 @@ SHAPE_KINDS = ("row", "diagonal", "plane")
 NUM_SHAPES = 2
 NEAR_START_P = 0.7  # start the second shape at the end/corner nearest the last block
 LAST_REFERENCE_P = 0.7  # "the last block" rather than another unique description of it
+SHAPE_INTRO_P = 0.4  # "the second part is a diagonal" before the instruction
 
 ROW_NOUNS = ("row", "line", "row", "straight line")
 COLUMN_NOUNS = ("column", "tower", "stack", "vertical row", "pillar")
@@ -91,8 +92,11 @@ def _instruction_text(rng, kind, noun, color, size_text, anchor, where, first: b
         body = f"a {dims}{c}{noun}"
     else:
         if size_text:
-            body = language.pick(rng, (f"a {c}{noun} of {size_text} blocks", f"a {size_text}-block {c}{noun}",
-                                       f"{size_text} {c}blocks in a {noun}"))
+            forms = [f"a {c}{noun} of {size_text} blocks", f"a {size_text}-block {c}{noun}",
+                     f"{size_text} {c}blocks in a {noun}"]
+            if noun in COLUMN_NOUNS:
+                forms += [f"a {c}{noun} {size_text} tall", f"a {c}{noun} {size_text} blocks high"]
+            body = language.pick(rng, forms)
         else:
             body = f"a {c}{noun}"
     form = int(rng.integers(3))
@@ -105,7 +109,8 @@ def _instruction_text(rng, kind, noun, color, size_text, anchor, where, first: b
     return language.finish(rng, text)
 
 
-def _shape_segment(state: GameState, shape, first: bool) -> None:
+def _shape_segment(state: GameState, shape, index: int) -> None:
+    first = index == 0
     rng = state.rng
     start, world_dirs, sizes = _choose_start(rng, shape, first, state.last_cell)
     order = _build_order(start, world_dirs, sizes)
@@ -117,7 +122,8 @@ def _shape_segment(state: GameState, shape, first: bool) -> None:
     omitted = state.maybe_omit(["color", "length", "direction"])
     if shape.kind == "plane":
         anchor = language.plane_anchor_phrase(rng, dirs[0], sizes[0], dirs[1], sizes[1])
-        size_text = f"{language.number(rng, sizes[0])} by {language.number(rng, sizes[1])}"
+        size_text = (f"{sizes[0]}x{sizes[1]}" if language.chance(rng, 0.35)
+                     else f"{language.number(rng, sizes[0])} by {language.number(rng, sizes[1])}")
         length_answer = size_text
     else:
         anchor = language.anchor_phrase(rng, dirs[0])
@@ -159,7 +165,10 @@ def _shape_segment(state: GameState, shape, first: bool) -> None:
               "target_cells": [list(c) for c in order], "on_ground": first, "ref": ref,
               "relation": relation, "anchor": anchor, "omitted": omitted, "noun": noun}
     goal = {**state.structure, **{c: shape.color for c in order}}
-    state.add_segment(pose, text, record, goal, order=order, clarification=clar)
+    lead = []
+    if language.chance(rng, SHAPE_INTRO_P):
+        lead.append(language.shape_intro(rng, shape.kind, index, NUM_SHAPES, color_text, len(order)))
+    state.add_segment(pose, text, record, goal, order=order, clarification=clar, lead=lead)
 
 
 def _shape_order(rng, shapes) -> list:
@@ -174,7 +183,7 @@ def simulate_game(rng: np.random.Generator) -> SimGame:
     structure = sample_shape_structure(rng, NUM_SHAPES, kinds=SHAPE_KINDS)
     shapes = _shape_order(rng, structure.shapes)
     for index, shape in enumerate(shapes):
-        _shape_segment(state, shape, first=index == 0)
+        _shape_segment(state, shape, index)
     if state.structure != dict(structure.blocks):
         raise RuntimeError("D_ss game did not end at its target structure")
     return state.finish({"shapes": [s.kind for s in shapes], "shape_records": [s.to_json() for s in shapes]})

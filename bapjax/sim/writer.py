@@ -98,8 +98,8 @@ def game_world_states(game: SimGame) -> list[dict]:
         for action in segment.actions:
             structure = grid.apply_to_structure(structure, action)
             emit(pose)
-        if segment.confirmation:
-            chat.append(f"<Builder> {segment.confirmation}")
+        for speaker, text in segment.after:
+            chat.append(f"<{speaker}> {' '.join(text.split())}")
             emit(pose)
     for speaker, text in game.closing:
         chat.append(f"<{speaker}> {text}")
