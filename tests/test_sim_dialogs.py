@@ -31,7 +31,7 @@ EXTREME_CUES = {"top": ("top", "highest", "uppermost"), "bottom": ("bottom", "lo
 SHAPE_WORDS = {"row": ("row", "line", "column", "tower", "stack", "pillar"),
                "diagonal": ("diagonal", "staircase"),
                "plane": ("plane", "floor", "rectangle", "layer", "wall", "square")}
-LAST_CUES = ("last", "previous", "just", "that", "it")
+LAST_CUES = ("last", "previous", "just", "that", "it", "recent")
 
 
 @pytest.fixture(scope="module", params=["r", "bs", "ss"])

@@ -27,6 +27,8 @@ OTHER_REFERENCE_P = 0.15  # use a uniquely nameable block instead of "the last b
 ANCHOR_FORM_P = 0.3  # a run described by its Builder-anchored direction
 FAR_FROM_LAST = 3  # farther than this from the last block: prefer a nearer nameable reference
 SHAPE_INTRO_P = 0.5  # "the second shape is an L" before a shape's first instruction
+SHAPE_DETAIL_P = 0.4  # and "like the letter L" / "two arms that meet at a corner" after it
+PROGRESS_P = 0.5  # "good, the first shape is complete" when a shape is finished
 
 
 def _shape_order(rng: np.random.Generator, shapes) -> list:
@@ -141,9 +143,13 @@ def simulate_game(rng: np.random.Generator) -> SimGame:
         if language.chance(rng, SHAPE_INTRO_P):  # name the shape, as MDC Architects often do
             lead.append(language.shape_intro(rng, shape.kind, index, len(shapes),
                                              language.color_word(shape.color), len(shape.cells)))
+            if language.chance(rng, SHAPE_DETAIL_P):
+                lead.append(language.shape_detail(rng, shape.kind))
         while remaining:
             covered = _instruction(state, shape, remaining, lead)
             lead = []
+            if not [c for c in remaining[covered:] if c not in state.structure] and language.chance(rng, PROGRESS_P):
+                state.say_after(language.progress_line(rng, shape.kind, index, len(shapes)))
             remaining = [c for c in remaining[covered:] if c not in state.structure]
     if state.structure != dict(structure.blocks):
         raise RuntimeError("D_bs game did not end at its target structure")

@@ -34,6 +34,9 @@ CHECK_P = 0.15  # "like this?" after the Builder's actions (the Architect answer
 FEEDBACK_P = 0.45  # the Architect says "good" / "perfect" after the Builder's actions
 ACK_P = 0.15  # the Builder says "ok" / "got it" before acting
 TRANSITION_P = 0.2  # "ok next" / "this next one is a bit tricky" before an instruction
+AFTER_CHAT_P = 0.07  # "sorry, that took a while" / "no worries" after the actions
+OVERVIEW_P = 0.4  # the Architect describes the whole structure first (block count, colors, height)
+FRAME_NOTE_P = 0.2  # "all directions are from your point of view" at the start
 GREETING_P = 0.45
 CLOSING_P = 0.45
 SPLIT_P = 0.35  # the instruction comes as two chat lines (cut at a comma outside grounded phrases)
@@ -63,8 +66,10 @@ class SimGame:
         """The game cut after ``num_segments`` instructions; the target becomes what was built."""
         segments = self.segments[:num_segments]
         built = grid.apply_sequence({}, [action for segment in segments for action in segment.actions])
-        return dataclasses.replace(self, segments=segments, target=built, closing=[],
-                                   info={**self.info, "truncated": True})
+        overview = set(map(tuple, self.info.get("overview", [])))  # true of the whole target only
+        opening = [turn for turn in self.opening if tuple(turn) not in overview]
+        return dataclasses.replace(self, segments=segments, target=built, opening=opening, closing=[],
+                                   info={**self.info, "truncated": True, "overview": []})
 
 
 class GameState:
@@ -108,7 +113,7 @@ class GameState:
     # Steps 3, 4, 6 ------------------------------------------------------------------------
     def add_segment(self, pose: BuilderPose, instruction: str, record: dict, goal: dict,
                     order: Sequence | None = None, clarification: tuple[str, str] | None = None,
-                    lead: Sequence[str] = ()) -> Segment:
+                    lead: Sequence[str] = (), notes: Sequence[str] = ()) -> Segment:
         """Execute ``goal`` and write the chat around it: optional lead-in lines (``lead``, or an
         Architect transition), the instruction (maybe split in two lines), the clarification
         turns (an omitted detail, else maybe a frame check with a true answer), maybe the
@@ -123,6 +128,7 @@ class GameState:
         if not lead and self.segments and language.chance(rng, TRANSITION_P):
             lines.append(("Architect", language.talk(rng, language.ARCHITECT_TRANSITIONS)))
         lines += [("Architect", line) for line in instruction_lines]
+        lines += [("Architect", line) for line in notes]
         if clarification is None and language.chance(rng, LOCATION_QUESTION_P):
             clarification = location_question(rng, record, prev)
         if clarification is not None:
@@ -137,6 +143,9 @@ class GameState:
             after.append(("Architect", language.talk(rng, language.CHECK_ANSWERS)))
         elif language.chance(rng, FEEDBACK_P):
             after.append(("Architect", language.talk(rng, language.ARCHITECT_FEEDBACK)))
+        if language.chance(rng, AFTER_CHAT_P):
+            after.append(("Builder", language.talk(rng, language.BUILDER_AFTER_CHAT)))
+            after.append(("Architect", language.talk(rng, language.ARCHITECT_AFTER_CHAT)))
         record = {
             **record,
             "segment": len(self.segments),
@@ -153,6 +162,11 @@ class GameState:
         self.segments.append(segment)
         return segment
 
+    def say_after(self, text: str) -> None:
+        """The Architect's line after the last segment's actions (replaces a generic one)."""
+        segment = self.segments[-1]
+        segment.after = [turn for turn in segment.after if turn[0] != "Architect"] + [("Architect", text)]
+
     def maybe_omit(self, allowed: Sequence[str]) -> str | None:
         """Which detail (if any) the Architect leaves out of this instruction."""
         if allowed and language.chance(self.rng, CLARIFICATION_P):
@@ -167,6 +181,15 @@ class GameState:
             opening.append(("Architect", greeting))
             if greeting.endswith("?") or language.chance(rng, 0.6):
                 opening.append(("Builder", language.talk(rng, language.OPENER_REPLIES)))
+        if language.chance(rng, FRAME_NOTE_P):
+            opening.append(("Architect", language.frame_note(rng)))
+            if language.chance(rng, 0.5):
+                opening.append(("Builder", language.talk(rng, language.FRAME_NOTE_REPLIES)))
+        if language.chance(rng, OVERVIEW_P):
+            shapes = len(info["shapes"]) if info.get("shapes") else None
+            overview = [("Architect", line) for line in language.overview_lines(rng, self.structure, shapes)]
+            opening += overview
+            info = {**info, "overview": [list(turn) for turn in overview]}
         closing = []
         if language.chance(rng, CLOSING_P):
             closing.append(("Architect", language.talk(rng, language.CLOSINGS)))
@@ -184,14 +207,22 @@ def location_question(rng: np.random.Generator, record: dict, prev: dict) -> tup
     ground."""
     said = " ".join(filter(None, [(record.get("relation") or {}).get("text"),
                                   (record.get("anchor") or {}).get("text")])).lower()
+    ref_text = (record.get("ref") or {}).get("text")
+    kinds = []
     if record.get("kind") == "first" and not prev:
-        kind = "ground"
-    elif " left" in f" {said}" or " right" in f" {said}":
-        kind = language.pick(rng, ("side", "view"))
-    elif said:
-        kind = "view"
-    else:
+        kinds.append("ground")
+    if " left" in f" {said}" or " right" in f" {said}":
+        kinds.append("side")
+    if said:
+        kinds.append("view")
+    if ref_text and ref_text not in ("it", "that one"):
+        kinds += ["ref", "ref"]
+    if not kinds:
         return None
+    kind = language.pick(rng, kinds)
+    if kind == "ref":  # "which one?" -> the reference expression again
+        question = language.talk(rng, language.REFERENCE_QUESTIONS, question=True)
+        return question, language.pick(rng, language.REFERENCE_ANSWERS).format(ref=ref_text)
     question = language.talk(rng, language.LOCATION_QUESTIONS[kind], question=True)
     if kind == "side":  # answer about the side the question names
         side = "left" if "left" in question.lower() else "right"

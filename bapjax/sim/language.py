@@ -48,8 +48,8 @@ def color_word(color: int) -> str:
 
 def blocks_noun(rng: np.random.Generator, n: int) -> str:
     if n == 1:
-        return pick(rng, ("block", "block", "space", "cube"))
-    return pick(rng, ("blocks", "blocks", "spaces", "cubes"))
+        return pick(rng, ("block", "block", "space", "cube", "brick"))
+    return pick(rng, ("blocks", "blocks", "spaces", "cubes", "bricks"))
 
 
 _ARTICLE = re.compile(r"\b([aA]) ([aeiou])")
@@ -71,7 +71,8 @@ def finish(rng: np.random.Generator, text: str, question: bool = False) -> str:
 PREFIXES = ("", "", "", "", "now ", "next, ", "ok ", "okay, ", "then ", "great, now ", "alright, ",
             "good. ", "nice. now ", "perfect. next ", "after that, ", "next up, ", "so ", "and now ",
             "cool. ", "awesome, now ", "ok so ", "good job. now ")
-PLACE_VERBS = ("place", "put", "add", "set", "put down", "drop", "stick", "lay", "put in", "plop")
+PLACE_VERBS = ("place", "put", "add", "set", "put down", "drop", "stick", "lay", "put in", "plop", "build",
+               "use", "attach", "make")
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,7 +80,8 @@ PLACE_VERBS = ("place", "put", "add", "set", "put down", "drop", "stick", "lay",
 
 LAST_PHRASES = ("the last block", "the last one", "the last block you placed", "the block you just placed",
                 "the previous block", "that block", "that one", "it", "the one you just put down",
-                "the last block you put down")
+                "the last block you put down", "the last brick", "your last block", "the one you just added",
+                "the most recent block", "the block you added last")
 EXTREME_WORDS = {
     "top": ("top-most", "topmost", "highest", "top", "uppermost"),
     "bottom": ("bottom-most", "bottommost", "lowest", "bottom"),
@@ -152,11 +154,12 @@ def reference_options(structure: dict, ref_cell, yaw: float, last_cell=None) -> 
 def realize_reference(rng: np.random.Generator, option: dict) -> dict:
     """Text for one referring-expression option; returns the option with 'text' added."""
     kind, color, extreme = option["kind"], option["color"], option["extreme"]
-    noun = pick(rng, ("block", "block", "one", "cube"))
+    noun = pick(rng, ("block", "block", "one", "cube", "brick"))
     if kind == "last":
         text = pick(rng, LAST_PHRASES)
     elif kind == "color":
-        text = pick(rng, (f"the {color} block", f"the {color} one", f"the {color}", f"the {color} cube"))
+        text = pick(rng, (f"the {color} block", f"the {color} one", f"the {color}", f"the {color} cube",
+                          f"the {color} brick", f"the single {color} block", f"the only {color} one"))
     elif kind == "extreme_color":
         if chance(rng, 0.6):
             text = f"the {pick(rng, EXTREME_WORDS[extreme])} {color} {noun}"
@@ -340,6 +343,10 @@ ARCHITECT_FEEDBACK = (  # after the Builder's actions, when they are right
     "awesome job", "excellent, thanks", "sweet", "perfect, that's exactly what i wanted", "yes! good",
     "yep, looks good", "good stuff", "alright, good", "ok good", "ok perfect", "that works",
     "right, good", "beautiful", "nicely done", "yes, exactly like that", "great, that's all for this step",
+    "you're doing great", "we're making good progress", "that was quick", "wow, fast", "good, you got it",
+    "love it", "fantastic", "superb", "brilliant", "that is exactly it", "yes, that's the one",
+    "all good", "no complaints here", "so far so good", "right on", "spot on", "very nice work",
+    "good, that part is correct", "thanks, that's right", "yay", "great, that's perfect",
 )
 CHECK_QUESTIONS = (  # the Builder asks after acting
     "like this?", "is this right?", "is that right?", "is this correct?", "does this look right?",
@@ -355,6 +362,9 @@ BUILDER_ACKS = (  # after an instruction, before acting
     "ok", "okay", "ok!", "got it", "gotcha", "sure", "sure thing", "on it", "alright", "k", "will do",
     "no problem", "sounds good", "ok one sec", "ok, give me a second", "sure, hold on", "ok let me try",
     "understood", "roger", "yep", "ok doing it now", "ok i think i see", "easy", "ok, makes sense",
+    "alright, let me see", "ok, i'm on it", "will try", "hmm ok", "i see", "cool", "okie", "got you",
+    "sure, one moment", "ok i'll do that", "yes sir", "can do", "ok, working on it", "understood, doing it",
+    "ok let me walk over there", "ok, let me move a bit so i can see", "no worries", "ah ok", "oh ok",
 )
 ARCHITECT_TRANSITIONS = (  # before the next instruction
     "ok next", "next step", "now for the next part", "ok, next one", "ok now", "alright, next",
@@ -362,9 +372,13 @@ ARCHITECT_TRANSITIONS = (  # before the next instruction
     "just a few more blocks", "one sec", "hold on", "let me think", "ok let me see", "give me a second",
     "ok here's the next step", "now it gets a little harder", "ok so", "so now", "next up",
     "easy one next", "hmm ok", "ok, moving on", "great, now the rest",
+    "let me figure out how to describe this one", "this one is hard to explain", "wait, let me check",
+    "ok, i think i know how to say this", "sorry, give me a moment", "let me look at the picture again",
+    "ok, here we go", "now something different", "moving on to the next bit", "ok, new part",
+    "sorry for the wait", "alright, the next thing", "this is an easy one", "ok, this might be confusing",
+    "bear with me", "now comes the fun part", "ok, still a few more", "right, next piece",
 )
-LAST_STEP_LINES = ("this is the last step", "last one", "one more step and we're done", "almost done, last part",
-                   "final step", "only one more step")
+
 OPENERS = (  # the Architect's first line, sometimes
     "hi", "hello!", "hey there", "hi, let's start", "hello builder", "hey, ready to build?",
     "good morning", "ok let's go", "hi! are you ready?", "hello, this one is not too hard",
@@ -377,7 +391,40 @@ CLOSINGS = ("great job!", "perfect, that's it", "done, thanks!", "that's the who
             "and that's it, thanks for building", "we're done! good job", "that's all, thank you so much",
             "all done, that was fast", "that completes the structure, nice work", "finished! thanks")
 CLOSING_REPLIES = ("thanks!", "thank you", "yay", "great", "cool", "no problem", "that was fun", "thanks, you too",
-                   "nice", ":)")
+                   "nice", ":)", "awesome, that was easy", "good teamwork", "bye!", "see you", "that looks cool",
+                   "thanks for the clear instructions", "haha finally", "woo", "done and done")
+BUILDER_AFTER_CHAT = (  # the Builder, after acting, sometimes says more than "done"
+    "sorry, that took a while", "haha ok", "lol", "i had to move around to see it", "hard to see from here",
+    "let me know if that's wrong", "i think i got it", "not sure that's right, but done", "was that it?",
+    "took me a second to find the spot", "i used a temporary block there", "tell me if i need to fix anything",
+    "the camera angle is weird", "ok that was easy", "phew", "i'm getting the hang of this",
+    "ya i think that's right", "yea done", "oops, placed one wrong but fixed it", "whoops, had to break one",
+    "i'm gonna walk around to see it better", "kinda hard to see the blocks from this angle",
+    "basically done", "really hope that's correct", "i already did it", "maybe check it from your view",
+    "uh ok, done", "um, i think so", "btw i can see the whole thing now", "anyway, done",
+    "i guess that works", "let me know what's next", "my hand slipped but it's fine now",
+    "i'm standing right next to it now", "ok i moved closer", "sorry, i was confused for a sec",
+    "i understand now", "that makes sense now", "haha that was a weird one", "done, that was tricky",
+)
+ARCHITECT_AFTER_CHAT = (  # the Architect, after "sorry, that took a while" and the like
+    "no worries", "no problem", "take your time", "that's fine", "no rush", "all good", "it's ok",
+    "don't worry about it", "haha yes", "you're fine", "nope, it's correct", "nah you're good",
+    "yep, it's right", "it looks correct from here too", "we're doing well", "it's exactly like the picture",
+    "thanks, it matches what i see", "i can see it, looks right", "yes, that's how it should be",
+    "good, i was worried that was confusing", "sorry if my instructions were vague", "my bad, that was a hard one to explain",
+)
+FRAME_NOTES = (  # true of every simulated instruction: directions are in the Builder's frame
+    "all directions are from your point of view", "i'll give directions relative to where you're facing",
+    "left and right mean your left and right", "when i say front i mean closer to you",
+    "behind means further away from you", "everything is from your perspective, wherever you're standing",
+    "i'll describe things relative to the last block you placed, mostly",
+    "i'll use your view for left and right", "directions are based on where you are looking",
+)
+FRAME_NOTE_REPLIES = ("ok", "got it", "sounds good", "ok, that helps", "perfect", "makes sense", "cool, thanks")
+REFERENCE_QUESTIONS = ("which one?", "which block?", "which one do you mean?", "sorry, which block is that?",
+                       "which one is that?", "wait, which one?", "the one where?", "what block do you mean?",
+                       "from which block?", "which one exactly?")
+REFERENCE_ANSWERS = ("{ref}", "{ref}", "i mean {ref}", "{ref}, sorry", "sorry, {ref}", "{ref}, that one")
 LOCATION_QUESTIONS = {  # the Builder checks where, and the Architect answers what is true
     "side": ("my left or yours?", "left from my view?", "my left?", "left as i'm looking at it?",
              "your left or mine?", "right from where i am?", "my right?", "from my side?"),
@@ -620,3 +667,86 @@ def remove_instruction(rng: np.random.Generator, target: str) -> str:
                       f"{p}we don't need {target} anymore, {pick(rng, REMOVE_IT)}",
                       f"{p}{target} has to go, {pick(rng, REMOVE_IT)}"))
     return finish(rng, text)
+
+
+# --------------------------------------------------------------------------------------------
+# What the Architect says about the whole structure before starting (true of the target)
+
+
+def overview_lines(rng: np.random.Generator, target: dict, num_shapes: int | None = None) -> list[str]:
+    """Zero to two lines describing the target: block count, colors, height, shape count."""
+    if not target:
+        return []
+    n = len(target)
+    colors = sorted({color_word(c) for c in target.values()}, key=lambda w: grid.COLOR_TO_ID[w])
+    height = max(c[1] for c in target) - grid.Y_MIN + 1
+    color_list = colors[0] if len(colors) == 1 else ", ".join(colors[:-1]) + " and " + colors[-1]
+    facts = [
+        pick(rng, (f"this one has {number(rng, n)} blocks in total", f"the whole thing is {number(rng, n)} blocks",
+                   f"it's {'a small' if n <= 10 else 'a fairly big'} structure, {number(rng, n)} blocks",
+                   f"we need {number(rng, n)} blocks altogether")),
+        pick(rng, (f"we'll use {color_list}", f"it's made of {color_list} bricks",
+                   f"the colors are {color_list}", f"you'll need {color_list}")
+             if len(colors) > 1 else (f"it's all {colors[0]}", f"only {colors[0]} blocks this time")),
+        pick(rng, (f"it's {number(rng, height)} blocks tall at the highest point",
+                   f"the tallest part is {number(rng, height)} high", f"it goes up {number(rng, height)} levels")
+             if height > 1 else ("it's flat, just one level", "everything is on the ground", "it's only one layer")),
+    ]
+    if num_shapes:
+        facts.append(pick(rng, (f"there are {number(rng, num_shapes)} shapes", f"it has {number(rng, num_shapes)} parts",
+                                f"it's made of {number(rng, num_shapes)} pieces")))
+    count = int(rng.integers(1, 3))
+    chosen = [facts[i] for i in sorted(rng.choice(len(facts), size=count, replace=False).tolist())]
+    return [finish(rng, line) for line in chosen]
+
+
+SHAPE_DETAILS = {  # true of every shape of that kind (bapjax.sim.shapes)
+    "row": ("it's just a straight line", "a single line of blocks", "all in one line"),
+    "diagonal": ("it goes like stairs", "like a staircase, each block one step over", "a diagonal, like steps"),
+    "T": ("a bar with a stem coming out of its middle", "like the letter T", "a crossbar and a stem"),
+    "L": ("two arms that meet at a corner", "like the letter L", "a long part and a short part at a right angle"),
+    "U": ("a base with an arm at each end", "like the letter U", "two legs joined by a base"),
+    "plane": ("a flat rectangle, completely filled in", "a solid rectangle, no gaps", "filled, no holes"),
+}
+
+
+def shape_detail(rng: np.random.Generator, kind: str) -> str:
+    return finish(rng, pick(rng, SHAPE_DETAILS[kind]))
+
+
+def progress_line(rng: np.random.Generator, kind: str, index: int, total: int) -> str:
+    """The Architect when a shape is finished (index of the shape, of ``total``)."""
+    name = pick(rng, SHAPE_NAMES[kind])
+    nth = ORDINALS[index] if index < len(ORDINALS) else "next"
+    options = [f"good, the {nth} shape is complete", f"that finishes the {nth} part",
+               f"ok, that's {name} done", f"great, {name} finished", f"the {nth} piece is done"]
+    if index < total - 1:
+        options += [f"{number(rng, total - index - 1)} more {'shape' if total - index - 1 == 1 else 'shapes'} to go",
+                    "now the next shape", "good, on to the next part"]
+    return finish(rng, pick(rng, options))
+
+
+def frame_note(rng: np.random.Generator) -> str:
+    return finish(rng, pick(rng, FRAME_NOTES))
+
+
+def end_note(rng: np.random.Generator, kind: str) -> str:
+    """Said of a shape's start block in D_ss: a corner of a plane, an end of a row or diagonal."""
+    if kind == "plane":
+        return pick(rng, ("that's one corner of it", "that block is a corner", "start from that corner"))
+    return pick(rng, ("that's one end of it", "that block is one end", "start from that end"))
+
+
+def orientation_note(rng: np.random.Generator, dirs_a, dirs_b) -> str | None:
+    """'parallel to the first one' / 'perpendicular to the first one' for two lines (world steps)."""
+    if len(dirs_a) != 1 or len(dirs_b) != 1:
+        return None
+    a, b = dirs_a[0], dirs_b[0]
+    if a[1] or b[1]:  # only horizontal lines: "parallel" of stairs reads oddly
+        return None
+    if tuple(abs(v) for v in a) == tuple(abs(v) for v in b):
+        return pick(rng, ("parallel to the first one", "running parallel to the first row", "parallel to it"))
+    if a[0] * b[0] + a[2] * b[2] == 0:
+        return pick(rng, ("perpendicular to the first one", "at a right angle to the first row",
+                          "perpendicular to it"))
+    return None

@@ -24,6 +24,8 @@ NUM_SHAPES = 2
 NEAR_START_P = 0.7  # start the second shape at the end/corner nearest the last block
 LAST_REFERENCE_P = 0.7  # "the last block" rather than another unique description of it
 SHAPE_INTRO_P = 0.4  # "the second part is a diagonal" before the instruction
+NOTE_P = 0.3  # "that's one corner of it" / "parallel to the first one" after the instruction
+PROGRESS_P = 0.4  # "good, the first shape is complete"
 
 ROW_NOUNS = ("row", "line", "row", "straight line")
 COLUMN_NOUNS = ("column", "tower", "stack", "vertical row", "pillar")
@@ -109,7 +111,8 @@ def _instruction_text(rng, kind, noun, color, size_text, anchor, where, first: b
     return language.finish(rng, text)
 
 
-def _shape_segment(state: GameState, shape, index: int) -> None:
+def _shape_segment(state: GameState, shape, index: int, previous_dirs=None) -> list:
+    """One instruction for a whole shape; returns its world directions."""
     first = index == 0
     rng = state.rng
     start, world_dirs, sizes = _choose_start(rng, shape, first, state.last_cell)
@@ -168,7 +171,17 @@ def _shape_segment(state: GameState, shape, index: int) -> None:
     lead = []
     if language.chance(rng, SHAPE_INTRO_P):
         lead.append(language.shape_intro(rng, shape.kind, index, NUM_SHAPES, color_text, len(order)))
-    state.add_segment(pose, text, record, goal, order=order, clarification=clar, lead=lead)
+    notes = []
+    if not first and language.chance(rng, NOTE_P):
+        notes.append(language.finish(rng, language.end_note(rng, shape.kind)))
+    if previous_dirs is not None and language.chance(rng, NOTE_P):
+        note = language.orientation_note(rng, previous_dirs, world_dirs)
+        if note:
+            notes.append(language.finish(rng, f"it's {note}"))
+    state.add_segment(pose, text, record, goal, order=order, clarification=clar, lead=lead, notes=notes)
+    if language.chance(rng, PROGRESS_P):
+        state.say_after(language.progress_line(rng, shape.kind, index, NUM_SHAPES))
+    return world_dirs
 
 
 def _shape_order(rng, shapes) -> list:
@@ -182,8 +195,9 @@ def simulate_game(rng: np.random.Generator) -> SimGame:
     state = GameState(rng, "ss")
     structure = sample_shape_structure(rng, NUM_SHAPES, kinds=SHAPE_KINDS)
     shapes = _shape_order(rng, structure.shapes)
+    dirs = None
     for index, shape in enumerate(shapes):
-        _shape_segment(state, shape, index)
+        dirs = _shape_segment(state, shape, index, dirs)
     if state.structure != dict(structure.blocks):
         raise RuntimeError("D_ss game did not end at its target structure")
     return state.finish({"shapes": [s.kind for s in shapes], "shape_records": [s.to_json() for s in shapes]})
