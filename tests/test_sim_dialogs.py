@@ -29,8 +29,8 @@ EXTREME_CUES = {"top": ("top", "highest", "uppermost"), "bottom": ("bottom", "lo
                 "right": ("right",), "front": ("front", "nearest", "closest"),
                 "back": ("back", "farthest", "furthest")}
 SHAPE_WORDS = {"row": ("row", "line", "column", "tower", "stack", "pillar"),
-               "diagonal": ("diagonal", "staircase"),
-               "plane": ("plane", "floor", "rectangle", "layer", "wall", "square")}
+               "diagonal": ("diagonal", "staircase", "stairs", "steps"),
+               "plane": ("plane", "floor", "rectangle", "layer", "wall", "square", "platform", "board")}
 LAST_CUES = ("last", "previous", "just", "that", "it", "recent")
 
 
@@ -173,7 +173,8 @@ def test_games_feasible_end_at_target_and_poses_recorded(sim_corpus):
 def test_every_instruction_is_grounded(sim_corpus):
     """Parse what the Architect said and check it against the world in the Builder's frame."""
     dataset, root, _, corpus = sim_corpus
-    checked = {"relation": 0, "anchor": 0, "reference": 0, "first": 0, "clarification": 0}
+    checked = {"relation": 0, "anchor": 0, "reference": 0, "first": 0, "clarification": 0, "mistake": 0,
+               "correction": 0}
     cache = {}
     for split in ("train", "val", "test"):
         for item in corpus.split(split):
@@ -201,6 +202,17 @@ def test_every_instruction_is_grounded(sim_corpus):
             removed = {c for c in prev if c not in nxt}
             targets = [tuple(c) for c in rec["target_cells"]]
             color = grid.color_id(rec["color"])
+            if rec.get("mistake"):  # the Builder got the color wrong; the next item corrects it
+                checked["mistake"] += 1
+                assert placed == {tuple(rec["mistake"]["cell"]): grid.color_id(rec["mistake"]["color"])}, where
+                assert targets == [tuple(rec["mistake"]["cell"])] and rec["mistake"]["color"] != rec["color"], where
+                nxt_rec = cache[item.game_id][k + 1]
+                assert nxt_rec["kind"] == "correction" and nxt_rec["target_cells"] == rec["target_cells"], where
+                continue
+            if rec["kind"] == "correction":
+                checked["correction"] += 1
+                assert prev[targets[0]] == grid.color_id(rec["wrong_color"]), where
+                assert rec["color"] in said, where  # the block it corrects is the one just placed
             if rec["kind"] == "remove":
                 assert not placed and removed == set(targets) and prev[targets[0]] == color, where
             else:
@@ -287,6 +299,9 @@ def test_every_instruction_is_grounded(sim_corpus):
                 for size in rec["sizes"]:
                     assert number_in(said, size), f"{where}: size {size} not stated"
     assert checked["reference"] > 0 and checked["first"] > 0
+    assert checked["mistake"] == checked["correction"]
+    if dataset in ("r", "bs"):
+        assert checked["correction"] > 0
     if dataset in ("r", "bs"):
         assert checked["relation"] > 100
     if dataset in ("bs", "ss"):

@@ -73,7 +73,9 @@ def _instruction(state: GameState, shape, remaining: list, lead=()) -> int:
         record = {"kind": "first", "color": color_text, "target_cells": [list(first)], "on_ground": True,
                   "ref": None, "relation": None, "anchor": None, "omitted": omitted, "shape": shape.kind}
         clar = language.clarification(rng, "color", color_text) if omitted else None
-        state.add_segment(pose, text, record, {**state.structure, first: color}, clarification=clar, lead=lead)
+        notes = [language.finish(rng, language.first_block_note(rng, first))] if language.chance(rng, 0.3) else []
+        state.add_segment(pose, text, record, {**state.structure, first: color}, clarification=clar, lead=lead,
+                          notes=notes, mistake_cell=first)
         return 1
     last = state.last_cell
     world_step = spatial.sub(first, last)
@@ -128,7 +130,8 @@ def _instruction(state: GameState, shape, remaining: list, lead=()) -> int:
             clar = language.clarification(rng, "color", color_text)
         elif omitted == "count":
             clar = language.clarification(rng, "count", language.number(rng, len(run)))
-    state.add_segment(pose, text, record, goal, order=run, clarification=clar, lead=lead)
+    state.add_segment(pose, text, record, goal, order=run, clarification=clar, lead=lead,
+                      mistake_cell=first if len(run) == 1 else None)
     return len(run)
 
 

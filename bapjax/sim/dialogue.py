@@ -35,6 +35,7 @@ FEEDBACK_P = 0.45  # the Architect says "good" / "perfect" after the Builder's a
 ACK_P = 0.15  # the Builder says "ok" / "got it" before acting
 TRANSITION_P = 0.2  # "ok next" / "this next one is a bit tricky" before an instruction
 AFTER_CHAT_P = 0.07  # "sorry, that took a while" / "no worries" after the actions
+CORRECTION_P = 0.04  # a single block placed in the wrong color, the Architect's correction, the fix
 OVERVIEW_P = 0.4  # the Architect describes the whole structure first (block count, colors, height)
 FRAME_NOTE_P = 0.2  # "all directions are from your point of view" at the start
 GREETING_P = 0.45
@@ -113,13 +114,25 @@ class GameState:
     # Steps 3, 4, 6 ------------------------------------------------------------------------
     def add_segment(self, pose: BuilderPose, instruction: str, record: dict, goal: dict,
                     order: Sequence | None = None, clarification: tuple[str, str] | None = None,
-                    lead: Sequence[str] = (), notes: Sequence[str] = ()) -> Segment:
+                    lead: Sequence[str] = (), notes: Sequence[str] = (), mistake_cell=None) -> Segment:
         """Execute ``goal`` and write the chat around it: optional lead-in lines (``lead``, or an
         Architect transition), the instruction (maybe split in two lines), the clarification
         turns (an omitted detail, else maybe a frame check with a true answer), maybe the
-        Builder's "ok"; after the actions maybe "done" / "like this?" and the Architect's "good"."""
+        Builder's "ok"; after the actions maybe "done" / "like this?" and the Architect's "good".
+        ``mistake_cell``: the one block the instruction places; with CORRECTION_P the Builder
+        places it in a wrong color (``record["mistake"]``), and a correction segment follows (the
+        MDC's undo-and-redo items: the next item's reference removes it and places it right)."""
         rng = self.rng
         prev = dict(self.structure)
+        right = wrong = None
+        if mistake_cell is not None and language.chance(rng, CORRECTION_P):
+            mistake_cell = tuple(mistake_cell)
+            right = goal[mistake_cell]
+            held = [sum(1 for v in prev.values() if v == c) for c in range(grid.NUM_COLORS + 1)]
+            wrong = language.pick(rng, [c for c in range(1, grid.NUM_COLORS + 1)
+                                        if c != right and held[c] < grid.INVENTORY_PER_COLOR])
+            goal = {**goal, mistake_cell: wrong}
+            record = {**record, "mistake": {"cell": list(mistake_cell), "color": language.color_word(wrong)}}
         actions = self.execute(goal, order)
         placed = sorted(c for c in goal if prev.get(c) != goal[c])
         removed = sorted(c for c in prev if c not in goal)
@@ -138,7 +151,9 @@ class GameState:
         after = []
         if language.chance(rng, CONFIRMATION_P):
             after.append(("Builder", language.confirmation(rng)))
-        if language.chance(rng, CHECK_P):
+        if wrong is not None:  # no praise for a mistake
+            pass
+        elif language.chance(rng, CHECK_P):
             after.append(("Builder", language.talk(rng, language.CHECK_QUESTIONS, question=True)))
             after.append(("Architect", language.talk(rng, language.CHECK_ANSWERS)))
         elif language.chance(rng, FEEDBACK_P):
@@ -160,7 +175,26 @@ class GameState:
         }
         segment = Segment(pose, lines, actions, after, record)
         self.segments.append(segment)
+        if wrong is not None:
+            self._correct(pose, mistake_cell, right, wrong)
         return segment
+
+    def _correct(self, pose: BuilderPose, cell: tuple, right: int, wrong: int) -> None:
+        """The Architect's correction of a wrongly colored block and the Builder's fix."""
+        rng = self.rng
+        right_text, wrong_text = language.color_word(right), language.color_word(wrong)
+        text = language.correction(rng, right_text, wrong_text)
+        lines = [("Architect", text)]
+        if language.chance(rng, 0.5):
+            lines.append(("Builder", language.talk(rng, language.MISTAKE_REPLIES)))
+        actions = self.execute({**self.structure, cell: right})
+        after = [("Architect", language.talk(rng, language.ARCHITECT_FEEDBACK))] if language.chance(rng, FEEDBACK_P) else []
+        record = {"kind": "correction", "color": right_text, "wrong_color": wrong_text, "target_cells": [list(cell)],
+                  "ref": None, "relation": None, "anchor": None, "omitted": None, "segment": len(self.segments),
+                  "text": text, "lines": [text], "clarification": None, "pose": list(pose),
+                  "yaw_quadrant": spatial.yaw_quadrant(pose.yaw), "placed_cells": [list(cell)],
+                  "removed_cells": [], "num_actions": len(actions)}
+        self.segments.append(Segment(pose, lines, actions, after, record))
 
     def say_after(self, text: str) -> None:
         """The Architect's line after the last segment's actions (replaces a generic one)."""

@@ -443,8 +443,8 @@ LOCATION_ANSWERS = {
 
 
 def talk(rng: np.random.Generator, bank: Sequence[str], question: bool = False) -> str:
-    """One line from a bank of chat, with some variation of case and end punctuation."""
-    line = pick(rng, bank)
+    """One line from a bank of chat, with some variation of case, spelling and end punctuation."""
+    line = informal(rng, pick(rng, bank))
     if chance(rng, 0.3):
         line = line[0].upper() + line[1:]
     if question or line.endswith(("?", "!", ")", ".")):
@@ -630,7 +630,8 @@ def run_instruction(rng: np.random.Generator, color: str | None, count: int | No
         text = f"{p}stack {n} {more}{c}{noun} {relation} {reference}"
     else:
         # a line of blocks, not a heap: say so unless it is a stack going up
-        tails = (", in a row", ", one after the other", ", in a line", " in a row", ", in a straight line")
+        tails = (", in a row", ", one after the other", ", in a line", " in a row", ", in a straight line",
+                 f", each one {relation} the one before")
         tail = pick(rng, ("",) + tails) if upward else pick(rng, tails)
         text = pick(rng, (
             f"{p}{v} {n} {more}{c}{noun} {relation} {reference}{tail}",
@@ -654,10 +655,12 @@ def run_anchor_instruction(rng: np.random.Generator, color: str | None, count: i
     return finish(rng, text)
 
 
-REMOVE_VERBS = ("remove", "take away", "get rid of", "break", "delete", "take out", "destroy")
+REMOVE_VERBS = ("remove", "take away", "get rid of", "break", "delete", "take out", "destroy", "knock off",
+                "punch out", "clear away")
 
 
-REMOVE_IT = ("remove it", "take it away", "get rid of it", "break it", "take it out", "delete it")
+REMOVE_IT = ("remove it", "take it away", "get rid of it", "break it", "take it out", "delete it", "punch it out",
+             "knock it off", "we don't want it there")
 
 
 def remove_instruction(rng: np.random.Generator, target: str) -> str:
@@ -750,3 +753,44 @@ def orientation_note(rng: np.random.Generator, dirs_a, dirs_b) -> str | None:
         return pick(rng, ("perpendicular to the first one", "at a right angle to the first row",
                           "perpendicular to it"))
     return None
+
+
+def informal(rng: np.random.Generator, text: str, p: float = 0.25) -> str:
+    """Chat-style spelling for social lines (never for grounded instruction text): "thats",
+    "im", "dont", "u", "teh", as in the MDC's chat."""
+    if not chance(rng, p):
+        return text
+    swaps = (("that's", "thats"), ("i'm", "im"), ("don't", "dont"), ("let's", "lets"), ("you're", "youre"),
+             ("what's", "whats"), ("okay", "k"), ("you", "u"), ("yes", "ya"), ("yeah", "yea"), ("the ", "teh "),
+             ("going to", "gonna"), ("kind of", "kinda"), ("i've", "ive"), ("doesn't", "doesnt"))
+    a, b = swaps[int(rng.integers(len(swaps)))]
+    return re.sub(rf"\b{re.escape(a)}", b, text, count=1)
+
+
+def first_block_note(rng: np.random.Generator, cell) -> str | None:
+    """A true remark about where the first block is: near the centre, an edge or a corner of the
+    grid, or that the board is still empty."""
+    x, z = abs(int(cell[0])), abs(int(cell[2]))
+    if x <= MIDDLE_RADIUS and z <= MIDDLE_RADIUS:
+        return pick(rng, ("near the center of the grid", "roughly centered", "close to the center"))
+    if x == grid.X_MAX and z == grid.Z_MAX:
+        return pick(rng, ("in a corner of the board", "right in one of the corners"))
+    if x == grid.X_MAX or z == grid.Z_MAX:
+        return pick(rng, ("along one edge of the board", "right at the edge of the grid", "on the edge"))
+    return pick(rng, ("the board is empty right now", "there's nothing built yet", "we start from an empty grid"))
+
+
+CORRECTIONS = (  # the Architect, after the Builder placed the last block in the wrong color
+    "no, that one should be {c}", "wrong color, it should be {c}", "oops, i meant {c}, not {w}",
+    "that's {w}, it needs to be {c}", "actually the last block should be {c}", "not {w}, {c}",
+    "the last one should be {c} instead", "no wait, make that one {c}", "almost, but the color is wrong. it's {c}",
+    "switch the last block to {c}", "hmm, that should be a {c} block, not {w}", "close, but replace it with a {c} one",
+    "sorry if i was unclear, that block is {c}", "that one's the wrong color, it should be {c}",
+)
+MISTAKE_REPLIES = ("oops, sorry", "my bad", "whoops, fixing it", "sorry, i misread", "ah, right", "oh, sorry",
+                   "oops", "my mistake", "ah ok, will fix", "sorry about that")
+
+
+def correction(rng: np.random.Generator, right: str, wrong: str) -> str:
+    """The Architect's correction of a wrongly colored last block (its fix: remove, place right)."""
+    return finish(rng, _ARTICLE.sub(r"\1n \2", pick(rng, CORRECTIONS).format(c=right, w=wrong)))

@@ -80,7 +80,10 @@ def _place_segment(state: GameState, cell, color: int) -> bool:
         record = {"kind": "place", "color": color_text, "target_cells": [list(cell)], "ref": ref,
                   "relation": relation, "anchor": None, "omitted": omitted}
     clarification = language.clarification(rng, "color", color_text) if omitted else None
-    state.add_segment(pose, text, record, goal, clarification=clarification)
+    notes = []
+    if record["kind"] == "first" and language.chance(rng, 0.3):
+        notes.append(language.finish(rng, language.first_block_note(rng, cell)))
+    state.add_segment(pose, text, record, goal, clarification=clarification, notes=notes, mistake_cell=cell)
     return True
 
 

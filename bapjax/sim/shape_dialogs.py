@@ -27,13 +27,14 @@ SHAPE_INTRO_P = 0.4  # "the second part is a diagonal" before the instruction
 NOTE_P = 0.3  # "that's one corner of it" / "parallel to the first one" after the instruction
 PROGRESS_P = 0.4  # "good, the first shape is complete"
 
-ROW_NOUNS = ("row", "line", "row", "straight line")
-COLUMN_NOUNS = ("column", "tower", "stack", "vertical row", "pillar")
+ROW_NOUNS = ("row", "line", "row", "straight line", "horizontal row", "horizontal line")
+COLUMN_NOUNS = ("column", "tower", "stack", "vertical row", "pillar", "vertical column", "upright column")
 DIAGONAL_NOUNS = ("diagonal", "diagonal line", "diagonal row")
-STAIR_NOUNS = ("diagonal", "staircase", "diagonal", "diagonal line")
+STAIR_NOUNS = ("diagonal", "staircase", "diagonal", "diagonal line", "set of stairs", "row of steps")
 FIRST_PREFIXES = ("", "", "", "first, ", "ok ", "so ", "let's start: ", "to start, ", "alright, ")
-FLAT_PLANE_NOUNS = ("plane", "flat plane", "floor", "rectangle", "layer")
-WALL_NOUNS = ("wall", "vertical plane", "wall", "vertical rectangle")
+FLAT_PLANE_NOUNS = ("plane", "flat plane", "floor", "rectangle", "layer", "platform", "flat board",
+                    "horizontal rectangle")
+WALL_NOUNS = ("wall", "vertical plane", "wall", "vertical rectangle", "upright wall")
 
 
 def _starts(shape) -> list[tuple[tuple, list[tuple], list[int]]]:
