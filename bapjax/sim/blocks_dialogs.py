@@ -148,6 +148,8 @@ def simulate_game(rng: np.random.Generator) -> SimGame:
                                              language.color_word(shape.color), len(shape.cells)))
             if language.chance(rng, SHAPE_DETAIL_P):
                 lead.append(language.shape_detail(rng, shape.kind))
+            elif index > 0 and touches(shape.cells, state.structure) and language.chance(rng, 0.4):
+                lead.append(language.finish(rng, language.pick(rng, language.CONNECTION_NOTES)))
         while remaining:
             covered = _instruction(state, shape, remaining, lead)
             lead = []

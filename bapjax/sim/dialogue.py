@@ -35,6 +35,7 @@ FEEDBACK_P = 0.45  # the Architect says "good" / "perfect" after the Builder's a
 ACK_P = 0.15  # the Builder says "ok" / "got it" before acting
 TRANSITION_P = 0.2  # "ok next" / "this next one is a bit tricky" before an instruction
 AFTER_CHAT_P = 0.07  # "sorry, that took a while" / "no worries" after the actions
+REPEAT_P = 0.02  # the Builder asks the Architect to say it again
 CORRECTION_P = 0.04  # a single block placed in the wrong color, the Architect's correction, the fix
 OVERVIEW_P = 0.4  # the Architect describes the whole structure first (block count, colors, height)
 FRAME_NOTE_P = 0.2  # "all directions are from your point of view" at the start
@@ -66,11 +67,24 @@ class SimGame:
     def truncated(self, num_segments: int) -> "SimGame":
         """The game cut after ``num_segments`` instructions; the target becomes what was built."""
         segments = self.segments[:num_segments]
+        if segments and segments[-1].record.get("mistake"):  # cut before its correction: no mistake then
+            segments[-1] = _without_mistake(segments[-1])
         built = grid.apply_sequence({}, [action for segment in segments for action in segment.actions])
         overview = set(map(tuple, self.info.get("overview", [])))  # true of the whole target only
         opening = [turn for turn in self.opening if tuple(turn) not in overview]
         return dataclasses.replace(self, segments=segments, target=built, opening=opening, closing=[],
                                    info={**self.info, "truncated": True, "overview": []})
+
+
+def _without_mistake(segment: Segment) -> Segment:
+    """The segment with its wrongly colored block placed in the right color instead."""
+    mistake = segment.record["mistake"]
+    cell, wrong = tuple(mistake["cell"]), grid.color_id(mistake["color"])
+    right = grid.color_id(segment.record["color"])
+    actions = [Action(PLACE, right, *cell) if (a.type == PLACE and a.cell == cell and a.color == wrong) else a
+               for a in segment.actions]
+    record = {key: value for key, value in segment.record.items() if key != "mistake"}
+    return dataclasses.replace(segment, actions=actions, record=record)
 
 
 class GameState:
@@ -144,6 +158,9 @@ class GameState:
         lines += [("Architect", line) for line in notes]
         if clarification is None and language.chance(rng, LOCATION_QUESTION_P):
             clarification = location_question(rng, record, prev)
+        if clarification is None and language.chance(rng, REPEAT_P):  # "come again?" -> the instruction again
+            clarification = (language.talk(rng, language.REPEAT_QUESTIONS, question=True),
+                             language.pick(rng, language.REPEAT_PREFIXES) + " ".join(instruction.split()))
         if clarification is not None:
             lines += [("Builder", clarification[0]), ("Architect", clarification[1])]
         elif language.chance(rng, ACK_P):
@@ -220,8 +237,8 @@ class GameState:
             if language.chance(rng, 0.5):
                 opening.append(("Builder", language.talk(rng, language.FRAME_NOTE_REPLIES)))
         if language.chance(rng, OVERVIEW_P):
-            shapes = len(info["shapes"]) if info.get("shapes") else None
-            overview = [("Architect", line) for line in language.overview_lines(rng, self.structure, shapes)]
+            kinds = list(info.get("shapes") or [])
+            overview = [("Architect", line) for line in language.overview_lines(rng, self.structure, len(kinds) or None, kinds)]
             opening += overview
             info = {**info, "overview": [list(turn) for turn in overview]}
         closing = []

@@ -347,6 +347,8 @@ ARCHITECT_FEEDBACK = (  # after the Builder's actions, when they are right
     "love it", "fantastic", "superb", "brilliant", "that is exactly it", "yes, that's the one",
     "all good", "no complaints here", "so far so good", "right on", "spot on", "very nice work",
     "good, that part is correct", "thanks, that's right", "yay", "great, that's perfect",
+    "that's exactly the right spot", "right spot, right color", "those look right", "these look good",
+    "they're all in the right place", "matches the picture", "just like the target", "that's what we need",
 )
 CHECK_QUESTIONS = (  # the Builder asks after acting
     "like this?", "is this right?", "is that right?", "is this correct?", "does this look right?",
@@ -377,6 +379,9 @@ ARCHITECT_TRANSITIONS = (  # before the next instruction
     "ok, here we go", "now something different", "moving on to the next bit", "ok, new part",
     "sorry for the wait", "alright, the next thing", "this is an easy one", "ok, this might be confusing",
     "bear with me", "now comes the fun part", "ok, still a few more", "right, next piece",
+    "this part is quite easy", "this one is pretty simple", "this might sound complicated", "our structure is coming along",
+    "it's coming together", "ok, similar to before", "this is kind of like the last one", "sort of the same idea as before",
+    "any questions so far?", "alright, here's another one", "also easy", "ok, and now", "we'll do this one step at a time",
 )
 
 OPENERS = (  # the Architect's first line, sometimes
@@ -405,6 +410,8 @@ BUILDER_AFTER_CHAT = (  # the Builder, after acting, sometimes says more than "d
     "i guess that works", "let me know what's next", "my hand slipped but it's fine now",
     "i'm standing right next to it now", "ok i moved closer", "sorry, i was confused for a sec",
     "i understand now", "that makes sense now", "haha that was a weird one", "done, that was tricky",
+    "could have been faster, sorry", "i would have gotten it faster from the other side", "quite easy, that one",
+    "pretty sure that's it", "every block is in now", "i think our structure looks cool", "we make a good team",
 )
 ARCHITECT_AFTER_CHAT = (  # the Architect, after "sorry, that took a while" and the like
     "no worries", "no problem", "take your time", "that's fine", "no rush", "all good", "it's ok",
@@ -421,6 +428,9 @@ FRAME_NOTES = (  # true of every simulated instruction: directions are in the Bu
     "i'll use your view for left and right", "directions are based on where you are looking",
 )
 FRAME_NOTE_REPLIES = ("ok", "got it", "sounds good", "ok, that helps", "perfect", "makes sense", "cool, thanks")
+REPEAT_QUESTIONS = ("could you repeat that?", "sorry, say that again?", "what was that?", "can you say it again please?",
+                    "wait, what?", "huh?", "come again?", "sorry, i missed that. again?", "one more time?")
+REPEAT_PREFIXES = ("", "", "sure: ", "ok, ", "sorry: ", "again: ")
 REFERENCE_QUESTIONS = ("which one?", "which block?", "which one do you mean?", "sorry, which block is that?",
                        "which one is that?", "wait, which one?", "the one where?", "what block do you mean?",
                        "from which block?", "which one exactly?")
@@ -676,7 +686,8 @@ def remove_instruction(rng: np.random.Generator, target: str) -> str:
 # What the Architect says about the whole structure before starting (true of the target)
 
 
-def overview_lines(rng: np.random.Generator, target: dict, num_shapes: int | None = None) -> list[str]:
+def overview_lines(rng: np.random.Generator, target: dict, num_shapes: int | None = None,
+                   shape_kinds: Sequence[str] = ()) -> list[str]:
     """Zero to two lines describing the target: block count, colors, height, shape count."""
     if not target:
         return []
@@ -698,18 +709,26 @@ def overview_lines(rng: np.random.Generator, target: dict, num_shapes: int | Non
     if num_shapes:
         facts.append(pick(rng, (f"there are {number(rng, num_shapes)} shapes", f"it has {number(rng, num_shapes)} parts",
                                 f"it's made of {number(rng, num_shapes)} pieces")))
+    if shape_kinds:
+        facts.append(pick(rng, (f"it's {shapes_phrase(rng, shape_kinds)}", f"there's {shapes_phrase(rng, shape_kinds)}",
+                                f"basically {shapes_phrase(rng, shape_kinds)} put together")))
+    facts.append(pick(rng, (f"there are {color_counts_phrase(rng, target)}", f"you'll use {color_counts_phrase(rng, target)}",
+                            f"in total {color_counts_phrase(rng, target)}")))
     count = int(rng.integers(1, 3))
     chosen = [facts[i] for i in sorted(rng.choice(len(facts), size=count, replace=False).tolist())]
     return [finish(rng, line) for line in chosen]
 
 
 SHAPE_DETAILS = {  # true of every shape of that kind (bapjax.sim.shapes)
-    "row": ("it's just a straight line", "a single line of blocks", "all in one line"),
+    "row": ("it's just a straight line", "a single line of blocks", "all in one line", "nothing sticking out, just a line"),
     "diagonal": ("it goes like stairs", "like a staircase, each block one step over", "a diagonal, like steps"),
-    "T": ("a bar with a stem coming out of its middle", "like the letter T", "a crossbar and a stem"),
-    "L": ("two arms that meet at a corner", "like the letter L", "a long part and a short part at a right angle"),
-    "U": ("a base with an arm at each end", "like the letter U", "two legs joined by a base"),
-    "plane": ("a flat rectangle, completely filled in", "a solid rectangle, no gaps", "filled, no holes"),
+    "T": ("a bar with a stem coming out of its middle", "like the letter T", "a crossbar and a stem",
+          "the stem sticks out from the center of the bar"),
+    "L": ("two arms that meet at a corner", "like the letter L", "two lines joined at one end, at a right angle"),
+    "U": ("a base with an arm at each end", "like the letter U", "two legs joined by a base",
+          "an arm on both ends of the base, with a gap between them", "one leg on either side"),
+    "plane": ("a flat rectangle, completely filled in", "a solid rectangle, no gaps", "filled, no holes",
+              "every spot inside is filled"),
 }
 
 
@@ -794,3 +813,42 @@ MISTAKE_REPLIES = ("oops, sorry", "my bad", "whoops, fixing it", "sorry, i misre
 def correction(rng: np.random.Generator, right: str, wrong: str) -> str:
     """The Architect's correction of a wrongly colored last block (its fix: remove, place right)."""
     return finish(rng, _ARTICLE.sub(r"\1n \2", pick(rng, CORRECTIONS).format(c=right, w=wrong)))
+
+
+SHAPE_PLURALS = {"row": "rows", "diagonal": "diagonals", "T": "Ts", "L": "Ls", "U": "Us", "plane": "rectangles"}
+
+
+def shapes_phrase(rng: np.random.Generator, kinds: Sequence[str]) -> str:
+    """'an L, a row and a square' / 'two rows and a T' for a list of shape kinds."""
+    counts: dict = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    parts = [pick(rng, SHAPE_NAMES[k]) if n == 1 else f"{number(rng, n)} {SHAPE_PLURALS[k]}" for k, n in counts.items()]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def color_counts_phrase(rng: np.random.Generator, target: dict) -> str:
+    """'four reds, two blues and one green' (plural color names, as MDC Architects write)."""
+    counts: dict = {}
+    for color in target.values():
+        counts[color] = counts.get(color, 0) + 1
+    parts = [f"{number(rng, n)} {color_word(c)}{'s' if n > 1 else ''}" for c, n in sorted(counts.items())]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+CONNECTION_NOTES = ("it connects to what we built", "it's attached to what's already there",
+                    "it touches what we have so far", "it's connected to the rest", "it sticks out from what's there",
+                    "it will be touching the other blocks")
+
+
+def extent_note(rng: np.random.Generator, dirs_builder, sizes) -> str | None:
+    """'so it's three wide and two tall' from a plane's Builder-frame directions and sizes."""
+    words = []
+    for d, n in zip(dirs_builder, sizes):
+        if d[0]:
+            words.append(f"{number(rng, n)} wide")
+        elif d[1]:
+            words.append(f"{number(rng, n)} {pick(rng, ('tall', 'high'))}")
+        else:
+            words.append(f"{number(rng, n)} {pick(rng, ('deep', 'long'))}")
+    return f"so it's {words[0]} and {words[1]}" if len(words) == 2 else None

@@ -175,6 +175,10 @@ def _shape_segment(state: GameState, shape, index: int, previous_dirs=None) -> l
     notes = []
     if not first and language.chance(rng, NOTE_P):
         notes.append(language.finish(rng, language.end_note(rng, shape.kind)))
+    if shape.kind == "plane" and omitted != "direction" and language.chance(rng, NOTE_P):
+        note = language.extent_note(rng, dirs, sizes)
+        if note:
+            notes.append(language.finish(rng, note))
     if previous_dirs is not None and language.chance(rng, NOTE_P):
         note = language.orientation_note(rng, previous_dirs, world_dirs)
         if note:
