@@ -35,6 +35,7 @@ FEEDBACK_P = 0.45  # the Architect says "good" / "perfect" after the Builder's a
 ACK_P = 0.15  # the Builder says "ok" / "got it" before acting
 TRANSITION_P = 0.2  # "ok next" / "this next one is a bit tricky" before an instruction
 AFTER_CHAT_P = 0.07  # "sorry, that took a while" / "no worries" after the actions
+SUPPORT_REMARK_P = 0.25  # "i used a temp block and removed it", when the plan had supports
 REPEAT_P = 0.02  # the Builder asks the Architect to say it again
 CORRECTION_P = 0.04  # a single block placed in the wrong color, the Architect's correction, the fix
 OVERVIEW_P = 0.4  # the Architect describes the whole structure first (block count, colors, height)
@@ -175,6 +176,8 @@ class GameState:
             after.append(("Architect", language.talk(rng, language.CHECK_ANSWERS)))
         elif language.chance(rng, FEEDBACK_P):
             after.append(("Architect", language.talk(rng, language.ARCHITECT_FEEDBACK)))
+        if len(actions) > len(placed) + len(removed) and language.chance(rng, SUPPORT_REMARK_P):
+            after.append(("Builder", language.talk(rng, language.SUPPORT_REMARKS)))  # temporary supports were used
         if language.chance(rng, AFTER_CHAT_P):
             after.append(("Builder", language.talk(rng, language.BUILDER_AFTER_CHAT)))
             after.append(("Architect", language.talk(rng, language.ARCHITECT_AFTER_CHAT)))

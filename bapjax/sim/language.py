@@ -323,7 +323,8 @@ COLOR_ANSWERS = ("{c}", "{c}", "{c} please", "make it {c}", "a {c} one", "{c}, s
 COUNT_QUESTIONS = ("how many?", "how many blocks?", "how many should i place", "how many of them?",
                    "how many do you need?")
 COUNT_ANSWERS = ("{n}", "{n} blocks", "{n} of them", "{n}, sorry", "just {n}")
-LENGTH_QUESTIONS = ("how long?", "how many blocks long?", "how big should it be", "what size?")
+LENGTH_QUESTIONS = ("how long?", "how many blocks long?", "how big should it be", "what size?", "what length?",
+                    "how many units long?")
 DIRECTION_QUESTIONS = ("which direction?", "in which direction?", "which way?", "going which way?")
 DIRECTION_ANSWERS = ("{d}", "{d}", "sorry, {d}", "{d} please")
 CONFIRMATIONS = ("done", "done!", "ok", "okay", "finished", "there you go", "ok done", "placed it", "got it",
@@ -364,6 +365,7 @@ BUILDER_ACKS = (  # after an instruction, before acting
     "ok", "okay", "ok!", "got it", "gotcha", "sure", "sure thing", "on it", "alright", "k", "will do",
     "no problem", "sounds good", "ok one sec", "ok, give me a second", "sure, hold on", "ok let me try",
     "understood", "roger", "yep", "ok doing it now", "ok i think i see", "easy", "ok, makes sense",
+    "ok architect", "sure, i'll stay on this side", "ok, i'm currently standing outside it",
     "alright, let me see", "ok, i'm on it", "will try", "hmm ok", "i see", "cool", "okie", "got you",
     "sure, one moment", "ok i'll do that", "yes sir", "can do", "ok, working on it", "understood, doing it",
     "ok let me walk over there", "ok, let me move a bit so i can see", "no worries", "ah ok", "oh ok",
@@ -382,6 +384,9 @@ ARCHITECT_TRANSITIONS = (  # before the next instruction
     "this part is quite easy", "this one is pretty simple", "this might sound complicated", "our structure is coming along",
     "it's coming together", "ok, similar to before", "this is kind of like the last one", "sort of the same idea as before",
     "any questions so far?", "alright, here's another one", "also easy", "ok, and now", "we'll do this one step at a time",
+    "this one is even easier", "much easier now", "ask me in case anything is unclear", "this one is a bit longer",
+    "wait until i finish typing", "leave the others as they are", "keep the existing blocks where they are",
+    "don't move the other blocks", "careful with this one", "ok, the next instruction",
 )
 
 OPENERS = (  # the Architect's first line, sometimes
@@ -397,7 +402,8 @@ CLOSINGS = ("great job!", "perfect, that's it", "done, thanks!", "that's the who
             "all done, that was fast", "that completes the structure, nice work", "finished! thanks")
 CLOSING_REPLIES = ("thanks!", "thank you", "yay", "great", "cool", "no problem", "that was fun", "thanks, you too",
                    "nice", ":)", "awesome, that was easy", "good teamwork", "bye!", "see you", "that looks cool",
-                   "thanks for the clear instructions", "haha finally", "woo", "done and done")
+                   "thanks for the clear instructions", "haha finally", "woo", "done and done", "thanks architect",
+                   "that was much easier than i thought")
 BUILDER_AFTER_CHAT = (  # the Builder, after acting, sometimes says more than "done"
     "sorry, that took a while", "haha ok", "lol", "i had to move around to see it", "hard to see from here",
     "let me know if that's wrong", "i think i got it", "not sure that's right, but done", "was that it?",
@@ -500,6 +506,8 @@ FLOATING_NOTES = (
     "it's in the air", "you'll need a support block under it first", "use a temporary block to get it up there",
     "it's not touching anything yet", "you will have to remove the support after",
     "it's floating, so put something under it first and then break it",
+    "use a temp block under it", "you'll need a placeholder block", "it'll be hanging in the air",
+    "it's supposed to float", "once it's attached you can remove the temp block",
 )
 
 
@@ -714,13 +722,18 @@ def overview_lines(rng: np.random.Generator, target: dict, num_shapes: int | Non
                                 f"basically {shapes_phrase(rng, shape_kinds)} put together")))
     facts.append(pick(rng, (f"there are {color_counts_phrase(rng, target)}", f"you'll use {color_counts_phrase(rng, target)}",
                             f"in total {color_counts_phrase(rng, target)}")))
+    across = max(max(c[0] for c in target) - min(c[0] for c in target),
+                 max(c[2] for c in target) - min(c[2] for c in target)) + 1
+    facts.append(pick(rng, (f"it's at most {number(rng, across)} blocks across", "the entire thing fits within the grid",
+                            f"{number(rng, across)} blocks across at the widest")))
     count = int(rng.integers(1, 3))
     chosen = [facts[i] for i in sorted(rng.choice(len(facts), size=count, replace=False).tolist())]
     return [finish(rng, line) for line in chosen]
 
 
 SHAPE_DETAILS = {  # true of every shape of that kind (bapjax.sim.shapes)
-    "row": ("it's just a straight line", "a single line of blocks", "all in one line", "nothing sticking out, just a line"),
+    "row": ("it's just a straight line", "a single line of blocks", "all in one line", "nothing sticking out, just a line",
+            "one block thick, all in a line"),
     "diagonal": ("it goes like stairs", "like a staircase, each block one step over", "a diagonal, like steps"),
     "T": ("a bar with a stem coming out of its middle", "like the letter T", "a crossbar and a stem",
           "the stem sticks out from the center of the bar"),
@@ -728,7 +741,7 @@ SHAPE_DETAILS = {  # true of every shape of that kind (bapjax.sim.shapes)
     "U": ("a base with an arm at each end", "like the letter U", "two legs joined by a base",
           "an arm on both ends of the base, with a gap between them", "one leg on either side"),
     "plane": ("a flat rectangle, completely filled in", "a solid rectangle, no gaps", "filled, no holes",
-              "every spot inside is filled"),
+              "every spot inside is filled", "fill it in completely, it's not hollow", "no gaps inside"),
 }
 
 
@@ -852,3 +865,8 @@ def extent_note(rng: np.random.Generator, dirs_builder, sizes) -> str | None:
         else:
             words.append(f"{number(rng, n)} {pick(rng, ('deep', 'long'))}")
     return f"so it's {words[0]} and {words[1]}" if len(words) == 2 else None
+
+
+SUPPORT_REMARKS = ("i used a temp block and removed it", "had to add a placeholder first and then take it out",
+                   "i put a support under it and removed it after", "needed a temporary block for that one",
+                   "the support block is removed now", "i added a block to stand it on, then broke it")
