@@ -22,12 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from bapjax import grid, sources
 from bapjax.corpus import mdc
+from bapjax.sim import generate
 from bapjax.corpus.items import ChatTurn
 from bapjax.text.tokenizer import tokenize
 
@@ -85,6 +87,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1000, help="training items per simulator")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--out", help="also write the JSON (with the command and simulator version) here")
     args = parser.parse_args()
     results = {"mc": measure(mdc.load_corpus(args.corpus).split("train"))}
     for dataset in ("r", "bs", "ss"):
@@ -96,17 +99,22 @@ def main() -> None:
                             "mdc_word_type_coverage": round(len(together & mdc_types) / len(mdc_types), 4)}
     for values in results.values():
         values.pop("_types", None)
-    header = ["set", "word types", "builder types", "architect words/line", "lines/game", "eye-target",
-              "yaw >30 off", "among blocks"]
-    print(" | ".join(header))
+    header = ["set", "word types", "Builder word types", "Architect words/line", "lines/game",
+              "median eye-to-target", "yaw >30 deg off an axis", "among blocks"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
     for name in ("mc", "r", "bs", "ss"):
         v = results[name]
-        print(" | ".join(str(x) for x in (name, v["word_types"], v["builder_word_types"],
-                                          v["mean_architect_line_words"], v["lines_per_game"],
-                                          v["median_eye_to_target"], v["yaw_off_axis_over_30_share"],
-                                          v["among_blocks_share"])))
+        print("| " + " | ".join(str(x) for x in (
+            {"mc": "MDC train"}.get(name, f"D_{name}"), v["word_types"], v["builder_word_types"],
+            v["mean_architect_line_words"], v["lines_per_game"], v["median_eye_to_target"],
+            f"{100 * v['yaw_off_axis_over_30_share']:.1f}%", f"{100 * v['among_blocks_share']:.1f}%")) + " |")
     print(f"synthetic together: {results['synthetic']['word_types']} word types, "
           f"{100 * results['synthetic']['mdc_word_type_coverage']:.1f}% of MDC train types")
+    if args.out:
+        command = "python benchmarks/sim_language_stats.py " + " ".join(sys.argv[1:])
+        Path(args.out).write_text(json.dumps({**results, "command": command,
+                                              "simulator_version": generate.SIMULATOR_VERSION}, indent=1) + "\n")
     print(json.dumps(results))
 
 

@@ -196,6 +196,8 @@ MAX_YAW_DEVIATION = 42.0  # degrees from the quadrant's axis; below the 45 of an
 OFF_AXIS_SHARE = 0.25
 OFF_AXIS_TURN = (18.0, 40.0)  # degrees added (either side) for those poses
 STAND_DISTANCE = (0.8, 3.5)  # blocks in front of the nearest built or planned cell (MDC: eye-to-target median 4.1)
+AMONG_BLOCKS_SHARE = 0.08  # poses right against a front-row block (its cell is next to the Builder's feet cell)
+AMONG_BLOCKS_DISTANCE = (0.05, 0.45)  # then: the feet cell is the one just in front of the front row, never in it
 
 
 def sample_pose(rng: np.random.Generator, structure_cells: Iterable[Cell], focus_cells: Iterable[Cell],
@@ -219,13 +221,20 @@ def sample_pose(rng: np.random.Generator, structure_cells: Iterable[Cell], focus
     focus_arr = np.asarray(focus, dtype=float)
     centre = focus_arr.mean(0)
     centre_right = centre[0] * rx + centre[2] * rz
-    distance = float(rng.uniform(*STAND_DISTANCE))
-    stand_forward = min(forward_proj) - 0.5 - distance
-    stand_right = centre_right + float(rng.uniform(-1.0, 1.0))
+    top = max(c[1] for c in every)
+    front_row = [c for c, f in zip(every, forward_proj) if f == min(forward_proj)]
+    front_row = [c for c in front_row if c in occupied] or front_row  # a built block if there is one
+    if rng.random() < AMONG_BLOCKS_SHARE:  # right against a block of the front row (MDC Builders often are)
+        block = front_row[int(rng.integers(len(front_row)))]
+        stand_forward = min(forward_proj) - 0.5 - float(rng.uniform(*AMONG_BLOCKS_DISTANCE))
+        stand_right = block[0] * rx + block[2] * rz + float(rng.uniform(-0.4, 0.4))
+        y = float(block[1])
+    else:
+        stand_forward = min(forward_proj) - 0.5 - float(rng.uniform(*STAND_DISTANCE))
+        stand_right = centre_right + float(rng.uniform(-1.0, 1.0))
+        y = 1.0 if rng.random() < 0.5 else float(rng.uniform(1.0, max(1.0, top + 1.5)))
     x = stand_right * rx + stand_forward * fx
     z = stand_right * rz + stand_forward * fz
-    top = max(c[1] for c in every)
-    y = 1.0 if rng.random() < 0.5 else float(rng.uniform(1.0, max(1.0, top + 1.5)))
     dx, dz = centre[0] - x, centre[2] - z
     yaw_to_focus = math.degrees(math.atan2(-dx, dz))
     axis_yaw = 90.0 * quadrant
