@@ -711,7 +711,7 @@ def overview_lines(rng: np.random.Generator, target: dict, num_shapes: int | Non
                    f"the colors are {color_list}", f"you'll need {color_list}")
              if len(colors) > 1 else (f"it's all {colors[0]}", f"only {colors[0]} blocks this time")),
         pick(rng, (f"it's {number(rng, height)} blocks tall at the highest point",
-                   f"the tallest part is {number(rng, height)} high", f"it goes up {number(rng, height)} levels")
+                   f"the tallest part is {number(rng, height)} high", f"it's {number(rng, height)} levels high")
              if height > 1 else ("it's flat, just one level", "everything is on the ground", "it's only one layer")),
     ]
     if num_shapes:
