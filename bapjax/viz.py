@@ -25,6 +25,7 @@ CLI::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -47,6 +48,8 @@ from bapjax.corpus import mdc  # noqa: E402
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
 from bapjax.errors import UserError  # noqa: E402
 from bapjax.grid import PLACE, REMOVE, Action  # noqa: E402
+from bapjax import sources  # noqa: E402
+from bapjax.sim import generate, grounding, spatial  # noqa: E402
 from bapjax.sim.structures import grow_random_structure, sample_shape_structure  # noqa: E402
 
 COLOR_RGB = {
@@ -137,11 +140,47 @@ def _scene_polygons(layers):
     return polygons, faces, edges, widths, [c for c, (st, _) in styles.items() if st == "removed"]
 
 
+def compass_directions(yaw: float) -> dict[str, tuple[int, int]]:
+    """World (dx, dz) of the Builder's left, right, front (toward the Builder) and back (away)
+    at ``yaw``: the frame the simulators' words use (``bapjax.sim.spatial``, yaw snapped to 90)."""
+    return {label: (lambda w: (w[0], w[2]))(spatial.builder_to_world(offset, yaw))
+            for label, offset in (("left", (-1, 0, 0)), ("right", (1, 0, 0)),
+                                  ("front", (0, 0, -1)), ("back", (0, 0, 1)))}
+
+
+def _draw_compass(ax, pose: BuilderPose) -> None:
+    """Arrows on the ground next to the Builder's feet, labelled in its frame."""
+    origin = np.array(_to_plot(pose.x, 1.0, pose.z))
+    colors = {"left": "tab:blue", "right": "tab:red", "front": "tab:green", "back": "tab:gray"}
+    for label, (dx, dz) in compass_directions(pose.yaw).items():
+        d = np.array([dx, -dz, 0.0]) * 1.6
+        ax.quiver(origin[0], origin[1], origin[2], d[0], d[1], d[2], color=colors[label], linewidth=1.8,
+                  arrow_length_ratio=0.25, zorder=7)
+        tip = origin + d * 1.35
+        ax.text(tip[0], tip[1], tip[2], label, color=colors[label], fontsize=8, weight="bold",
+                ha="center", va="center", zorder=8)
+
+
+def _draw_reference(ax, cell) -> None:
+    """A thick outline around the reference block of the instruction."""
+    ox, oy, oz = _cell_origin(cell)
+    corners = np.array([[ox + a, oy + b, oz + c] for a in (0, 1) for b in (0, 1) for c in (0, 1)], float)
+    for i in range(8):
+        for j in range(i + 1, 8):
+            if np.abs(corners[i] - corners[j]).sum() == 1:
+                ax.plot(*zip(corners[i], corners[j]), color="magenta", lw=2.6, zorder=7)
+    ax.text(ox + 0.5, oy + 0.5, oz + 1.45, "ref", color="magenta", fontsize=8, weight="bold",
+            ha="center", zorder=8)
+
+
 def draw_scene(ax, layers: Sequence[tuple[Mapping, str]], pose: BuilderPose | None = None,
-               title: str | None = None, elev: float = 32.0, yaw: float | None = None) -> None:
+               title: str | None = None, elev: float = 32.0, yaw: float | None = None,
+               reference=None, compass: bool = False) -> None:
     """Draw blocks on a 3D axis.  ``layers``: (structure, style) pairs, later layers win a
     cell; style "plain", "prev" (lighter), "new" (full color, thick black edges) or "removed"
-    (ghost with a cross).  The camera looks along ``yaw`` (default: the pose's, else 45)."""
+    (ghost with a cross).  The camera looks along ``yaw`` (default: the pose's, else 45).
+    ``reference``: a cell outlined as the instruction's reference block; ``compass``: the
+    Builder's left/right/front/back drawn at its feet."""
 
     polygons, faces, edges, widths, crosses = _scene_polygons(layers)
     # One collection sorted face by face; markers and the Builder are drawn over it.
@@ -168,6 +207,12 @@ def draw_scene(ax, layers: Sequence[tuple[Mapping, str]], pose: BuilderPose | No
                 zorder=6)
         lo = np.minimum(lo, np.minimum(feet, eye + d_plot) - 0.5)
         hi = np.maximum(hi, np.maximum(eye, eye + d_plot) + 0.5)
+        if compass:
+            _draw_compass(ax, pose)
+            lo = np.minimum(lo, feet - 2.5)
+            hi = np.maximum(hi, feet + 2.5)
+    if reference is not None:
+        _draw_reference(ax, reference)
     lo[2] = min(lo[2], 0.0)
     ax.set_xlim(lo[0], hi[0])
     ax.set_ylim(lo[1], hi[1])
@@ -277,9 +322,11 @@ def render_gallery(structures: Sequence[tuple[Mapping, str]], path, columns: int
     return _save(fig, path)
 
 
-def render_item(item: BapItem, path, dpi: int = 90, max_turns: int = 30) -> Path:
+def render_item(item: BapItem, path, dpi: int = 90, max_turns: int = 30, reference=None,
+                compass: bool = False) -> Path:
     """A BAP item: S_prev (light), the reference's net new (bold) and removed (ghost) blocks,
-    the Builder's pose, and the dialogue history beside it."""
+    the Builder's pose, and the dialogue history beside it; optionally the instruction's
+    reference block outlined and the Builder-frame compass."""
     prev = grid.as_structure(item.prev_structure)
     layers, placed, removed, _ = _item_layers(prev, item.reference_actions)
     fig = plt.figure(figsize=(11.5, 5.2), dpi=dpi)
@@ -288,7 +335,7 @@ def render_item(item: BapItem, path, dpi: int = 90, max_turns: int = 30) -> Path
              f"S_prev {len(prev)} blocks; reference +{len(placed)} -{len(removed)} "
              f"({len(item.reference_actions)} actions)"
              + (f"; yaw {item.builder_pose.yaw:.0f}" if item.builder_pose is not None else ""))
-    draw_scene(ax, layers, pose=item.builder_pose)
+    draw_scene(ax, layers, pose=item.builder_pose, reference=reference, compass=compass)
     fig.text(0.28, 0.97, title, ha="center", va="top", fontsize=9)
     text_ax = fig.add_axes((0.57, 0.02, 0.42, 0.94))
     _text_panel(text_ax, "Dialogue (latest last)", history_lines(item, max_turns))
@@ -375,6 +422,48 @@ def define_flags() -> None:
     cli.flag("integer", "dpi", 90, "Picture resolution.")
 
 
+SIM_PICTURE_ITEMS = 150  # training items simulated per data set to pick the pictured items from
+SIM_PICTURE_KINDS = {"r": "place", "bs": "run", "ss": "shape"}  # the instruction kind pictured
+
+
+def sim_picture_inputs(seed: int = 0) -> dict:
+    """{dataset: (item, reference cell, record)} of the items the simulator pictures show: per
+    data set the first training item of its kind whose instruction the grounding check resolves
+    to a reference block (``bapjax.sim.grounding``), with at least 3 blocks already built. The
+    record (item id, seed, simulator version, sha256 of the inputs) goes to ``sim_items.json``."""
+    out = {}
+    for dataset, kind in SIM_PICTURE_KINDS.items():
+        root, _ = sources.generated_corpus(dataset, seed, (SIM_PICTURE_ITEMS, 0, 0), progress=False)
+        items = mdc.load_corpus(root).split("train")
+        checks = grounding.check_items(items)
+        chosen = next(((item, check) for item, check in zip(items, checks)
+                       if check.kind == kind and check.correct and check.reference is not None
+                       and len(item.prev_structure) >= 3), None)
+        if chosen is None:
+            raise VizError(f"no {dataset} item of kind {kind} with a reference in the first {SIM_PICTURE_ITEMS} items")
+        item, check = chosen
+        inputs = json.dumps({"item": item.to_json(), "reference": list(check.reference)}, sort_keys=True)
+        record = {"item_id": item.item_id, "kind": kind, "seed": seed, "items_simulated": SIM_PICTURE_ITEMS,
+                  "simulator_version": generate.SIMULATOR_VERSION, "reference": list(check.reference),
+                  "inputs_sha256": hashlib.sha256(inputs.encode()).hexdigest()}
+        out[dataset] = (item, check.reference, record)
+    return out
+
+
+def render_sim_pictures(out_dir, seed: int = 0, dpi: int = 90) -> list[Path]:
+    """docs/img/sim_{r,bs,ss}_item.png and sim_items.json (what they show, to detect staleness)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written, records = [], {}
+    for dataset, (item, reference, record) in sim_picture_inputs(seed).items():
+        written.append(render_item(item, out_dir / f"sim_{dataset}_item.png", dpi=dpi, reference=reference,
+                                   compass=True))
+        records[dataset] = record
+    command = f"python -m bapjax.viz sim-items --out {out_dir} --seed {seed}"
+    (out_dir / "sim_items.json").write_text(json.dumps({"command": command, "pictures": records}, indent=1) + "\n")
+    return written
+
+
 class VizError(UserError):
     """A picture that cannot be drawn from what was given; names the file, item or flag."""
 
@@ -413,7 +502,7 @@ def read_gold_xml(path: str) -> dict:
 
 
 def main(argv: Sequence[str]) -> int:
-    commands = ("item", "structure", "prediction", "sample")
+    commands = ("item", "structure", "prediction", "sample", "sim-items")
     if len(argv) != 2 or argv[1] not in commands:
         raise VizError(f"usage: python -m bapjax.viz {{{'|'.join(commands)}}} --out PNG ...")
     if not FLAGS.out:
@@ -431,6 +520,12 @@ def main(argv: Sequence[str]) -> int:
                     raise VizError("prediction needs --predictions")
                 predicted = read_prediction(FLAGS.predictions, FLAGS.item_id)
                 out = render_prediction(item, predicted, FLAGS.out, dpi=FLAGS.dpi)
+        elif command == "sim-items":  # --out is a directory here
+            written = render_sim_pictures(FLAGS.out, seed=FLAGS.seed, dpi=FLAGS.dpi)
+            for path in written:
+                print(f"wrote {path} ({os.path.getsize(path) // 1024} KB)")
+            print(f"wrote {Path(FLAGS.out) / 'sim_items.json'}")
+            return 0
         elif command == "structure":
             if FLAGS.gold:
                 structure = read_gold_xml(FLAGS.gold)

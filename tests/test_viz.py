@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import matplotlib
 
@@ -171,3 +172,28 @@ def test_cli_item_and_prediction_on_the_real_corpus(mdc_path, mdc_corpus, tmp_pa
     assert (tmp_path / "item.png").exists() and (tmp_path / "pred.png").exists()
     assert _cli("item", "--corpus", str(mdc_path), "--item_id", "nope:0", "--out", str(tmp_path / "n.png")) == 2
     assert "nope:0" in capsys.readouterr().err
+
+
+def test_compass_matches_the_simulators_frame():
+    """The picture's left/right/front/back arrows are the world steps the simulators' words mean."""
+    from bapjax.sim import spatial
+
+    for yaw in (0.0, 30.0, 90.0, -95.0, 180.0, 200.0):
+        arrows = viz.compass_directions(yaw)
+        for label, offset in (("left", (-1, 0, 0)), ("right", (1, 0, 0)), ("front", (0, 0, -1)), ("back", (0, 0, 1))):
+            dx, dy, dz = spatial.builder_to_world(offset, yaw)
+            assert arrows[label] == (dx, dz) and dy == 0
+            assert spatial.world_to_builder((dx, 0, dz), yaw) == offset
+    # yaw 0 faces +z: the Builder's right hand points to -x, "front" (toward the Builder) is -z
+    assert viz.compass_directions(0.0) == {"left": (1, 0), "right": (-1, 0), "front": (0, -1), "back": (0, 1)}
+
+
+def test_simulator_pictures_show_what_the_current_simulators_make():
+    """docs/img/sim_*_item.png were drawn from exactly these items: if the simulators change,
+    this fails until the pictures are redrawn with the command in docs/img/sim_items.json."""
+    img = Path(REPO) / "docs" / "img"
+    recorded = json.loads((img / "sim_items.json").read_text())
+    current = {dataset: record for dataset, (_, _, record) in viz.sim_picture_inputs(seed=0).items()}
+    assert current == recorded["pictures"], f"the simulator pictures are stale: rerun `{recorded['command']}`"
+    for dataset in current:
+        assert (img / f"sim_{dataset}_item.png").stat().st_size > 20_000

@@ -90,8 +90,8 @@ def _plain(text: str) -> str:
     return " ".join(text.replace(",", " , ").split()).replace(" ,", ",")
 
 
-_PREFIXES = sorted({_plain(p) for p in language.PREFIXES + ("actually, ", "oops, ", "sorry, ") if p.strip()},
-                   key=len, reverse=True)
+_PREFIXES = sorted({_plain(p) for p in language.PREFIXES + language.REPEAT_PREFIXES + ("actually, ", "oops, ", "sorry, ")
+                    if p.strip()}, key=len, reverse=True)
 VERB = " ; "  # what verb phrases become: a stop for the backward walk over a relation
 _VERBS = re.compile(r"\b(?:" + _alternation([_plain(v) for v in language.PLACE_VERBS + language.REMOVE_VERBS]
                                              + ["stack", "continue", "need", "goes", "start with", "begin with",
@@ -109,12 +109,16 @@ def _normalize(text: str) -> str:
     and its synonyms as one word, verb phrases ("put down", "take away") replaced by a stop, so
     their direction-like words never count."""
     text = _plain(text)
-    for prefix in _PREFIXES:
-        if text.startswith(prefix + " ") or text.startswith(prefix + ","):
-            text = text[len(prefix):].lstrip(" ,")
-            break
+    stripped = True
+    while stripped:  # "sorry: next up, ..." (a repeated instruction keeps its own opener)
+        stripped = False
+        for prefix in _PREFIXES:
+            if text.startswith(prefix + " ") or text.startswith(prefix + ","):
+                text = text[len(prefix):].lstrip(" ,")
+                stripped = True
+                break
     text = re.sub(r"\b(?:down )?on the (?:ground|floor)\b", "on the ground", text)  # "down" is no direction there
-    text = re.sub(r",? each one [^,|]*? the one before", "", text)  # restates a run's step
+    text = re.sub(r"(?:^|,) ?each one [^,|]*? the one before", "", text)  # restates a run's step
     text = _LAST_PHRASES.sub(LAST, text)
     return _VERBS.sub(VERB.strip(), text)
 
@@ -124,7 +128,7 @@ def talk_lines() -> frozenset:
     them, with each informal spelling the simulators may use."""
     banks = (language.ARCHITECT_FEEDBACK, language.CHECK_ANSWERS, language.ARCHITECT_TRANSITIONS,
              language.ARCHITECT_AFTER_CHAT, language.OPENERS, language.CLOSINGS, language.FRAME_NOTES,
-             *language.LOCATION_ANSWERS.values(),
+             *language.LOCATION_ANSWERS.values(), language.CONNECTION_NOTES, *language.SHAPE_DETAILS.values(),
              [line.replace("left", "right") for line in language.LOCATION_ANSWERS["side"]])
     swaps = (("that's", "thats"), ("i'm", "im"), ("don't", "dont"), ("let's", "lets"), ("you're", "youre"),
              ("what's", "whats"), ("okay", "k"), ("you", "u"), ("yes", "ya"), ("yeah", "yea"), ("the ", "teh "),
@@ -135,7 +139,12 @@ def talk_lines() -> frozenset:
             lines.add(_normalize(line))
             for a, b in swaps:
                 lines.add(_normalize(re.sub(rf"\b{re.escape(a)}", b, line, count=1)))
-    return frozenset(lines)
+    return frozenset(_talk_key(line) for line in lines)
+
+
+def _talk_key(line: str) -> str:
+    """A line without the politeness the simulators may add at its end ("..., thanks")."""
+    return re.sub(r"(?:,? (?:please|thanks))+$", "", line).strip(" ,")
 
 
 TALK_LINES = talk_lines()
@@ -148,7 +157,7 @@ NOTE_CUES = re.compile(r"\b(?:levels?|in total|altogether|across|widest|parts|pi
 def instruction_lines(lines: Sequence[str], world: "World") -> list[str]:
     """The Architect lines that may carry the instruction: not talk, and not a remark (a line
     with a size or angle word but no verb and no reference block)."""
-    return [line for line in lines if line not in TALK_LINES
+    return [line for line in lines if _talk_key(line) not in TALK_LINES
             and not (";" not in line and NOTE_CUES.search(line) and not references(line, world))]
 
 
@@ -281,6 +290,7 @@ class Check:
     correct: bool
     reason: str = ""
     text: str = ""
+    reference: tuple | None = None  # the reference block the instruction was resolved against
 
 
 def _segment_turns(item: BapItem) -> list[ChatTurn]:
@@ -312,8 +322,9 @@ def check_item(item: BapItem) -> Check:
     raw = " | ".join(_plain(t.text) for t in turns if t.speaker == "Architect")
     placed, removed = _net(item)
 
-    def result(kind, correct, reason=""):
-        return Check(item.item_id, kind, True, bool(correct), reason, said)
+    def result(kind, correct, reason="", reference=None):
+        return Check(item.item_id, kind, True, bool(correct), reason, said,
+                     None if reference is None else tuple(reference))
 
     def unparsed(kind, reason):
         return Check(item.item_id, kind, False, False, reason, said)
@@ -326,7 +337,7 @@ def check_item(item: BapItem) -> Check:
             return unparsed("correction", "a recolor without a correction cue")
         right = grid.color_name(placed[cell])
         return result("correction", cell == world.last_cell and right in colors_said,
-                      f"recolored {cell} to {right}; last block {world.last_cell}")
+                      f"recolored {cell} to {right}; last block {world.last_cell}", world.last_cell)
     if removed and not placed:  # a removal: the reference itself, or a block related to it
         if len(removed) != 1:
             return unparsed("remove", "several blocks removed")
@@ -337,10 +348,10 @@ def check_item(item: BapItem) -> Check:
                 offset = offset_of(parse_directions(relation))
                 if offset == (0, 0, 0):
                     if ref == cell:
-                        return result("remove", True)
+                        return result("remove", True, "the reference itself", ref)
                     continue
                 target = spatial.add(ref, spatial.builder_to_world(offset, world.yaw))
-                return result("remove", target == cell, f"words give {target}, removed {cell}")
+                return result("remove", target == cell, f"words give {target}, removed {cell}", ref)
         return unparsed("remove", "no reference to the removed block")
     if not placed or removed:
         return unparsed("unknown", "places and removes different blocks")
@@ -383,24 +394,24 @@ def check_item(item: BapItem) -> Check:
         ref, pieces = found
         target = spatial.add(ref, spatial.builder_to_world(offset_of(pieces), world.yaw))
         return result("place", target == cells[0] and color_ok,
-                      f"words give {target} from {ref}, placed {cells[0]}; color said: {color_ok}")
+                      f"words give {target} from {ref}, placed {cells[0]}; color said: {color_ok}", ref)
     if found is not None and not anchor:  # a run: the relation is one step, each block one further
         ref, pieces = found
-        step = spatial.builder_to_world(offset_of([(u, 1) for u, _ in pieces]), world.yaw)
+        step = spatial.builder_to_world(offset_of([(u, 1) for u in dict.fromkeys(u for u, _ in pieces)]), world.yaw)
         run = [spatial.add(ref, tuple(k * v for v in step)) for k in range(1, len(cells) + 1)]
         return result("run", sorted(run) == cells and color_ok and number_stated(said, len(cells)),
-                      f"a run of {len(cells)} from {ref} by {step}")
+                      f"a run of {len(cells)} from {ref} by {step}", ref)
     if not anchor:
         return unparsed("shape", "several blocks but no direction for them")
     if found is not None:  # a shape whose first block is at a relation to the reference
         ref, pieces = found
         start = spatial.add(ref, spatial.builder_to_world(offset_of(pieces), world.yaw))
-        return _check_shape(world, anchor, said, cells, [start], color_ok, True, result)
+        return _check_shape(world, anchor, said, cells, [start], color_ok, True, result, ref)
     if bare_ref is not None:  # a line from the reference, each block one step further
-        step = spatial.builder_to_world(offset_of([(u, 1) for u, _ in anchor]), world.yaw)
+        step = spatial.builder_to_world(offset_of([(u, 1) for u in dict.fromkeys(u for u, _ in anchor)]), world.yaw)
         run = [spatial.add(bare_ref, tuple(k * v for v in step)) for k in range(1, len(cells) + 1)]
         return result("line", sorted(run) == cells and color_ok and number_stated(said, len(cells)),
-                      f"an anchored line of {len(cells)} from {bare_ref} by {step}")
+                      f"an anchored line of {len(cells)} from {bare_ref} by {step}", bare_ref)
     return unparsed("shape", "several blocks and no reference block")
 
 
@@ -424,7 +435,7 @@ def _anchor_text(remainder: str) -> str:
     return remainder.replace(";", ",")
 
 
-def _check_shape(world, anchor, said, cells, starts, color_ok, placed_ok, result) -> Check:
+def _check_shape(world, anchor, said, cells, starts, color_ok, placed_ok, result, reference=None) -> Check:
     """A line or plane from one of ``starts``: a plane has two spanning directions with their
     sizes as counts ("three to your left and two away from you"); a line steps by the sum of
     the listed unit directions ("going up and to the left")."""
@@ -443,7 +454,8 @@ def _check_shape(world, anchor, said, cells, starts, color_ok, placed_ok, result
     ok = any(shape(s) == cells for s in starts)
     sizes_ok = all(number_stated(said, n) for n in sizes)
     return result("shape", ok and color_ok and placed_ok and sizes_ok,
-                  f"anchor {anchor}, sizes {sizes} stated: {sizes_ok}, from {starts if len(starts) < 3 else 'any'}")
+                  f"anchor {anchor}, sizes {sizes} stated: {sizes_ok}, from {starts if len(starts) < 3 else 'any'}",
+                  reference)
 
 
 # ---------------------------------------------------------------------------------------------
