@@ -16,9 +16,12 @@ trains on exactly TRAIN_ITEMS items (`train.max_steps`; no early stopping), so m
 cannot change a result; the final evaluation uses the checkpoint with the lowest val loss, the
 STOP rule chosen on val, and every MDC test item (1,616) plus each synthetic test split.
 
-Runtime: not measured yet (no run of this file has finished). Budgeted from configs/cpu.py's
-measured ~50 items/s on the 2-core CPU of this workspace: ~37 min of training per variant plus
-~8 min of evaluation. The first agg/cl run also simulates the three sets once (~8 min).
+Runtime: no full run has finished yet. A probe on the 2-core CPU of this workspace (2026-11-22,
+`...cpu_experiment.py:mc --config.train.max_steps=100 --config.train.eval_every_steps=100`, fresh
+simulated test sets, augmented MDC cached) took 3.5 min: simulating the three test sets ~30 s,
+100 steps ~100 s (46 items/s including compilation, ~55 items/s after), one eval with the STOP-rule
+choice ~1.5 min, the final decode of every test split ~20 s. So a full variant is ~35 min of
+training plus ~9 evals: about 45 min.
 """
 
 from configs import common, cpu
