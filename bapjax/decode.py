@@ -63,7 +63,7 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     variables = {"params": params}
     M = BuilderModel
     batch = {k: jnp.asarray(v) for k, v in batch.items()}
-    tokens, text_mask = batch["text_tokens"], batch["text_mask"]
+    tokens, text_mask = batch[model.text_key], batch["text_mask"]
     n = tokens.shape[0]
     slots = max(1, min(int(slots), n))
     num_items = (batch["weight"] > 0).sum().astype(jnp.int32) if "weight" in batch else jnp.int32(n)
@@ -160,6 +160,11 @@ def ids_to_actions(ids: np.ndarray, grid: np.ndarray | None = None) -> list[G.Ac
 DECODE_KEYS = ("text_tokens", "text_mask", *world_input.WORLD_KEYS, "weight")  # the batch keys decoding reads
 
 
+def decode_keys(model: BuilderModel) -> tuple[str, ...]:
+    """DECODE_KEYS with the model's text input (token ids, or frozen-encoder token states)."""
+    return (model.text_key,) + DECODE_KEYS[1:]
+
+
 def call_layout(count: int, devices: int, per_device: int) -> np.ndarray:
     """Positions [count] in a call of `devices * per_device` rows for `count` items: device d's
     rows hold a contiguous, equal share of the items first, then padding (decode_pool skips
@@ -198,7 +203,7 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
         table_rows = np.full(call_size, features.padding_row)
         table_rows[positions] = rows
         expanded = input_pipeline.expand_batch(features, table_rows, feature_config)
-        batch = {k: expanded[k] for k in DECODE_KEYS}
+        batch = {k: expanded[k] for k in decode_keys(model)}
         if mesh is not None:
             batch = sharding.host_batch_to_global(batch, mesh)
         ids = np.asarray(decode_fn(params, batch))

