@@ -3,6 +3,7 @@
     python benchmarks/bench_train.py [--config configs/cpu.py] [--steps 5] [--decode_items 256]
                                      [--fixed_length N] [--checkpoint runs/cpu]
     python benchmarks/bench_train.py --compare_to 42333b0 --fixed_length 5 [--rounds 2]
+    python benchmarks/bench_train.py --config configs/cpu_experiment.py --compare_config configs/bert.py --rounds 2
 
 Training: items/s of the compiled train step (teacher forcing, AdamW) at batch sizes 1 (the
 original implementation's setting) and 32, measured in the same run after compilation; the
@@ -11,6 +12,8 @@ split (max `config.eval.max_actions` actions), with the trained parameters of --
 given; `--fixed_length N` decodes exactly N actions per item (STOP masked until then), so decode
 speed compares across versions whatever the model predicts.
 
+`--compare_config PATH` measures a second config alternately with --config in this process
+(e.g. the M' builder against the GRU builder of the CPU experiment) and prints the ratios.
 `--compare_to COMMIT` runs this same script on a copy of that commit (`git archive`) and on this
 tree, alternately for `--rounds` rounds, with the same flags, and prints the best figure of each
 and the ratios. The script only uses the API both versions share (`--repo` picks the tree).
@@ -34,10 +37,12 @@ METRICS = ("train_b1_items_per_s", "train_b32_items_per_s", "decode_items_per_s"
 
 
 def load_config(path, repo: Path = REPO):
+    """A config file's get_config(), or get_config(arg) for 'path.py:arg'."""
+    path, _, arg = str(path).partition(":")
     spec = importlib.util.spec_from_file_location("bench_cfg", Path(repo) / path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.get_config()
+    return module.get_config(arg) if arg else module.get_config()
 
 
 def time_training(model, optimizer, features, feature_config, batch_size, steps, seed=0):
@@ -179,10 +184,34 @@ def main():
     parser.add_argument("--checkpoint", default="", help="a training workdir for decoding with trained params")
     parser.add_argument("--repo", default=str(REPO), help="the bapjax tree to measure")
     parser.add_argument("--compare_to", default="", help="also measure this git commit, alternately with this tree")
-    parser.add_argument("--rounds", type=int, default=1, help="with --compare_to: rounds of (baseline, current)")
+    parser.add_argument("--rounds", type=int, default=1, help="with --compare_to/--compare_config: rounds")
+    parser.add_argument("--compare_config", default="",
+                        help="also measure this config, alternately with --config, in this process")
     args = parser.parse_args()
-    result = compare(args, sys.argv[1:]) if args.compare_to else measure(args)
+    if args.compare_to:
+        result = compare(args, sys.argv[1:])
+    elif args.compare_config:
+        result = compare_configs(args)
+    else:
+        result = measure(args)
     print(json.dumps(result), flush=True)
+
+
+def compare_configs(args) -> dict:
+    """--config (the baseline) and --compare_config measured alternately in one process for
+    --rounds rounds; the best figure of each and the ratios compare_config / config."""
+    runs = {"baseline": [], "current": []}
+    for _ in range(args.rounds):
+        for name, path in (("baseline", args.config), ("current", args.compare_config)):
+            print(f"== {name}: {path}", flush=True)
+            runs[name].append(measure(argparse.Namespace(**{**vars(args), "config": path})))
+    best = {name: {m: max(r[m] for r in results) for m in METRICS} for name, results in runs.items()}
+    ratio = {m: round(best["current"][m] / best["baseline"][m], 3) for m in METRICS}
+    for m in METRICS:
+        print(f"{m}: {args.compare_config} / {args.config} = {ratio[m]:.2f}x "
+              f"({best['current'][m]:.2f} vs {best['baseline'][m]:.2f})", flush=True)
+    return {"baseline": best["baseline"], "current": best["current"], "ratio": ratio,
+            "configs": {"baseline": args.config, "current": args.compare_config}}
 
 
 if __name__ == "__main__":

@@ -19,12 +19,19 @@ Transformer decoder.
 
 from configs import cpu_experiment
 
-VARIANTS = ("mc", "agg", "cl")
+VARIANTS = ("mc", "agg", "cl", "text")
 
 
 def get_config(variant: str = "cl"):
+    """`text`: M'_agg+cl's text side (frozen MiniLM states, projection) with the CPU model's GRU
+    decoder and widths, which isolates what the frozen text input costs (benchmarks/bench_train.py)."""
     if variant not in VARIANTS:
         raise ValueError(f"configs/bert.py:{variant}: expected one of {', '.join(VARIANTS)}")
+    if variant == "text":
+        config = get_config("cl")
+        gru = cpu_experiment.get_config("cl").model
+        config.model.update(dict(decoder="gru", decoder_hidden=gru.decoder_hidden, text_hidden=gru.text_hidden))
+        return config
     config = cpu_experiment.get_config(variant)
     config.workdir = f"runs/exp/bert_{variant}"
     config.features.text_encoder = "minilm"
