@@ -1,0 +1,65 @@
+"""benchmarks/collect_experiment.py: results JSON, table and curves come from run directories only."""
+
+import json
+
+import pytest
+
+import configs
+from bapjax import evaluate, predictors
+from benchmarks import collect_experiment
+
+
+def _fake_run(root, name, config_arg, reports, invocations, metrics):
+    run = root / name
+    run.mkdir()
+    (run / "config.json").write_text(configs.load(f"configs/{config_arg}").to_json())
+    (run / "final_eval.json").write_text(json.dumps(reports))
+    (run / "decode.json").write_text(json.dumps({"stop_rule": "mass", "stop_threshold": 0.3}))
+    (run / "runs.jsonl").write_text("".join(json.dumps(i) + "\n" for i in invocations))
+    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    return run
+
+
+def _invocation(argv, items, seconds, finished=True, commit="abc123"):
+    return {"argv": argv, "commit": commit, "wall_seconds": seconds, "items_trained": items, "finished": finished}
+
+
+def test_collect_rebuilds_rows_from_run_files(tmp_path, mdc_corpus):
+    items = mdc_corpus.split("test")[:40]
+    oracle = evaluate.evaluate_predictions(items, {i.item_id: predictors.oracle_prediction(i) for i in items})
+    empty = evaluate.evaluate_predictions(items, {i.item_id: [] for i in items})
+    argv = ["bapjax/train.py", "--config=configs/cpu_experiment.py:mc", "--workdir=runs/exp/mc"]
+    mc = _fake_run(tmp_path, "mc", "cpu_experiment.py:mc", {"mc_test": oracle},
+                   [_invocation(argv, 640, 90.0, finished=False), _invocation(argv, 320, 30.0)],
+                   [{"kind": "val", "step": 10, "loss": 3.0, "mc_val_overall_micro_f1": 0.1},
+                    {"kind": "val", "step": 20, "loss": 2.5, "mc_val_overall_micro_f1": 0.2}])
+    bert = _fake_run(tmp_path, "bert_cl", "bert.py:cl", {"mc_test": empty}, [_invocation(argv, 960, 60.0)],
+                     [{"kind": "val", "step": 30, "loss": 2.0}])
+
+    rows = {run.name: collect_experiment.collect_run(run) for run in (mc, bert)}
+    assert rows["mc"]["model"] == "M_mc" and rows["bert_cl"]["model"] == "M'_agg+cl (D, 10 buckets)"
+    assert rows["mc"]["train_items_seen"] == 960 and rows["mc"]["invocations"] == 2
+    assert rows["mc"]["wall_minutes"] == 2.0
+    assert rows["mc"]["command"] == "python -m bapjax.train --config=configs/cpu_experiment.py:mc --workdir=runs/exp/mc"
+    assert rows["mc"]["eval"]["mc_test"] == json.loads(json.dumps(oracle))
+    assert rows["mc"]["stop_rule"] == {"stop_rule": "mass", "stop_threshold": 0.3}
+
+    markdown = collect_experiment.table(rows)
+    mc_line = next(line for line in markdown.splitlines() if line.startswith("| M_mc (`mc`)"))
+    cells = [c.strip() for c in mc_line.strip("|").split("|")]
+    assert cells[2] == f"{100 * oracle['micro']['Overall']['overall']:.1f}" == "100.0"
+    counts = oracle["counts"]
+    assert cells[9] == f"{counts['predicted_net_actions']} / {counts['reference_net_actions']}"
+    bert_line = next(line for line in markdown.splitlines() if line.startswith("| M'_agg+cl"))
+    assert bert_line.split("|")[3].strip() == "0.0"
+    assert "paper M'_agg+cl (GPU, Table 6) | | 32.3" in markdown
+
+    collect_experiment.plot_curves({"mc": mc, "bert_cl": bert}, tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_collect_refuses_an_unfinished_run(tmp_path):
+    argv = ["bapjax/train.py", "--config=configs/cpu_experiment.py:agg"]
+    run = _fake_run(tmp_path, "agg", "cpu_experiment.py:agg", {}, [_invocation(argv, 320, 30.0, finished=False)], [])
+    with pytest.raises(SystemExit, match="has not finished"):
+        collect_experiment.collect_run(run)
