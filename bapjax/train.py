@@ -393,12 +393,13 @@ def code_version() -> str | None:
 RUN_LOG = "runs.jsonl"  # one line per invocation of train on a workdir (the command, code, items, time)
 
 
-def record_invocation(workdir: epath.Path, started: float, first_step: int, last_step: int,
+def record_invocation(workdir: epath.Path, started: float, commit: str | None, first_step: int, last_step: int,
                       batch_size: int, finished: bool) -> None:
-    """Append what this invocation did to <workdir>/runs.jsonl (host 0)."""
+    """Append what this invocation did to <workdir>/runs.jsonl (host 0); `commit` is the code
+    version read when the invocation started (commits made while it ran are not its code)."""
     if jax.process_index() != 0:
         return
-    entry = {"argv": sys.argv, "commit": code_version(), "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)),
+    entry = {"argv": sys.argv, "commit": commit, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)),
              "wall_seconds": round(time.time() - started, 1), "first_step": first_step, "last_step": last_step,
              "items_trained": (last_step - first_step) * batch_size, "finished": finished,
              "devices": jax.device_count(), "platform": jax.devices()[0].platform}
@@ -411,6 +412,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     {"<source>_<split>": report}. Resuming keeps the run's config.json (the resumed run's config
     goes to config.resume-<k>.json); a config that contradicts the run is refused first."""
     started = time.time()
+    commit = code_version()
     workdir = workdir_path(workdir)
     sharding.maybe_initialize_distributed(config.get("distributed", None))
     is_main = jax.process_index() == 0
@@ -539,7 +541,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
             ckpts.close()
             writer.close()
             logging.warning("stopping at step %d as config.train.preempt_after_steps asks", step)
-            record_invocation(workdir, started, first_step, step, int(tc.batch_size), finished=False)
+            record_invocation(workdir, started, commit, first_step, step, int(tc.batch_size), finished=False)
             return {}
 
     # Final evaluation with the best checkpoint (lowest val loss), else the last state.
@@ -566,7 +568,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
             viz.plot_learning_curves(writer.jsonl, workdir / "learning_curves.png")
     ckpts.close()
     writer.close()
-    record_invocation(workdir, started, first_step, step, int(tc.batch_size), finished=True)
+    record_invocation(workdir, started, commit, first_step, step, int(tc.batch_size), finished=True)
     return results
 
 
