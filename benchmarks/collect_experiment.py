@@ -37,6 +37,11 @@ PAPER_ROWS = {
     "paper M'_agg (GPU, Table 6)": {"bs_test": 70.2, "ss_test": 55.0, "r_test": 36.8, "mc_test": 29.4},
     "paper M'_agg+cl (GPU, Table 6)": {"bs_test": 75.9, "ss_test": 67.4, "r_test": 45.3, "mc_test": 32.3},
 }
+# Paper Table 7: micro Type, Color, Location, Shape, Overall F1 on the clean D_mc test set.
+PAPER_TABLE7 = [("M_mc", "EB", (76.4, 75.2, 53.5, 56.0, 53.2)), ("M_mc", "NEB", (63.8, 60.8, 24.6, 33.8, 24.2)),
+                ("M_mc", "Overall", (65.2, 62.4, 27.7, 36.3, 27.3)),
+                ("M_agg+cl", "EB", (81.4, 80.0, 61.8, 65.5, 61.6)), ("M_agg+cl", "NEB", (66.0, 63.2, 30.2, 39.4, 29.6)),
+                ("M_agg+cl", "Overall", (67.7, 65.0, 33.6, 42.2, 33.0))]
 SETS = ("mc_test", "bs_test", "ss_test", "r_test")
 
 
@@ -98,6 +103,22 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def breakdown_table(results: dict) -> str:
+    """D_mc micro F1 of every metric on EB, NEB and Overall (the shape of the paper's Table 7)."""
+    metrics = ("type", "color", "location", "shape", "overall")
+    lines = ["| model | subset | " + " | ".join(m.capitalize() for m in metrics) + " |",
+             "|---|---|" + "---:|" * len(metrics)]
+    for name, row in results.items():
+        micro = row["eval"].get("mc_test", {}).get("micro", {})
+        for subset in ("EB", "NEB", "Overall"):
+            if subset in micro:
+                lines.append(f"| {row['model']} (`{name}`) | {subset} | "
+                             + " | ".join(_pct(micro[subset].get(m)) for m in metrics) + " |")
+    for model, subset, values in PAPER_TABLE7:
+        lines.append(f"| paper {model} (GPU, Table 7) | {subset} | " + " | ".join(str(v) for v in values) + " |")
+    return "\n".join(lines)
+
+
 def plot_curves(runs: dict[str, Path], out: Path) -> None:
     """Train loss, val loss and decoded MDC val F1 against training items, one line per run."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
@@ -132,7 +153,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
-    markdown = table(results)
+    markdown = table(results) + "\n\nD_mc test, micro F1 by metric and subset:\n\n" + breakdown_table(results)
     out.with_suffix(".md").write_text(markdown + "\n")
     plot_curves(runs, out.parent / f"{out.name}_curves.png")
     print(markdown)

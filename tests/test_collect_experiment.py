@@ -54,6 +54,11 @@ def test_collect_rebuilds_rows_from_run_files(tmp_path, mdc_corpus):
     assert bert_line.split("|")[3].strip() == "0.0"
     assert "paper M'_agg+cl (GPU, Table 6) | | 32.3" in markdown
 
+    breakdown = collect_experiment.breakdown_table(rows)
+    eb_line = next(line for line in breakdown.splitlines() if line.startswith("| M_mc (`mc`) | EB"))
+    assert eb_line.split("|")[3].strip() == f"{100 * oracle['micro']['EB']['type']:.1f}"
+    assert sum(line.startswith("| M'_agg+cl") for line in breakdown.splitlines()) == 3
+
     collect_experiment.plot_curves({"mc": mc, "bert_cl": bert}, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
