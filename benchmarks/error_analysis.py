@@ -1,0 +1,210 @@
+"""Where trained builders go wrong on the MDC val split: the evidence behind docs/results.md.
+
+    python benchmarks/error_analysis.py runs/exp/mc runs/exp/agg runs/exp/cl --out results/cpu_experiment_val_errors
+
+For each run (its best checkpoint and the STOP rule it chose on val, as the final test decode
+uses), every MDC val item is decoded greedily and scored with the v2 evaluator; then:
+
+* **by reference length**: micro Overall / Location / Type F1 and predicted vs reference net
+  actions for items with 0 (actions that cancel out), 1, 2-3, 4-7 and 8+ reference net actions (is the model's length right?);
+* **near misses**: every predicted net action of a NEB item that is not an exact match, by the
+  L1 distance from its cell to the nearest reference net action of the same type and color
+  (0 means right cell, wrong type/color; "none" means no reference action of that type and
+  color): are Location errors a cell off (spatial language half understood) or anywhere?
+  Distance-1 misses are split by axis (x, y, z): which direction words fail;
+* **attribute vs place**: the share of predicted actions whose type and color occur in the
+  reference (Type+Color right) against those whose exact action does (Overall right).
+
+NEB items are scored without alignment (the fairer alignment applies only to EB items, whose
+predictions may be shifted or rotated as a whole), so their distances are in world cells.
+Writes <out>.json and <out>.md; the last stdout line is the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bapjax import checkpoints, decode, evaluate, input_pipeline, metrics, sources  # noqa: E402
+from bapjax import grid as G  # noqa: E402
+
+LENGTH_BINS = ((0, 0, "0"), (1, 1, "1"), (2, 3, "2-3"), (4, 7, "4-7"), (8, 10**9, "8+"))
+DISTANCE_BINS = ("0", "1", "2", "3-4", "5+", "none")
+
+
+def length_bin(n_ref: int) -> str:
+    for low, high, name in LENGTH_BINS:
+        if low <= n_ref <= high:
+            return name
+    raise ValueError(f"negative reference length {n_ref}")
+
+
+def distance_bin(distance: int | None) -> str:
+    if distance is None:
+        return "none"
+    if distance <= 2:
+        return str(distance)
+    return "3-4" if distance <= 4 else "5+"
+
+
+def nearest_same_kind(action: G.Action, reference: frozenset) -> tuple[int | None, tuple[int, int, int] | None]:
+    """L1 distance (and the offset) from `action` to the nearest reference action with the same
+    type and color; (None, None) when the reference has none."""
+    best, offset = None, None
+    for ref in reference:
+        if ref.type != action.type or ref.color != action.color:
+            continue
+        d = (ref.x - action.x, ref.y - action.y, ref.z - action.z)
+        distance = abs(d[0]) + abs(d[1]) + abs(d[2])
+        if best is None or distance < best:
+            best, offset = distance, d
+    return best, offset
+
+
+def near_misses(pred_sets, ref_sets, is_eb) -> dict:
+    """Distance histogram of the inexact predicted net actions of NEB items (see the docstring)."""
+    bins, axes = Counter(), Counter()
+    exact = predicted = type_color_in_ref = 0
+    for pred, ref, eb in zip(pred_sets, ref_sets, is_eb):
+        if eb:
+            continue
+        kinds = Counter((a.type, a.color) for a in ref)
+        for action in pred:
+            predicted += 1
+            if kinds[(action.type, action.color)]:
+                type_color_in_ref += 1
+            if action in ref:
+                exact += 1
+                continue
+            distance, offset = nearest_same_kind(action, ref)  # never 0: that would be exact
+            bins[distance_bin(distance)] += 1
+            if distance == 1:
+                axes["xyz"[next(i for i, v in enumerate(offset) if v)]] += 1
+    inexact = predicted - exact
+    same_cell = sum(1 for pred, ref, eb in zip(pred_sets, ref_sets, is_eb) if not eb
+                    for a in pred if a not in ref and any((r.x, r.y, r.z) == (a.x, a.y, a.z) for r in ref))
+    return {
+        "predicted_net_actions": predicted,
+        "exact": exact,
+        "type_color_in_reference": type_color_in_ref,
+        "inexact": inexact,
+        "inexact_same_cell_other_kind": same_cell,
+        "inexact_by_distance_to_same_kind": {name: bins[name] for name in DISTANCE_BINS if name != "0"},
+        "distance_1_by_axis": {axis: axes[axis] for axis in "xyz"},
+    }
+
+
+def by_length(scores: metrics.ItemScores) -> dict:
+    rows = {}
+    names = [length_bin(int(n)) for n in scores.n_ref]
+    for _, _, name in LENGTH_BINS:
+        mask = [n == name for n in names]
+        if not any(mask):
+            continue
+        pick = lambda a: a[mask]  # noqa: E731
+        n_pred, n_ref = pick(scores.n_pred), pick(scores.n_ref)
+        rows[name] = {
+            "items": int(sum(mask)),
+            "predicted_net_actions": int(n_pred.sum()),
+            "reference_net_actions": int(n_ref.sum()),
+            "empty_predictions": int((n_pred == 0).sum()),
+            **{f"micro_{m}": metrics.micro_f1(pick(scores.tp(m)), n_pred, n_ref)
+               for m in ("overall", "location", "type")},
+        }
+    return rows
+
+
+def analyze_run(run_dir: str, items, batch_size: int) -> dict:
+    model, params, config, vocab = checkpoints.load_run(run_dir)
+    stop_rule, stop_threshold = checkpoints.decode_settings(run_dir, config)
+    feature_config = input_pipeline.FeatureConfig.from_config(config.features)
+    start = time.time()
+    predictions = decode.predict_items(model, params, items, vocab, feature_config, batch_size,
+                                       int(config.eval.max_actions), progress=True,
+                                       min_actions=int(config.eval.get("min_actions", 0)),
+                                       stop_rule=stop_rule, stop_threshold=stop_threshold)
+    seconds = time.time() - start
+    report, scores, details = evaluate.evaluate_items(items, predictions)
+    is_eb = [item.is_empty_board for item in items]
+    return {
+        "run": run_dir,
+        "stop_rule": [stop_rule, stop_threshold],
+        "decode_seconds": round(seconds, 1),
+        "micro_overall": report["micro"]["Overall"]["overall"],
+        "micro_location": report["micro"]["Overall"]["location"],
+        "counts": report["counts"],
+        "by_reference_length": by_length(scores),
+        "neb_predictions": near_misses(details["pred_sets"], details["ref_sets"], is_eb),
+    }
+
+
+def pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def markdown(results: dict, split: str) -> str:
+    lines = [f"MDC {split}, by reference length (micro F1 Overall / Location / Type; predicted / reference net actions):", "",
+             "| run | " + " | ".join(name for _, _, name in LENGTH_BINS) + " |",
+             "|---|" + "---:|" * len(LENGTH_BINS)]
+    for label, result in results.items():
+        cells = []
+        for _, _, name in LENGTH_BINS:
+            row = result["by_reference_length"].get(name)
+            cells.append("-" if row is None else
+                         f"{pct(row['micro_overall'])} / {pct(row['micro_location'])} / {pct(row['micro_type'])}; "
+                         f"{row['predicted_net_actions']} / {row['reference_net_actions']} ({row['items']} items)")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", f"MDC {split}, NEB items: predicted net actions by what went wrong (share of all predicted):", "",
+              "| run | predicted | exact | type+color in reference | wrong, same cell | same kind 1 cell off "
+              "(x / y / z) | 2 off | 3-4 off | 5+ off | no reference action of that kind |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, result in results.items():
+        n = result["neb_predictions"]
+        total = max(n["predicted_net_actions"], 1)
+        share = lambda k: f"{100 * k / total:.1f}%"  # noqa: E731
+        d = n["inexact_by_distance_to_same_kind"]
+        axes = n["distance_1_by_axis"]
+        lines.append(f"| {label} | {n['predicted_net_actions']} | {share(n['exact'])} | "
+                     f"{share(n['type_color_in_reference'])} | {share(n['inexact_same_cell_other_kind'])} | "
+                     f"{share(d['1'])} ({axes['x']} / {axes['y']} / {axes['z']}) | {share(d['2'])} | "
+                     f"{share(d['3-4'])} | {share(d['5+'])} | {share(d['none'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="training workdirs")
+    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--split", default="val")
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N items (0: all)")
+    parser.add_argument("--out", default=None, help="writes OUT.json and OUT.md")
+    args = parser.parse_args()
+    items = sources.items_from_flags(args.corpus, args.split)
+    if args.limit:
+        items = items[:args.limit]
+    results = {}
+    for run_dir in args.runs:
+        label = Path(run_dir).name
+        results[label] = analyze_run(run_dir, items, args.batch_size)
+        print(f"{label}: micro Overall {pct(results[label]['micro_overall'])}", file=sys.stderr)
+    text = markdown(results, args.split)
+    print(text, file=sys.stderr)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out + ".json").write_text(json.dumps({"command": " ".join(sys.argv), "split": args.split,
+                                                        "runs": results}, indent=1) + "\n")
+        Path(args.out + ".md").write_text(text)
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

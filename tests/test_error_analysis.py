@@ -1,0 +1,56 @@
+"""benchmarks/error_analysis.py: the near-miss and length breakdowns, on hand-made and real sets."""
+
+import numpy as np
+
+from bapjax import evaluate, predictors
+from bapjax import grid as G
+from benchmarks import error_analysis
+
+P, R = G.PLACE, G.REMOVE
+
+
+def test_near_misses_hand_made():
+    ref = frozenset({G.Action(P, 1, 0, 1, 0), G.Action(P, 2, 3, 1, 0), G.Action(R, 3, 0, 1, 5)})
+    pred = frozenset({
+        G.Action(P, 1, 0, 1, 0),   # exact
+        G.Action(P, 1, 0, 2, 0),   # same kind, 1 off along y
+        G.Action(P, 2, 3, 1, 2),   # same kind, 2 off
+        G.Action(P, 4, 0, 1, 0),   # kind not in the reference (but a reference cell)
+        G.Action(P, 3, 0, 1, 5),   # type wrong: no reference placement of color 3; same cell as a removal
+    })
+    eb_pred = frozenset({G.Action(P, 5, 0, 1, 0)})  # EB items are left out
+    out = error_analysis.near_misses([pred, eb_pred], [ref, ref], [False, True])
+    assert out["predicted_net_actions"] == 5 and out["exact"] == 1 and out["inexact"] == 4
+    assert out["type_color_in_reference"] == 3
+    assert out["inexact_same_cell_other_kind"] == 2
+    assert out["inexact_by_distance_to_same_kind"] == {"1": 1, "2": 1, "3-4": 0, "5+": 0, "none": 2}
+    assert out["distance_1_by_axis"] == {"x": 0, "y": 1, "z": 0}
+
+
+def test_nearest_same_kind_matches_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        ref = frozenset(G.Action(int(rng.integers(2)), int(rng.integers(1, 4)), *map(int, rng.integers(-5, 6, 3)))
+                        for _ in range(int(rng.integers(0, 6))))
+        action = G.Action(int(rng.integers(2)), int(rng.integers(1, 4)), *map(int, rng.integers(-5, 6, 3)))
+        distance, offset = error_analysis.nearest_same_kind(action, ref)
+        same = [abs(r.x - action.x) + abs(r.y - action.y) + abs(r.z - action.z)
+                for r in ref if (r.type, r.color) == (action.type, action.color)]
+        assert distance == (min(same) if same else None)
+        if same:
+            assert sum(map(abs, offset)) == distance
+
+
+def test_by_length_on_real_items(mdc_corpus):
+    items = mdc_corpus.split("val")[:60]
+    oracle = {i.item_id: predictors.oracle_prediction(i) for i in items}
+    _, scores, _ = evaluate.evaluate_items(items, oracle)
+    rows = error_analysis.by_length(scores)
+    assert sum(row["items"] for row in rows.values()) == len(items)
+    assert rows["0"]["items"] >= 1 and rows["0"]["reference_net_actions"] == 0  # moves that cancel out
+    for name, row in rows.items():
+        assert row["micro_overall"] == 1.0 and row["predicted_net_actions"] == row["reference_net_actions"]
+    _, scores, _ = evaluate.evaluate_items(items, {i.item_id: [] for i in items})
+    rows = error_analysis.by_length(scores)
+    assert all(row["empty_predictions"] == row["items"] for row in rows.values())
+    assert all(row["micro_overall"] == (1.0 if name == "0" else 0.0) for name, row in rows.items())
