@@ -15,6 +15,11 @@ uses), every MDC val item is decoded greedily and scored with the v2 evaluator; 
 * **attribute vs place**: the share of predicted actions whose type and color occur in the
   reference (Type+Color right) against those whose exact action does (Overall right).
 
+With `--bootstrap N` (for the test split, where the results table's differences live) it also
+resamples the items N times (paired: the same resampled items for every run) and reports each
+run's 95% interval of micro Overall F1 and, for every pair of runs, the interval of the
+difference and how often it is > 0: whether a single-seed difference is more than item noise.
+
 NEB items are scored without alignment (the fairer alignment applies only to EB items, whose
 predictions may be shifted or rotated as a whole), so their distances are in world cells.
 Writes <out>.json and <out>.md; the last stdout line is the JSON.
@@ -28,6 +33,8 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -142,7 +149,29 @@ def analyze_run(run_dir: str, items, batch_size: int) -> dict:
         "counts": report["counts"],
         "by_reference_length": by_length(scores),
         "neb_predictions": near_misses(details["pred_sets"], details["ref_sets"], is_eb),
+        "per_item_overall": {"tp": scores.fair_tp.tolist(), "n_pred": scores.n_pred.tolist(),
+                             "n_ref": scores.n_ref.tolist()},
     }
+
+
+def paired_bootstrap(per_item: dict[str, dict[str, np.ndarray]], samples: int, seed: int = 0) -> dict:
+    """95% intervals of micro Overall F1 per run and of each pairwise difference, over `samples`
+    resamplings of the items (with replacement, the same ones for every run)."""
+    labels = list(per_item)
+    n = len(next(iter(per_item.values()))["tp"])
+    picks = np.random.default_rng(seed).integers(0, n, (samples, n))
+    f1 = {}
+    for label, counts in per_item.items():
+        tp, total = counts["tp"][picks].sum(1), (counts["n_pred"][picks] + counts["n_ref"][picks]).sum(1)
+        f1[label] = 2.0 * tp / np.maximum(total, 1)
+    interval = lambda values: [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]  # noqa: E731
+    out = {"samples": samples, "items": n, "runs": {label: interval(values) for label, values in f1.items()},
+           "differences": {}}
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            diff = f1[b] - f1[a]
+            out["differences"][f"{b} - {a}"] = {"interval": interval(diff), "share_above_0": float((diff > 0).mean())}
+    return out
 
 
 def pct(value) -> str:
@@ -178,12 +207,23 @@ def markdown(results: dict, split: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bootstrap_markdown(boot: dict, split: str) -> str:
+    lines = [f"MDC {split}, micro Overall F1 with 95% paired-bootstrap intervals ({boot['samples']} resamplings of "
+             f"{boot['items']} items):", "", "| run | interval |", "|---|---:|"]
+    lines += [f"| {label} | {pct(lo)} - {pct(hi)} |" for label, (lo, hi) in boot["runs"].items()]
+    lines += ["", "| difference | interval | share of resamplings > 0 |", "|---|---:|---:|"]
+    lines += [f"| {name} | {pct(d['interval'][0])} - {pct(d['interval'][1])} | {100 * d['share_above_0']:.1f}% |"
+              for name, d in boot["differences"].items()]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="training workdirs")
     parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
     parser.add_argument("--split", default="val")
     parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--bootstrap", type=int, default=0, help="paired bootstrap resamplings (0: none)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N items (0: all)")
     parser.add_argument("--out", default=None, help="writes OUT.json and OUT.md")
     args = parser.parse_args()
@@ -196,13 +236,18 @@ def main() -> int:
         results[label] = analyze_run(run_dir, items, args.batch_size)
         print(f"{label}: micro Overall {pct(results[label]['micro_overall'])}", file=sys.stderr)
     text = markdown(results, args.split)
+    boot = None
+    if args.bootstrap:
+        boot = paired_bootstrap({label: {k: np.asarray(v) for k, v in r["per_item_overall"].items()}
+                                 for label, r in results.items()}, args.bootstrap)
+        text += "\n" + bootstrap_markdown(boot, args.split)
     print(text, file=sys.stderr)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out + ".json").write_text(json.dumps({"command": " ".join(sys.argv), "split": args.split,
-                                                        "runs": results}, indent=1) + "\n")
+                                                        "bootstrap": boot, "runs": results}, indent=1) + "\n")
         Path(args.out + ".md").write_text(text)
-    print(json.dumps(results))
+    print(json.dumps({label: {k: v for k, v in r.items() if k != "per_item_overall"} for label, r in results.items()}))
     return 0
 
 

@@ -54,3 +54,22 @@ def test_by_length_on_real_items(mdc_corpus):
     rows = error_analysis.by_length(scores)
     assert all(row["empty_predictions"] == row["items"] for row in rows.values())
     assert all(row["micro_overall"] == (1.0 if name == "0" else 0.0) for name, row in rows.items())
+
+
+def test_paired_bootstrap_intervals():
+    rng = np.random.default_rng(1)
+    n = 400
+    n_ref = rng.integers(1, 6, n)
+    n_pred = rng.integers(0, 6, n)
+    weak = np.minimum(rng.integers(0, 2, n), np.minimum(n_pred, n_ref))
+    strong = np.minimum(weak + 1, np.minimum(n_pred, n_ref))
+    per_item = {"weak": {"tp": weak, "n_pred": n_pred, "n_ref": n_ref},
+                "strong": {"tp": strong, "n_pred": n_pred, "n_ref": n_ref},
+                "same": {"tp": weak.copy(), "n_pred": n_pred, "n_ref": n_ref}}
+    boot = error_analysis.paired_bootstrap(per_item, samples=500)
+    full = 2 * weak.sum() / (n_pred.sum() + n_ref.sum())
+    lo, hi = boot["runs"]["weak"]
+    assert lo < full < hi
+    assert boot["differences"]["strong - weak"]["share_above_0"] == 1.0  # better on every resampling
+    assert boot["differences"]["same - weak"]["interval"] == [0.0, 0.0]
+    assert boot["differences"]["same - weak"]["share_above_0"] == 0.0
