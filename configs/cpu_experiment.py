@@ -16,12 +16,12 @@ trains on exactly TRAIN_ITEMS items (`train.max_steps`; no early stopping), so m
 cannot change a result; the final evaluation uses the checkpoint with the lowest val loss, the
 STOP rule chosen on val, and every MDC test item (1,616) plus each synthetic test split.
 
-Runtime: no full run has finished yet. A probe on the 2-core CPU of this workspace (2026-11-22,
-`...cpu_experiment.py:mc --config.train.max_steps=100 --config.train.eval_every_steps=100`, fresh
-simulated test sets, augmented MDC cached) took 3.5 min: simulating the three test sets ~30 s,
-100 steps ~100 s (46 items/s including compilation, ~55 items/s after), one eval with the STOP-rule
-choice ~1.5 min, the final decode of every test split ~20 s. So a full variant is ~35 min of
-training plus ~9 evals: about 45 min.
+Runtime, measured on the 2-core CPU of this workspace (2026-11-22/23, one run at a time, `nice -n 5`,
+augmented MDC and simulated data cached by an earlier run): mc 28.9 min (its first ~8 min shared the
+CPU with another training), agg 24.8 min, cl 25.1 min, each = 1,500 steps at ~35-55 items/s, five
+evals with val loss and decoded val F1 (~1 min each), the STOP-rule choice (~1.5 min) and the final
+decode of the four test splits (~1.5 min). Two trainings at once are slower in total than one after
+the other (each ran at ~19 items/s). Results: docs/results.md.
 """
 
 from configs import common, cpu
