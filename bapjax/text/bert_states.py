@@ -22,10 +22,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import time
 from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
+from absl import logging
 
 from bapjax import paths
 from bapjax.corpus.items import BapItem, ChatTurn
@@ -79,10 +81,17 @@ class TurnStateStore:
                 self.memory[key] = np.load(path)
             elif text not in missing:
                 missing.append(text)
+        began, last_log = time.time(), time.time()
         for start in range(0, len(missing), self.chunk):  # chunks: [chunk, L, H] float32 at a time
             part = missing[start:start + self.chunk]
             states, mask = self.encoder.token_states(part)
             self.encoded += len(part)
+            done = start + len(part)
+            if time.time() - last_log > 30 or done == len(missing):  # a one-time cost of minutes: show it
+                last_log = time.time()
+                rate = done / max(last_log - began, 1e-9)
+                logging.info("encoded %d/%d new chat turns with %s (%.0f turns/s, ETA %.0f s)", done,
+                             len(missing), self.name, rate, (len(missing) - done) / max(rate, 1e-9))
             for text, row, row_mask in zip(part, states, mask):
                 value = row[: int(np.asarray(row_mask).sum())].astype(np.float16)
                 key = self.key(text)
