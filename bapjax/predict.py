@@ -62,24 +62,36 @@ def check_flags() -> None:
         raise UserError(f"--stop_threshold must be in (0, 1], got {FLAGS.stop_threshold}")
 
 
+def predict_with_run(checkpoint, items: list, batch_size: int, *, max_actions: int | None = None,
+                     min_actions: int | None = None, stop_rule: str | None = None,
+                     stop_threshold: float | None = None, progress: bool = True):
+    """Greedy predictions {item_id: [Action]} of a training run's best (else latest) checkpoint,
+    decoded as the run's own final evaluation does: its config's max/min actions and the STOP
+    rule it chose on val (decode.json), each overridable. Returns (predictions, (rule, threshold))."""
+    model, params, config, vocab = checkpoints.load_run(checkpoint)
+    feature_config = input_pipeline.FeatureConfig.from_config(config.features)
+    max_actions = max_actions or int(config.eval.max_actions)
+    min_actions = min_actions if min_actions is not None else int(config.eval.get("min_actions", 0))
+    run_rule, run_threshold = checkpoints.decode_settings(checkpoint, config)
+    stop_rule = stop_rule or run_rule
+    stop_threshold = stop_threshold if stop_threshold is not None else run_threshold
+    predictions = decode.predict_items(model, params, items, vocab, feature_config, batch_size, max_actions,
+                                       progress=progress, min_actions=min_actions, stop_rule=stop_rule,
+                                       stop_threshold=stop_threshold)
+    return predictions, (stop_rule, stop_threshold)
+
+
 def main(argv) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     check_flags()
     items = sources.items_from_flags(FLAGS.corpus, FLAGS.split or "test", FLAGS.items, FLAGS.store, FLAGS.dataset)
-    model, params, config, vocab = checkpoints.load_run(FLAGS.checkpoint)
     if FLAGS.limit:
         items = items[:FLAGS.limit]
-    feature_config = input_pipeline.FeatureConfig.from_config(config.features)
-    max_actions = FLAGS.max_actions or int(config.eval.max_actions)
-    min_actions = FLAGS.min_actions if FLAGS.min_actions is not None else int(config.eval.get("min_actions", 0))
-    stop_rule, stop_threshold = checkpoints.decode_settings(FLAGS.checkpoint, config)
-    stop_rule = FLAGS.stop_rule or stop_rule
-    stop_threshold = FLAGS.stop_threshold if FLAGS.stop_threshold is not None else stop_threshold
     start = time.time()
-    predictions = decode.predict_items(model, params, items, vocab, feature_config, FLAGS.batch_size,
-                                       max_actions, progress=True, min_actions=min_actions, stop_rule=stop_rule,
-                                       stop_threshold=stop_threshold)
+    predictions, _ = predict_with_run(FLAGS.checkpoint, items, FLAGS.batch_size, max_actions=FLAGS.max_actions,
+                                      min_actions=FLAGS.min_actions, stop_rule=FLAGS.stop_rule,
+                                      stop_threshold=FLAGS.stop_threshold)
     elapsed = time.time() - start
     formats.write_predictions(FLAGS.out, predictions)
     print(f"wrote {len(predictions)} predictions to {FLAGS.out} ({len(items) / elapsed:.1f} items/s)",

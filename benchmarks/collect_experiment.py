@@ -51,11 +51,12 @@ def collect_run(run: Path) -> dict:
         raise SystemExit(f"{run}: the run has not finished (runs.jsonl)")
     commits = sorted({i["commit"] for i in invocations})
     decode = json.loads((run / "decode.json").read_text()) if (run / "decode.json").exists() else {}
+    config = json.loads((run / "config.json").read_text())
     return {
-        "model": model_label(json.loads((run / "config.json").read_text())),
+        "model": model_label(config),
         "command": " ".join(shlex.quote(a) for a in ["python", "-m", "bapjax.train", *invocations[0]["argv"][1:]]),
         "commit": commits[0] if len(commits) == 1 else commits,
-        "config": json.loads((run / "config.json").read_text()),
+        "config": config,
         "train_items_seen": sum(i["items_trained"] for i in invocations),
         "wall_minutes": round(sum(i["wall_seconds"] for i in invocations) / 60, 1),
         "invocations": len(invocations),
@@ -124,7 +125,7 @@ def plot_curves(runs: dict[str, Path], out: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for name, run in runs.items():
         rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-        batch = json.loads((run / "config.json").read_text())["train"]["batch_size"] if (run / "config.json").exists() else 1
+        batch = json.loads((run / "config.json").read_text())["train"]["batch_size"]
         train = [(r["step"] * batch, r["loss"]) for r in rows if r["kind"] == "train" and "loss" in r]
         val = [r for r in rows if r["kind"] == "val"]
         loss = [(r["step"] * batch, r["loss"]) for r in val if "loss" in r]

@@ -9,8 +9,8 @@ uses), every MDC val item is decoded greedily and scored with the v2 evaluator; 
   actions for items with 0 (actions that cancel out), 1, 2-3, 4-7 and 8+ reference net actions (is the model's length right?);
 * **near misses**: every predicted net action of a NEB item that is not an exact match, by the
   L1 distance from its cell to the nearest reference net action of the same type and color
-  (0 means right cell, wrong type/color; "none" means no reference action of that type and
-  color): are Location errors a cell off (spatial language half understood) or anywhere?
+  ("none": the reference has no action of that type and color; a miss in a reference action's
+  cell with the wrong type or color is also counted apart): are Location errors a cell off (spatial language half understood) or anywhere?
   Distance-1 misses are split by axis (x, y, z): which direction words fail;
 * **attribute vs place**: the share of predicted actions whose type and color occur in the
   reference (Type+Color right) against those whose exact action does (Overall right).
@@ -39,11 +39,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bapjax import checkpoints, decode, evaluate, input_pipeline, metrics, sources  # noqa: E402
+from bapjax import evaluate, metrics, predict, sources  # noqa: E402
 from bapjax import grid as G  # noqa: E402
 
 LENGTH_BINS = ((0, 0, "0"), (1, 1, "1"), (2, 3, "2-3"), (4, 7, "4-7"), (8, 10**9, "8+"))
-DISTANCE_BINS = ("0", "1", "2", "3-4", "5+", "none")
+DISTANCE_BINS = ("1", "2", "3-4", "5+", "none")  # never 0: a same-kind action in the same cell is exact
 
 
 def length_bin(n_ref: int) -> str:
@@ -78,11 +78,12 @@ def nearest_same_kind(action: G.Action, reference: frozenset) -> tuple[int | Non
 def near_misses(pred_sets, ref_sets, is_eb) -> dict:
     """Distance histogram of the inexact predicted net actions of NEB items (see the docstring)."""
     bins, axes = Counter(), Counter()
-    exact = predicted = type_color_in_ref = 0
+    exact = predicted = type_color_in_ref = same_cell = 0
     for pred, ref, eb in zip(pred_sets, ref_sets, is_eb):
         if eb:
             continue
         kinds = Counter((a.type, a.color) for a in ref)
+        cells = {(a.x, a.y, a.z) for a in ref}
         for action in pred:
             predicted += 1
             if kinds[(action.type, action.color)]:
@@ -90,35 +91,35 @@ def near_misses(pred_sets, ref_sets, is_eb) -> dict:
             if action in ref:
                 exact += 1
                 continue
-            distance, offset = nearest_same_kind(action, ref)  # never 0: that would be exact
+            if (action.x, action.y, action.z) in cells:
+                same_cell += 1
+            distance, offset = nearest_same_kind(action, ref)
             bins[distance_bin(distance)] += 1
             if distance == 1:
                 axes["xyz"[next(i for i, v in enumerate(offset) if v)]] += 1
     inexact = predicted - exact
-    same_cell = sum(1 for pred, ref, eb in zip(pred_sets, ref_sets, is_eb) if not eb
-                    for a in pred if a not in ref and any((r.x, r.y, r.z) == (a.x, a.y, a.z) for r in ref))
     return {
         "predicted_net_actions": predicted,
         "exact": exact,
         "type_color_in_reference": type_color_in_ref,
         "inexact": inexact,
         "inexact_same_cell_other_kind": same_cell,
-        "inexact_by_distance_to_same_kind": {name: bins[name] for name in DISTANCE_BINS if name != "0"},
+        "inexact_by_distance_to_same_kind": {name: bins[name] for name in DISTANCE_BINS},
         "distance_1_by_axis": {axis: axes[axis] for axis in "xyz"},
     }
 
 
 def by_length(scores: metrics.ItemScores) -> dict:
     rows = {}
-    names = [length_bin(int(n)) for n in scores.n_ref]
+    names = np.array([length_bin(int(n)) for n in scores.n_ref])
     for _, _, name in LENGTH_BINS:
-        mask = [n == name for n in names]
-        if not any(mask):
+        mask = names == name
+        if not mask.any():
             continue
         pick = lambda a: a[mask]  # noqa: E731
         n_pred, n_ref = pick(scores.n_pred), pick(scores.n_ref)
         rows[name] = {
-            "items": int(sum(mask)),
+            "items": int(mask.sum()),
             "predicted_net_actions": int(n_pred.sum()),
             "reference_net_actions": int(n_ref.sum()),
             "empty_predictions": int((n_pred == 0).sum()),
@@ -129,14 +130,8 @@ def by_length(scores: metrics.ItemScores) -> dict:
 
 
 def analyze_run(run_dir: str, items, batch_size: int) -> dict:
-    model, params, config, vocab = checkpoints.load_run(run_dir)
-    stop_rule, stop_threshold = checkpoints.decode_settings(run_dir, config)
-    feature_config = input_pipeline.FeatureConfig.from_config(config.features)
     start = time.time()
-    predictions = decode.predict_items(model, params, items, vocab, feature_config, batch_size,
-                                       int(config.eval.max_actions), progress=True,
-                                       min_actions=int(config.eval.get("min_actions", 0)),
-                                       stop_rule=stop_rule, stop_threshold=stop_threshold)
+    predictions, (stop_rule, stop_threshold) = predict.predict_with_run(run_dir, items, batch_size)
     seconds = time.time() - start
     report, scores, details = evaluate.evaluate_items(items, predictions)
     is_eb = [item.is_empty_board for item in items]
@@ -163,7 +158,7 @@ def paired_bootstrap(per_item: dict[str, dict[str, np.ndarray]], samples: int, s
     f1 = {}
     for label, counts in per_item.items():
         tp, total = counts["tp"][picks].sum(1), (counts["n_pred"][picks] + counts["n_ref"][picks]).sum(1)
-        f1[label] = 2.0 * tp / np.maximum(total, 1)
+        f1[label] = np.where(total == 0, 1.0, 2.0 * tp / np.maximum(total, 1))  # metrics.micro_f1's rule
     interval = lambda values: [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]  # noqa: E731
     out = {"samples": samples, "items": n, "runs": {label: interval(values) for label, values in f1.items()},
            "differences": {}}
