@@ -17,8 +17,17 @@ speed compares across versions whatever the model predicts.
 `--compare_to COMMIT` runs this same script on a copy of that commit (`git archive`) and on this
 tree, alternately for `--rounds` rounds, with the same flags, and prints the best figure of each
 and the ratios. The script only uses the API both versions share (`--repo` picks the tree).
+Efficiency against the machine itself: `train_gflop_per_item` is XLA's cost analysis of the
+compiled batch-32 train steps that were timed (counted as bench_scaling counts: the model compiled
+with `encode_chunk=0`, since XLA counts a loop body once; the rematerialized chunked step really
+computes the forward encoding twice, so this is the model's work, not the chunked program's),
+summed over the timed batches and divided by their items; `train_gflops_per_s` is that times the
+measured items/s; `matmul_gflops_per_s` is a jitted fp32 2048x2048 matmul timed in the same
+process (best of 5), the ceiling a dense kernel reaches on this machine.
+
 The last line is JSON: {"train_b1_items_per_s", "train_b32_items_per_s", "decode_items_per_s",
-"decode_mean_length"} (with --compare_to: {"current": {...}, "baseline": {...}, "ratio": {...}}).
+"decode_mean_length", "train_gflop_per_item", "train_gflops_per_s", "matmul_gflops_per_s"}
+(with --compare_to: {"current": {...}, "baseline": {...}, "ratio": {...}}).
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS = ("train_b1_items_per_s", "train_b32_items_per_s", "decode_items_per_s")
+EFFICIENCY = ("train_gflop_per_item", "train_gflops_per_s", "matmul_gflops_per_s")  # reported, not ratioed
 
 
 def load_config(path, repo: Path = REPO):
@@ -65,7 +75,45 @@ def time_training(model, optimizer, features, feature_config, batch_size, steps,
     jax.block_until_ready(state)
     elapsed = time.perf_counter() - start
     targets = sum(int(b["action_mask"].sum()) for b in batches[:steps])
-    return steps * batch_size / elapsed, targets / elapsed
+    return steps * batch_size / elapsed, targets / elapsed, batches[:steps]
+
+
+def train_gflop_per_item(model, optimizer, batches, seed=0) -> float:
+    """XLA's FLOP count of the compiled train step over `batches`, per item (see the docstring)."""
+    import jax
+
+    from bapjax import sharding, train
+
+    whole = model.clone(encode_chunk=0) if getattr(model, "encode_chunk", 0) else model
+    mesh = sharding.data_mesh(jax.devices()[:1])
+    trainer = train.Trainer(whole, optimizer, mesh)
+    state = sharding.replicate(train.create_state(whole, optimizer, jax.random.PRNGKey(seed), None), mesh)
+    by_pack: dict[int, float] = {}
+    total = 0.0
+    for b in batches:
+        k = trainer.prepare(b)[1]
+        if k not in by_pack:
+            analysis = trainer.compile_train(state, b).cost_analysis()
+            by_pack[k] = float((analysis[0] if isinstance(analysis, (list, tuple)) else analysis)["flops"])
+        total += by_pack[k]
+    return total / 1e9 / sum(len(b["weight"]) for b in batches)
+
+
+def matmul_gflops_per_s(n: int = 2048, repeats: int = 5) -> float:
+    """Best-of-`repeats` GFLOP/s of a jitted fp32 n x n matmul: the machine's dense ceiling."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
+    b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
+    matmul = jax.jit(jnp.matmul)
+    matmul(a, b).block_until_ready()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(a, b).block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 / best / 1e9
 
 
 def measure(args) -> dict:
@@ -94,9 +142,16 @@ def measure(args) -> dict:
 
     result = {}
     for batch_size, steps in ((1, args.steps_b1), (32, args.steps)):
-        items_s, steps_s = time_training(model, optimizer, features, feature_config, batch_size, steps)
+        items_s, steps_s, timed = time_training(model, optimizer, features, feature_config, batch_size, steps)
         result[f"train_b{batch_size}_items_per_s"] = round(items_s, 3)
         print(f"train batch {batch_size:>2}: {items_s:7.2f} items/s ({steps_s:7.1f} decoder steps/s)", flush=True)
+    gflop = train_gflop_per_item(model, optimizer, timed)
+    result["train_gflop_per_item"] = round(gflop, 4)
+    result["train_gflops_per_s"] = round(gflop * result["train_b32_items_per_s"], 2)
+    result["matmul_gflops_per_s"] = round(matmul_gflops_per_s(), 1)
+    print(f"train batch 32: {gflop:.3f} GFLOP/item, {result['train_gflops_per_s']:.1f} GFLOP/s "
+          f"= {result['train_gflops_per_s'] / result['matmul_gflops_per_s']:.2f} of a jitted fp32 matmul's "
+          f"{result['matmul_gflops_per_s']:.1f} GFLOP/s", flush=True)
 
     test_items = list(corpus.split("test"))
     if args.decode_items:
@@ -135,6 +190,11 @@ def measure(args) -> dict:
     return result
 
 
+def best_efficiency(results: list[dict]) -> dict:
+    """The efficiency fields over rounds: the (fixed) GFLOP per item, the best rates."""
+    return {key: max(r[key] for r in results) for key in EFFICIENCY if all(key in r for r in results)}
+
+
 def compare(args, argv: list[str]) -> dict:
     """Run this script on COMMIT's tree and on this one, alternately; best of the rounds each."""
     forwarded = []
@@ -163,7 +223,7 @@ def compare(args, argv: list[str]) -> dict:
                       flush=True)
                 runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
     best = {name: {key: max(r[key] for r in rs) for key in METRICS} | {"decode_mean_length": rs[0]["decode_mean_length"]}
-            for name, rs in runs.items()}
+            | best_efficiency(rs) for name, rs in runs.items()}
     ratio = {key: round(best["current"][key] / best["baseline"][key], 3) for key in METRICS}
     for key in METRICS:
         print(f"{key}: {best['current'][key]:.2f} vs {best['baseline'][key]:.2f} at {args.compare_to} "
@@ -205,7 +265,8 @@ def compare_configs(args) -> dict:
         for name, path in (("baseline", args.config), ("current", args.compare_config)):
             print(f"== {name}: {path}", flush=True)
             runs[name].append(measure(argparse.Namespace(**{**vars(args), "config": path})))
-    best = {name: {m: max(r[m] for r in results) for m in METRICS} for name, results in runs.items()}
+    best = {name: {m: max(r[m] for r in results) for m in METRICS} | best_efficiency(results)
+            for name, results in runs.items()}
     ratio = {m: round(best["current"][m] / best["baseline"][m], 3) for m in METRICS}
     for m in METRICS:
         print(f"{m}: {args.compare_config} / {args.config} = {ratio[m]:.2f}x "

@@ -124,7 +124,7 @@ def test_compiled_decoding_equals_a_plain_python_loop():
             state, out = model.apply(v, state, np.array([t]), np.array([prev]), token_states[sl], batch["text_mask"][sl],
                                      method=M.decoder_step)
             world = {"grid": grid[None], "recent_cells": np.array([recent]), "pose": batch["pose"][sl]}
-            feats = model.apply(v, world, method=M.encode_world)
+            feats = model.apply(v, world, out, method=M.encode_world)
             logits = np.asarray(model.apply(v, feats, out, method=M.action_logits))[0]
             order = np.argsort(-logits, kind="stable")
             choice = next(int(a) for a in order
@@ -163,8 +163,18 @@ def test_a_pool_with_few_slots_decodes_like_all_items_at_once():
     assert (ids[7:] == G.STOP).all()
 
 
-@pytest.mark.parametrize("decoder", ["gru", "transformer"])
-def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, mdc_corpus):
+def _randomize_film(params, seed=0):
+    """FiLM layers start at zero (no effect); give them weights so a test can see them."""
+    rng = np.random.default_rng(seed)
+    cnn = dict(params["world_cnn"])
+    for name in [n for n in cnn if n.startswith("film")]:
+        cnn[name] = {k: jnp.asarray(rng.normal(0, 0.3, v.shape), jnp.float32) for k, v in cnn[name].items()}
+    return {**params, "world_cnn": cnn}
+
+
+@pytest.mark.parametrize("decoder,options", [("gru", {}), ("transformer", {}),
+                                             ("gru", {"world_film": True, "use_last_offset": True})])
+def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, options, mdc_corpus):
     """Forced decoding of the gold actions gives, step by step, the teacher-forcing logits: the
     world (colors and recent-action channel after the actions so far), pose channels and decoder
     state that decoding feeds the model are exactly teacher forcing's."""
@@ -177,8 +187,9 @@ def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, mdc_corpus):
     batch = input_pipeline.expand_batch(input_pipeline.featurize_items(items, vocab, fc), np.arange(5), fc)
     assert (batch["recent_cells"] >= 0).any()
     model = builder.BuilderModel(**{**TINY, "vocab_size": vocab.size}, decoder=decoder, encode_chunk=4,
-                                 transformer_layers=2, transformer_width=16, transformer_heads=2, transformer_mlp=32)
-    params = builder.init_params(model, jax.random.PRNGKey(4))
+                                 transformer_layers=2, transformer_width=16, transformer_heads=2, transformer_mlp=32,
+                                 **options)
+    params = _randomize_film(builder.init_params(model, jax.random.PRNGKey(4)))
     steps = fc.num_action_slots
     k = int(batch["action_mask"].sum())
     tf_logits, pack = model.apply({"params": params}, batch, k)

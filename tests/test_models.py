@@ -278,3 +278,45 @@ def test_model_overfits_a_few_items_to_exact_predictions(mdc_corpus):
     predictions = decode.predict_items(model, params, items, vocab, fc, batch_size=4, max_actions=6)
     report = evaluate.evaluate_predictions(items, predictions)
     assert report["strict_micro"] == pytest.approx(1.0), (float(loss), predictions)
+
+
+def test_last_action_offsets_match_plain_reference():
+    rng = np.random.default_rng(5)
+    cells = _random_recent_cells(rng, 6)
+    cells[0, 0] = -1  # no action yet
+    got = np.asarray(world_input.last_action_offsets(jnp.asarray(cells)))
+    chex.assert_shape(got, (6,) + G.GRID_SHAPE + (4,))
+    for b in range(6):
+        newest = int(cells[b, 0])
+        for flat in rng.integers(0, G.NUM_CELLS, size=20):
+            i, j, k = np.unravel_index(flat, G.GRID_SHAPE)
+            if newest < 0:
+                want = [0.0, 0.0, 0.0, 0.0]
+            else:
+                li, lj, lk = np.unravel_index(newest, G.GRID_SHAPE)
+                want = [(i - li) / 5, (j - lj) / 4, (k - lk) / 5, 1.0]
+            np.testing.assert_allclose(got[b, i, j, k], want, atol=1e-6)
+
+
+def test_film_scales_and_shifts_each_layer_as_written():
+    """WorldCNN with a condition = conv, then x * (1 + gamma) + beta with (gamma, beta) a Dense of
+    the condition, then ReLU, layer by layer; zero-initialized FiLM leaves the CNN unconditioned."""
+    from bapjax.models.world_cnn import WorldCNN
+
+    rng = np.random.default_rng(6)
+    x = jnp.asarray(rng.normal(size=(3,) + G.GRID_SHAPE + (5,)), jnp.float32)
+    cond = jnp.asarray(rng.normal(size=(3, 7)), jnp.float32)
+    cnn = WorldCNN(features=4, num_layers=2)
+    params = cnn.init(jax.random.PRNGKey(0), x, cond)["params"]
+    plain = WorldCNN(features=4, num_layers=2)
+    unconditioned = {k: v for k, v in params.items() if not k.startswith("film")}
+    np.testing.assert_allclose(cnn.apply({"params": params}, x, cond), plain.apply({"params": unconditioned}, x),
+                               rtol=1e-6, atol=1e-6)
+    params = jax.tree_util.tree_map(lambda p: p + jnp.asarray(rng.normal(0, 0.5, p.shape), p.dtype), params)
+    want = x
+    for layer in range(2):
+        conv = Conv3DIm2Col(4).apply({"params": params[f"conv{layer}"]}, want)
+        film = cond @ params[f"film{layer}"]["kernel"] + params[f"film{layer}"]["bias"]
+        gamma, beta = np.split(np.asarray(film), 2, axis=-1)
+        want = jnp.maximum(conv * (1 + gamma[:, None, None, None]) + beta[:, None, None, None], 0)
+    np.testing.assert_allclose(cnn.apply({"params": params}, x, cond), want, rtol=1e-5, atol=1e-5)

@@ -73,6 +73,8 @@ class BuilderModel(nn.Module):
     kernel_size: int = 3
     conv_impl: str = "im2col"  # "im2col" (fastest on CPU) or "xla" (nn.Conv; better on GPU/TPU)
     use_perspective: bool = True  # Builder-frame coordinates as 3 more world channels
+    use_last_offset: bool = False  # each cell's offset from the newest action as 4 more channels (CPU option)
+    world_film: bool = False  # FiLM: every CNN layer scaled/shifted by the decoder state (CPU option)
     action_embedding: int = 300
     decoder: str = "gru"  # or "transformer"
     decoder_hidden: int = 300
@@ -136,17 +138,23 @@ class BuilderModel(nn.Module):
     def decoder_sequence(self, state, prev_ids, token_states, token_mask):
         return self.action_decoder.sequence(state, self.embed_actions(prev_ids), token_states, token_mask)
 
-    def encode_world(self, world: dict):
-        """World features [N, 11, 9, 11, F] of N world states (`world_input`: leaves [N, ...])."""
-        return self.world_cnn(world_input.world_channels(
+    def encode_world(self, world: dict, dec_out=None):
+        """World features [N, 11, 9, 11, F] of N world states (`world_input`: leaves [N, ...]);
+        with `world_film` the CNN is conditioned on the decoder outputs `dec_out` [N, H]."""
+        channels = world_input.world_channels(
             world, recent_decay=self.recent_decay, perspective_scale=self.perspective_scale,
-            use_perspective=self.use_perspective))
+            use_perspective=self.use_perspective, use_last_offset=self.use_last_offset)
+        if self.world_film:
+            if dec_out is None:
+                raise ValueError("BuilderModel.world_film: encode_world needs the decoder outputs")
+            return self.world_cnn(channels, dec_out)
+        return self.world_cnn(channels)
 
     def world_logits(self, world: dict, dec_out):
         """[N, 7624] logits for N world states and decoder outputs [N, H]; with `encode_chunk`
         the N rows go through the CNN and head in rematerialized chunks of that many."""
         def run(module, w, d):
-            return module.action_logits(module.encode_world(w), d)
+            return module.action_logits(module.encode_world(w, d), d)
 
         n, chunk = dec_out.shape[0], self.encode_chunk
         if not chunk or n <= chunk:

@@ -43,6 +43,13 @@ class WorldCNN(nn.Module):
 
     `impl`: "im2col" (patches @ kernel; fastest on CPU) or "xla" (`nn.Conv`, best on GPU/TPU).
     Both hold a kernel [k, k, k, C, F] and a bias per layer, so checkpoints are interchangeable.
+
+    `condition` [N, D] (optional): FiLM (Perez et al. 2018; BabyAI's strongest models) scales and
+    shifts every layer's pre-activation per feature, `conv * (1 + gamma) + beta` with
+    (gamma, beta) a Dense of the condition (zero-initialized, so training starts from the
+    unconditioned CNN). The builder passes its decoder state, so what the CNN computes at each
+    cell depends on the instruction and the actions so far; without a condition no FiLM
+    parameters exist (the paper's models keep their parameter trees).
     """
 
     features: int = 300
@@ -52,7 +59,7 @@ class WorldCNN(nn.Module):
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, channels: jax.Array) -> jax.Array:
+    def __call__(self, channels: jax.Array, condition: jax.Array | None = None) -> jax.Array:
         x = channels.astype(self.dtype)
         k = self.kernel_size
         for layer in range(self.num_layers):
@@ -62,5 +69,9 @@ class WorldCNN(nn.Module):
                 x = nn.Conv(self.features, (k, k, k), padding="SAME", dtype=self.dtype, name=f"conv{layer}")(x)
             else:
                 raise ValueError(f"config.model.conv_impl must be 'im2col' or 'xla', got {self.impl!r}")
+            if condition is not None:
+                film = nn.Dense(2 * self.features, kernel_init=nn.initializers.zeros, name=f"film{layer}")(condition)
+                gamma, beta = jnp.split(film.astype(self.dtype)[:, None, None, None, :], 2, axis=-1)
+                x = x * (1 + gamma) + beta
             x = nn.relu(x)
         return x

@@ -99,13 +99,32 @@ def perspective_coordinates(pose: jax.Array, scale: float) -> jax.Array:
     return out.reshape(pose.shape[:-1] + G.GRID_SHAPE + (3,))
 
 
+def last_action_offsets(recent_cells: jax.Array) -> jax.Array:
+    """[..., W] cells -> float32 [..., 11, 9, 11, 4]: each cell's offset (dx/5, dy/4, dz/5) from
+    the cell of the newest action, and 1 where there is one (all zeros before any action).
+    It reaches the whole grid, where the recent-action channel is seen only within the CNN's
+    receptive field: "next to the last one", "two to its left" become a per-cell feature."""
+    newest = jnp.asarray(recent_cells, jnp.int32)[..., 0]
+    has = newest >= 0
+    centers = jnp.asarray(_CELL_CENTERS)  # [C, 3], flat cell order
+    last = jnp.take(centers, jnp.maximum(newest, 0), axis=0)  # [..., 3]
+    half = jnp.array([(n - 1) / 2 for n in G.GRID_SHAPE], jnp.float32)  # (5, 4, 5)
+    offsets = (centers - last[..., None, :]) / half * has[..., None, None]
+    flag = jnp.broadcast_to(has[..., None, None], offsets.shape[:-1] + (1,)).astype(jnp.float32)
+    out = jnp.concatenate([offsets, flag], axis=-1)
+    return out.reshape(newest.shape + G.GRID_SHAPE + (4,))
+
+
 def world_channels(world: dict, *, recent_decay: float, perspective_scale: float,
-                   use_perspective: bool = True) -> jax.Array:
-    """The CNN's input channels [..., 11, 9, 11, 8 or 11] of world states (leaves [..., ...]):
-    one-hot colors with the empty channel (7), the recent-action weights (1), and with
-    `use_perspective` the Builder-frame coordinates of each cell (3)."""
+                   use_perspective: bool = True, use_last_offset: bool = False) -> jax.Array:
+    """The CNN's input channels [..., 11, 9, 11, 8 + 3 + 4] of world states (leaves [..., ...]):
+    one-hot colors with the empty channel (7), the recent-action weights (1), with
+    `use_perspective` the Builder-frame coordinates of each cell (3), with `use_last_offset`
+    each cell's offset from the newest action (`last_action_offsets`, 4)."""
     one_hot = jax.nn.one_hot(world["grid"].astype(jnp.int32), G.NUM_COLORS + 1, dtype=jnp.float32)
     parts = [one_hot, recent_weights(world["recent_cells"], recent_decay)[..., None]]
     if use_perspective:
         parts.append(perspective_coordinates(world["pose"], perspective_scale))
+    if use_last_offset:
+        parts.append(last_action_offsets(world["recent_cells"]))
     return jnp.concatenate(parts, axis=-1)
