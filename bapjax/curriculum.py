@@ -11,6 +11,12 @@ buckets 1..i (without replacement, seeded); a final stage is all items. The stag
 arrays for ``bapjax.input_pipeline.DataIterator(schedule=...)``, which shuffles within a stage
 and, after the last stage, keeps repeating it (all data).
 
+``every_stage`` (data set names, e.g. ``("mc",)``): those items are left out of the buckets and
+every stage i also holds a sample of i/N^2 of them (without replacement), the same fraction of
+them as stage i holds of the other items, so the data set keeps its share of every stage instead
+of waiting for the last buckets (with metric D the MDC, the hardest, would otherwise enter only
+at stage N-2 of N). The final stage is all items, as without it.
+
 Configs: ``config.curriculum.metric`` ("" or None for no curriculum) and
 ``config.curriculum.num_buckets`` (paper grid: 5, 10, 15, 20, 25, 30).
 """
@@ -114,9 +120,24 @@ def arrange(buckets: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
     return stages
 
 
-def curriculum_stages(items: Sequence[BapItem], metric: str, num_buckets: int, seed: int) -> list[np.ndarray]:
-    """The schedule for ``DataIterator``: N + 1 index arrays (the last one all items)."""
-    return arrange(buckets_from_keys(difficulty(items, metric), num_buckets, seed), seed)
+def curriculum_stages(items: Sequence[BapItem], metric: str, num_buckets: int, seed: int,
+                      every_stage: Sequence[str] = ()) -> list[np.ndarray]:
+    """The schedule for ``DataIterator``: N + 1 index arrays (the last one all items); items of
+    the data sets in `every_stage` are in every stage at the others' fraction (module docstring)."""
+    if not every_stage:
+        return arrange(buckets_from_keys(difficulty(items, metric), num_buckets, seed), seed)
+    kept_mask = np.array([item.dataset in set(every_stage) for item in items], bool)
+    kept, others = np.flatnonzero(kept_mask), np.flatnonzero(~kept_mask)
+    if not len(kept) or not len(others):
+        raise ValueError(f"curriculum every_stage {tuple(every_stage)}: needs items of those data sets "
+                         f"and of others (found {len(kept)} and {len(others)})")
+    stages = arrange(buckets_from_keys(difficulty([items[i] for i in others], metric), num_buckets, seed), seed)
+    rng = np.random.default_rng([seed, 2])
+    out = []
+    for i, stage in enumerate(stages[:-1], 1):
+        size = max(1, int(round(len(kept) * i / num_buckets ** 2)))
+        out.append(np.sort(np.concatenate([others[stage], rng.choice(kept, size=min(size, len(kept)), replace=False)])))
+    return out + [np.arange(len(items))]
 
 
 def schedule_from_config(items: Sequence[BapItem], config: Any, seed: int) -> list[np.ndarray] | None:
@@ -128,4 +149,5 @@ def schedule_from_config(items: Sequence[BapItem], config: Any, seed: int) -> li
     if not metric:
         return None
     num_buckets = curriculum.get("num_buckets", 10) if hasattr(curriculum, "get") else getattr(curriculum, "num_buckets", 10)
-    return curriculum_stages(items, str(metric), int(num_buckets), seed)
+    every_stage = curriculum.get("every_stage", ()) if hasattr(curriculum, "get") else getattr(curriculum, "every_stage", ())
+    return curriculum_stages(items, str(metric), int(num_buckets), seed, tuple(every_stage or ()))

@@ -250,9 +250,11 @@ def make_eval_decode_fn(model, eval_config, stop_rule: str | None = None, stop_t
         mesh=sharding.data_mesh(jax.local_devices()))
 
 
-def tune_stop_rule(model, params, val_items, vocab, feature_config, eval_config, workdir) -> dict:
+def tune_stop_rule(model, params, val_items, vocab, feature_config, eval_config, workdir,
+                   chosen_on: str = "val") -> dict:
     """Pick the STOP rule on val: "argmax" and "mass" at each of `config.eval.stop_thresholds`,
-    the highest val micro Overall (fairer) F1 wins; written to <workdir>/decode.json."""
+    the highest val micro Overall (fairer) F1 wins; written to <workdir>/decode.json.
+    `chosen_on` names the items ("val": every source's val; "mc:val": one source's)."""
     candidates = [("argmax", 0.5)] + [("mass", float(t)) for t in eval_config.get("stop_thresholds", ())]
     rows = []
     for rule, threshold in candidates:
@@ -264,7 +266,7 @@ def tune_stop_rule(model, params, val_items, vocab, feature_config, eval_config,
         log("val with stop rule %s (threshold %.2f): micro Overall F1 %.4f, %.2f net actions per item",
             rule, threshold, rows[-1]["val_overall_micro_f1"], rows[-1]["mean_predicted_net_actions"])
     best = max(rows, key=lambda r: r["val_overall_micro_f1"])
-    settings = {"stop_rule": best["stop_rule"], "stop_threshold": best["stop_threshold"], "chosen_on": "val",
+    settings = {"stop_rule": best["stop_rule"], "stop_threshold": best["stop_threshold"], "chosen_on": chosen_on,
                 "val_items": len(val_items), "candidates": rows}
     (workdir / checkpoints.DECODE_SETTINGS).write_text(json.dumps(settings, indent=1))
     return settings
@@ -330,6 +332,10 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
             raise ConfigError(f"--config.eval.final_splits entry {key!r}: expected <source>:<split> with a "
                               f"source of config.data.sources ({', '.join(config.data.sources)}) and a split "
                               f"of {', '.join(sources.SPLITS)}")
+    stop_val = str(ec.get("stop_rule_val", "") or "")
+    if stop_val and stop_val not in config.data.sources:
+        raise ConfigError(f"--config.eval.stop_rule_val={stop_val!r}: expected '' (all val items) or a source of "
+                          f"config.data.sources ({', '.join(config.data.sources)})")
     for name, value, ok, allowed in checks:
         if not ok:
             raise ConfigError(f"--config.{name}={value!r} is out of range: it must be {allowed}")
@@ -550,8 +556,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
         final_state, _ = ckpts.restore(ckpts.best, checkpoints.abstract_like(state, mesh))
     results = {}
     if is_main:
-        if len(ec.get("stop_thresholds", ())) and val_items:
-            chosen = tune_stop_rule(model, final_state["params"], val_items, vocab, feature_config, ec, workdir)
+        stop_val = str(ec.get("stop_rule_val", "") or "")
+        stop_val_items = data[stop_val]["val"] if stop_val else val_items
+        if len(ec.get("stop_thresholds", ())) and stop_val_items:
+            chosen = tune_stop_rule(model, final_state["params"], stop_val_items, vocab, feature_config, ec, workdir,
+                                    chosen_on=f"{stop_val}:val" if stop_val else "val")
             decode_fn = make_eval_decode_fn(model, ec, chosen["stop_rule"], chosen["stop_threshold"])
         for key in ec.final_splits:
             source_name, _, split = key.partition(":")

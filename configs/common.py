@@ -125,12 +125,14 @@ def base_config() -> ml_collections.ConfigDict:
     # After training, pick the rule on val: argmax or mass at each threshold (best val micro
     # Overall F1), written to <workdir>/decode.json and used by the final eval and bapjax.predict.
     config.eval.stop_thresholds = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+    config.eval.stop_rule_val = ""  # "": choose the STOP rule on all val items; a source name (e.g. "mc"): on its val only
     config.eval.val_decode_items = 0  # decode-and-score this many val items per source at each eval (0: all, -1: none)
     config.eval.final_splits = ("mc:test",)
 
     config.curriculum = ml_collections.ConfigDict()
     config.curriculum.metric = ""  # "" = no curriculum; D, L_A, L_I or combinations like "D,L_A"
     config.curriculum.num_buckets = 10
+    config.curriculum.every_stage = ()  # data sets in every stage at their share, e.g. ("mc",) (bapjax.curriculum)
 
     config.distributed = ml_collections.ConfigDict()
     config.distributed.initialize = False  # True on multi-host (TPU pods, multi-node GPU)

@@ -88,3 +88,23 @@ def test_stages_from_config_and_seed(items):
     first = curriculum.curriculum_stages(items, "D", 4, seed=0)[0]
     datasets = [items[i].dataset for i in first]
     assert "mc" not in datasets and datasets.count("bs") > len(datasets) / 2
+
+
+def test_every_stage_keeps_a_data_set_at_its_share_of_every_stage(items):
+    n = 5
+    stages = curriculum.curriculum_stages(items, "D", n, seed=0, every_stage=("mc",))
+    plain_others = curriculum.curriculum_stages([it for it in items if it.dataset != "mc"], "D", n, seed=0)
+    mc = np.array([it.dataset == "mc" for it in items])
+    others = np.flatnonzero(~mc)
+    assert len(stages) == n + 1
+    for i, stage in enumerate(stages[:-1], 1):
+        assert len(np.unique(stage)) == len(stage)
+        # the other items are staged exactly as a curriculum over them alone
+        assert np.array_equal(np.sort(stage[~mc[stage]]), np.sort(others[plain_others[i - 1]]))
+        assert mc[stage].sum() == round(mc.sum() * i / n ** 2)  # i/N^2 of the MDC items
+    assert np.array_equal(stages[-1], np.arange(len(items)))
+    config = ml_collections.ConfigDict({"curriculum": {"metric": "D", "num_buckets": n, "every_stage": ("mc",)}})
+    again = curriculum.schedule_from_config(items, config, seed=0)
+    assert all(np.array_equal(a, b) for a, b in zip(stages, again))
+    with pytest.raises(ValueError, match="every_stage"):
+        curriculum.curriculum_stages([it for it in items if it.dataset == "mc"], "D", n, 0, every_stage=("mc",))

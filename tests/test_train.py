@@ -255,7 +255,7 @@ def test_learning_rate_schedules():
 
 @pytest.mark.parametrize("field, value", [("train.batch_size", 0), ("train.batch_size", -4),
                                           ("train.num_epochs", 0), ("eval.stop_thresholds", (0.3, 1.5)),
-                                          ("train.schedule", "linear")])
+                                          ("train.schedule", "linear"), ("eval.stop_rule_val", "nosuch")])
 def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, field, value):
     from bapjax import train
 

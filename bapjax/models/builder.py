@@ -87,6 +87,8 @@ class BuilderModel(nn.Module):
     recent_decay: float = 0.5  # from config.features (world_input.FEATURE_OPTIONS): recent-action decay
     perspective_scale: float = 0.1  # from config.features: scale of the Builder-frame coordinates
     encode_chunk: int = 0  # >0: encode packed worlds in chunks of this many (CPU configs: 4); 0: all at once
+    chunk_remat: str = "full"  # with encode_chunk, what the backward pass recomputes: "full" (the whole
+    # chunk) or "dots" (keep the matmul outputs, recompute only patches and elementwise ops)
     text_encoder: str = "gru"  # "gru": GloVe + GRU over token ids; "frozen": projection of frozen BERT states
 
     def setup(self):
@@ -166,7 +168,11 @@ class BuilderModel(nn.Module):
                 x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (chunks * chunk - n,) + x.shape[1:])])
             return x.reshape((chunks, chunk) + x.shape[1:])
 
-        body = nn.remat(lambda module, _, xs: (None, run(module, *xs)), prevent_cse=False)
+        if self.chunk_remat not in CHUNK_REMAT_POLICIES:
+            raise ValueError(f"config.model.chunk_remat must be one of {', '.join(CHUNK_REMAT_POLICIES)}, "
+                             f"got {self.chunk_remat!r}")
+        body = nn.remat(lambda module, _, xs: (None, run(module, *xs)), prevent_cse=False,
+                        policy=CHUNK_REMAT_POLICIES[self.chunk_remat])
         scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False})
         _, logits = scan(self, None, jax.tree_util.tree_map(split, (world, dec_out)))
         return logits.reshape(chunks * chunk, -1)[:n]
@@ -204,6 +210,10 @@ class BuilderModel(nn.Module):
 
 
 TEXT_KEYS = {"gru": "text_tokens", "frozen": "text_states"}
+# What a rematerialized chunk keeps for the backward pass (`BuilderModel.chunk_remat`): nothing
+# (recompute the chunk), or the outputs of its matmuls (the CNN's patch products and the head's
+# Dense layers; the im2col patches and elementwise ops are recomputed, which costs no FLOPs).
+CHUNK_REMAT_POLICIES = {"full": None, "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
 
 
 class FrozenTextProjection(nn.Module):
