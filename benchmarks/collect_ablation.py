@@ -29,7 +29,11 @@ def ablation_row(run: Path, reference_model: dict | None) -> dict:
     report = record["eval"].get("mc_val")
     if report is None:
         raise SystemExit(f"{run}: final_eval.json has no mc_val (train with --config.eval.final_splits=\"('mc:val',)\")")
-    changed = {k: v for k, v in model.items() if reference_model is not None and reference_model.get(k) != v}
+    from bapjax.models.builder import model_defaults
+
+    defaults = model_defaults()  # a field newer than the reference run has its default there
+    changed = {k: v for k, v in model.items()
+               if reference_model is not None and reference_model.get(k, defaults.get(k)) != v}
     return {"options": changed, "command": record["command"], "commit": record["commit"],
             "train_items_seen": record["train_items_seen"], "wall_minutes": record["wall_minutes"],
             "stop_rule": record["stop_rule"],
