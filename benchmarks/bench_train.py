@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -55,12 +56,12 @@ def load_config(path, repo: Path = REPO):
     return module.get_config(arg) if arg else module.get_config()
 
 
-def time_training(model, optimizer, features, feature_config, batch_size, steps, seed=0):
+def time_training(model, optimizer, features, feature_config, batch_size, steps, seed=0, devices=1):
     import jax
 
     from bapjax import input_pipeline, sharding, train
 
-    mesh = sharding.data_mesh(jax.devices()[:1])
+    mesh = sharding.data_mesh(jax.devices()[:devices if batch_size % devices == 0 else 1])
     trainer = train.Trainer(model, optimizer, mesh)
     state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(seed), None), mesh)
     iterator = input_pipeline.DataIterator(features, None, feature_config, batch_size, seed=seed)
@@ -142,7 +143,8 @@ def measure(args) -> dict:
 
     result = {}
     for batch_size, steps in ((1, args.steps_b1), (32, args.steps)):
-        items_s, steps_s, timed = time_training(model, optimizer, features, feature_config, batch_size, steps)
+        items_s, steps_s, timed = time_training(model, optimizer, features, feature_config, batch_size, steps,
+                                                devices=getattr(args, "host_devices", 1))
         result[f"train_b{batch_size}_items_per_s"] = round(items_s, 3)
         print(f"train batch {batch_size:>2}: {items_s:7.2f} items/s ({steps_s:7.1f} decoder steps/s)", flush=True)
     gflop = train_gflop_per_item(model, optimizer, timed)
@@ -247,7 +249,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=1, help="with --compare_to/--compare_config: rounds")
     parser.add_argument("--compare_config", default="",
                         help="also measure this config, alternately with --config, in this process")
+    parser.add_argument("--host_devices", type=int, default=1,
+                        help="train data-parallel over this many host CPU devices (XLA's forced device count)")
     args = parser.parse_args()
+    if args.host_devices > 1 and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   f" --xla_force_host_platform_device_count={args.host_devices}").strip()
     if args.compare_to:
         result = compare(args, sys.argv[1:])
     elif args.compare_config:

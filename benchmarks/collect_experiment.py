@@ -6,7 +6,11 @@
 Each run directory is a finished `python -m bapjax.train` workdir; its name is the row's key.
 Nothing is typed by hand: the command and commit come from the run's `runs.jsonl`, the config
 from `config.json`, the evaluation from `final_eval.json` (exactly what training printed last),
-the STOP rule from `decode.json`, the curves from `metrics.jsonl`. Writes OUT.json
+the STOP rule from `decode.json`, the curves from `metrics.jsonl`. Runs named `<variant>-s<seed>`
+(configs/cpu_experiment.py's `<variant>,<seed>`) are seeds of one variant: OUT.json has one record
+per variant (its first seed's, plus `"seeds": [{"seed", "micro_overall", "strict_micro",
+"wall_minutes", "train_items_seen"}, ...]` on the MDC test split, every seed listed, and their
+`"seed_mean"`), and OUT.md a table of the seeds. Writes OUT.json
 (``{name: {"command", "commit", "config", "train_items_seen", "wall_minutes", "stop_rule",
 "eval": {"mc_test": <evaluator JSON>, "bs_test": ..., ...}}}``), OUT.md (the table beside the
 paper's Table 5) and OUT_curves.png (val loss and val micro Overall F1 of every run).
@@ -76,6 +80,46 @@ def model_label(config: dict) -> str:
     if curriculum.get("metric"):
         label += f"+cl ({curriculum['metric']}, {curriculum.get('num_buckets')} buckets)"
     return label
+
+
+def variant_of(name: str) -> str:
+    """`cl-s1` -> `cl`; a name without a seed suffix is its own variant."""
+    head, sep, tail = name.rpartition("-s")
+    return head if sep and tail.isdigit() else name
+
+
+def seed_record(row: dict) -> dict:
+    mc = row["eval"].get("mc_test", {})
+    return {"seed": row["config"].get("seed", 0), "micro_overall": mc.get("micro", {}).get("Overall", {}).get("overall"),
+            "strict_micro": mc.get("strict_micro"), "wall_minutes": row["wall_minutes"],
+            "train_items_seen": row["train_items_seen"], "run": row["run"]}
+
+
+def by_variant(results: dict) -> dict:
+    """{variant: the first seed's record + "seeds" (every seed's MDC test figures) + "seed_mean"}."""
+    groups: dict[str, list[dict]] = {}
+    for name, row in results.items():
+        groups.setdefault(variant_of(name), []).append({**row, "run": name})
+    out = {}
+    for variant, rows in groups.items():
+        rows.sort(key=lambda r: r["config"].get("seed", 0))
+        seeds = [seed_record(r) for r in rows]
+        mean = {key: (sum(s[key] for s in seeds) / len(seeds) if all(s[key] is not None for s in seeds) else None)
+                for key in ("micro_overall", "strict_micro", "wall_minutes")}
+        out[variant] = {**{k: v for k, v in rows[0].items() if k != "run"}, "seeds": seeds, "seed_mean": mean}
+    return out
+
+
+def seeds_table(variants: dict) -> str:
+    lines = ["| variant | model | seeds | D_mc micro Overall, mean (per seed) | D_mc strict, mean (per seed) | minutes per run |",
+             "|---|---|---:|---:|---:|---:|"]
+    for variant, row in variants.items():
+        seeds, mean = row["seeds"], row["seed_mean"]
+        lines.append(f"| `{variant}` | {row['model']} | {len(seeds)} | {_pct(mean['micro_overall'])} "
+                     f"({', '.join(_pct(s['micro_overall']) for s in seeds)}) | {_pct(mean['strict_micro'])} "
+                     f"({', '.join(_pct(s['strict_micro']) for s in seeds)}) | "
+                     f"{', '.join(str(s['wall_minutes']) for s in seeds)} |")
+    return "\n".join(lines)
 
 
 def _pct(value) -> str:
@@ -153,8 +197,10 @@ def main() -> None:
     results = {name: collect_run(run) for name, run in runs.items()}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
-    markdown = table(results) + "\n\nD_mc test, micro F1 by metric and subset:\n\n" + breakdown_table(results)
+    variants = by_variant(results)
+    out.with_suffix(".json").write_text(json.dumps(variants, indent=1) + "\n")
+    markdown = (table(results) + "\n\nSeeds (MDC test split, paper baseline: strict 21.2):\n\n" + seeds_table(variants)
+                + "\n\nD_mc test, micro F1 by metric and subset:\n\n" + breakdown_table(results))
     out.with_suffix(".md").write_text(markdown + "\n")
     plot_curves(runs, out.parent / f"{out.name}_curves.png")
     print(markdown)

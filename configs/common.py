@@ -77,6 +77,14 @@ def cpu_model() -> ml_collections.ConfigDict:
     return model
 
 
+def cpu_film_model() -> ml_collections.ConfigDict:
+    """The CPU model chosen on MDC val (docs/results.md, "Choosing the CPU model"): `cpu_model`
+    with every world-CNN layer FiLM-conditioned on the decoder state (`world_film`)."""
+    model = cpu_model()
+    model.world_film = True
+    return model
+
+
 def base_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
     config.workdir = "runs/baseline"

@@ -68,3 +68,24 @@ def test_collect_refuses_an_unfinished_run(tmp_path):
     run = _fake_run(tmp_path, "agg", "cpu_experiment.py:agg", {}, [_invocation(argv, 320, 30.0, finished=False)], [])
     with pytest.raises(SystemExit, match="has not finished"):
         collect_experiment.collect_run(run)
+
+
+def test_seeds_of_a_variant_are_listed_with_their_mean(tmp_path, mdc_corpus):
+    items = mdc_corpus.split("test")[:30]
+    oracle = evaluate.evaluate_predictions(items, {i.item_id: predictors.oracle_prediction(i) for i in items})
+    empty = evaluate.evaluate_predictions(items, {i.item_id: [] for i in items})
+    rows = {}
+    for name, arg, report, seconds in (("cl-s0", "cl", oracle, 60.0), ("cl-s1", "cl,1", empty, 120.0),
+                                       ("mc-s0", "mc", empty, 30.0)):
+        argv = ["bapjax/train.py", f"--config=configs/cpu_experiment.py:{arg}"]
+        run = _fake_run(tmp_path, name, f"cpu_experiment.py:{arg}", {"mc_test": report}, [_invocation(argv, 320, seconds)], [])
+        rows[name] = collect_experiment.collect_run(run)
+    variants = collect_experiment.by_variant(rows)
+    assert list(variants) == ["cl", "mc"]
+    seeds = variants["cl"]["seeds"]
+    assert [s["seed"] for s in seeds] == [0, 1] and [s["run"] for s in seeds] == ["cl-s0", "cl-s1"]
+    assert seeds[0]["micro_overall"] == 1.0 and seeds[1]["micro_overall"] == 0.0
+    assert variants["cl"]["seed_mean"]["micro_overall"] == 0.5 and variants["cl"]["seed_mean"]["wall_minutes"] == 1.5
+    assert variants["cl"]["seed_mean"]["strict_micro"] == (oracle["strict_micro"] + empty["strict_micro"]) / 2
+    line = next(l for l in collect_experiment.seeds_table(variants).splitlines() if l.startswith("| `cl`"))
+    assert "| 2 | 50.0 (100.0, 0.0) |" in line

@@ -1,6 +1,7 @@
 """The paper configs keep their models: the parameter trees (paths and shapes) that
-`configs/{baseline,agg,cl,cpu,cpu_experiment,bert}.py` build equal those recorded at c506d54,
-before the CPU model options (FiLM, last-action offsets) existed; new options must stay off there.
+`configs/{baseline,agg,cl,bert}.py` and configs/cpu.py (the speed baseline) build equal those
+recorded at c506d54, before the CPU model options (FiLM, last-action offsets) existed; new
+options must stay off there. (configs/cpu_experiment.py's model, recorded too, now has FiLM.)
 
 The recorded file was written by running this module against that commit's tree:
     git archive c506d54 | tar -x -C /tmp/c506d54
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import jax
 
-CONFIGS = ("baseline", "agg", "cl", "cpu", "cpu_experiment:cl", "bert:cl")
+CONFIGS = ("baseline", "agg", "cl", "cpu", "bert:cl")
 VOCAB_SIZE = 100
 RECORDED = Path(__file__).parent / "data" / "param_trees_c506d54.json"
 
@@ -34,7 +35,7 @@ def param_tree(name: str) -> dict[str, list[int]]:
 
 def test_paper_configs_build_the_parameter_trees_of_c506d54():
     recorded = json.loads(RECORDED.read_text())
-    assert sorted(recorded) == sorted(CONFIGS)
+    assert set(CONFIGS) <= set(recorded)
     for name in CONFIGS:
         assert param_tree(name) == recorded[name], name
 

@@ -1,0 +1,114 @@
+"""Where a training step's time goes: the whole compiled step against its world part (CNN and
+per-cell head over the packed worlds, forward and backward, chunked as training runs it) and the
+CNN alone, on the same real MDC batches, each with the GFLOP/s XLA's cost analysis implies and
+a jitted fp32 matmul's GFLOP/s measured in the same process.
+
+    python benchmarks/profile_train.py [--config configs/cpu.py] [--steps 4] [--rounds 3]
+
+The rest of the step (text encoder, action decoder, softmax over 7624 actions, AdamW) is the
+difference. The last line is JSON: {"step_s", "world_s", "cnn_s", ..._gflops_per_s, "matmul_gflops_per_s"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import configs
+from bapjax import input_pipeline, sharding, train
+from bapjax.corpus import mdc
+from bapjax.models import builder, world_input
+from bapjax.text.vocab import Vocabulary
+from bench_train import matmul_gflops_per_s  # noqa: E402 (benchmarks/ is the script's directory)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def flops(compiled) -> float:
+    analysis = compiled.cost_analysis()
+    return float((analysis[0] if isinstance(analysis, (list, tuple)) else analysis)["flops"])
+
+
+def best_time(fn, args, rounds: int) -> float:
+    jax.block_until_ready(fn(*args))
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", default="configs/cpu.py")
+    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    config = configs.load(args.config)
+    corpus = mdc.load_corpus(args.corpus)
+    items = list(corpus.split("train"))
+    vocab = Vocabulary.build(items)
+    fc = input_pipeline.FeatureConfig.from_config(config.features)
+    features = input_pipeline.featurize_items(items[:512], vocab, fc)
+    batch = next(input_pipeline.DataIterator(features, None, fc, 32, seed=0))
+    config.train.schedule = "constant"
+    optimizer = train.make_optimizer(config.train)
+    model = builder.build_model(config.model, vocab.size, config.features)
+    whole = model.clone(encode_chunk=0)  # what XLA's cost analysis can count (see bench_scaling)
+    mesh = sharding.data_mesh(jax.devices()[:1])
+    state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)
+    trainer = train.Trainer(model, optimizer, mesh)
+    local, k = trainer.prepare(batch)
+    out = {"pack": k, "targets": int(batch["action_mask"].sum())}
+
+    step = lambda s: trainer.train(s, batch)[0]["step"]  # noqa: E731
+    out["step_s"] = best_time(step, (state,), args.rounds)
+    step_flops = flops(train.Trainer(whole, optimizer, mesh).compile_train(state, batch))
+
+    # The world part alone: the packed worlds and decoder outputs the step feeds it.
+    params = state["params"]
+    dev = {key: jnp.asarray(v) for key, v in local.items()}
+    worlds = world_input.worlds_before_each_step(world_input.start_world(dev), dev["actions"].astype(jnp.int32))
+    pack = builder.pack_steps(dev["action_mask"], dev["weight"], k)
+    packed = jax.tree_util.tree_map(lambda x: x[pack["item"], pack["step"]], worlds)
+    dec_out = jax.random.normal(jax.random.PRNGKey(1), (k, model.decoder_hidden), jnp.float32)
+    targets = dev["actions"][pack["item"], pack["step"]].astype(jnp.int32)
+
+    def world_loss(m):
+        def loss(p, w, d):
+            logits = m.apply({"params": p}, w, d, method=builder.BuilderModel.world_logits)
+            return (optax.softmax_cross_entropy_with_integer_labels(logits, targets) * pack["weights"]).sum()
+        return jax.jit(jax.grad(loss, argnums=(0, 2)))
+
+    def cnn_loss(m):
+        def loss(p, w, d):
+            return m.apply({"params": p}, w, d, method=builder.BuilderModel.encode_world).sum()
+        return jax.jit(jax.grad(loss, argnums=(0, 2)))
+
+    for name, make in (("world", world_loss), ("cnn", cnn_loss)):
+        fn = make(model)
+        out[f"{name}_s"] = best_time(fn, (params, packed, dec_out), args.rounds)
+        out[f"{name}_gflop"] = flops(make(whole).lower(params, packed, dec_out).compile()) / 1e9
+    out["step_gflop"] = step_flops / 1e9
+    for name in ("step", "world", "cnn"):
+        out[f"{name}_gflops_per_s"] = round(out[f"{name}_gflop"] / out[f"{name}_s"], 1)
+    out["matmul_gflops_per_s"] = round(matmul_gflops_per_s(), 1)
+    print(f"{args.config}: pack {k} ({out['targets']} targets) of a batch of 32")
+    for name, label in (("step", "whole train step"), ("world", "world part (CNN + head, fwd+bwd)"),
+                        ("cnn", "world CNN alone (fwd+bwd)")):
+        print(f"  {label:36s} {1e3 * out[f'{name}_s']:8.1f} ms  {out[f'{name}_gflop']:7.2f} GFLOP "
+              f"{out[f'{name}_gflops_per_s']:7.1f} GFLOP/s  ({out[f'{name}_s'] / out['step_s']:.2f} of the step)")
+    print(f"  jitted fp32 2048^2 matmul: {out['matmul_gflops_per_s']:.1f} GFLOP/s")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
