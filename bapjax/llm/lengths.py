@@ -8,6 +8,8 @@ tokenizer so figures are never mixed.
 
 from __future__ import annotations
 
+import sys
+import time
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -30,14 +32,18 @@ def wordpiece():
     return tokenizer
 
 
-def token_counts(texts: Iterable[str], tokenizer=None) -> np.ndarray:
-    """Tokens per text (special tokens not counted)."""
+def token_counts(texts: Iterable[str], tokenizer=None, what: str = "") -> np.ndarray:
+    """Tokens per text (special tokens not counted); with `what`, a progress line every 10 s."""
     tokenizer = tokenizer or wordpiece()
     texts = list(texts)
     counts = []
+    began = last = time.time()
     for start in range(0, len(texts), BATCH):
         encoded = tokenizer.encode_batch(texts[start:start + BATCH], add_special_tokens=False)
         counts.extend(len(e.ids) for e in encoded)
+        if what and time.time() - last > 10:
+            last = time.time()
+            print(f"{what}: tokenized {len(counts)}/{len(texts)} ({last - began:.0f} s)", file=sys.stderr, flush=True)
     return np.asarray(counts, np.int64)
 
 
