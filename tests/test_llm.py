@@ -140,6 +140,8 @@ def test_shots_render_their_last_instruction_and_completion():
     ("place red x=1 y=2 z=3", [(PLACE, "red", 1, 2, 3)]),
     ("place purple 0 1 \u22122", [(PLACE, "purple", 0, 1, -2)]),
     ("I will place the blocks now.", []),
+    ("Place the red block at 0, 1, 0.", [(PLACE, "red", 0, 1, 0)]),
+    ("place(color=red, x=1.0, y=1, z=0) then pick(x=1,y=1,z=0)", [(PLACE, "red", 1, 1, 0), (REMOVE, None, 1, 1, 0)]),
     ("place red 0 1", []),
     ("place red 0.5 1 0", []),
     ("### AS:", []),

@@ -34,7 +34,7 @@ FILLER = {"a", "an", "the", "block", "blocks", "cube", "at", "in", "on", "to", "
 _VERB = re.compile(r"\b(place|put|pick|remove|break)\b", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST_MARK = re.compile(r"^\s*(?:[-*\u2022+>]|\(?\d{1,3}[.):])\s+")
-_INT = r"[-+]?\d+(?:\.0+)?(?![\d.])"
+_INT = r"[-+]?\d+(?:\.0+)?(?!\.?\d)"  # 3, -2, 1.0; not 0.5 (a trailing "." ends a sentence)
 _KWARG = re.compile(r"\b(color|colour|x|y|z)\s*[=:]\s*(?:['\"]?)([-+]?[\w.]+)", re.IGNORECASE)
 _TOKEN = re.compile(rf"{_INT}|[-+]?\d+\.\d+|[a-z_]+", re.IGNORECASE)
 
