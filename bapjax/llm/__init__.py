@@ -10,7 +10,7 @@ rules as every other model:
     python -m bapjax.llm score --format code --corpus ../shared/mdc --split test --responses answers.jsonl
     python -m bapjax.llm finetune-set --config=configs/cl.py --format rich --out train.jsonl
 
-Modules: `formats` (render), `parse` (tolerant parsing, per-file counts), `retrieval` (MiniLM
-few-shot with cached sentence vectors), `lengths` (prompt-length report), `__main__` (CLI).
-See docs/llm.md.
+Modules: `formats` (render), `parse` (tolerant parsing, per-file counts), `score` (responses
+through the evaluator), `retrieval` (MiniLM few-shot with cached sentence vectors), `lengths`
+(prompt-length report), `__main__` (CLI). See docs/llm.md.
 """

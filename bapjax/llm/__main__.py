@@ -155,6 +155,8 @@ def finetune_set(argv_flags=FLAGS) -> dict:
         raise UserError(f"--length_formats: unknown format(s) {', '.join(unknown)} "
                         f"(expected {', '.join(llm_formats.FORMATS)})")
     cli.check_output_file("out", argv_flags.out)
+    if argv_flags.curriculum and not (config.get("curriculum", None) and config.curriculum.get("metric", "")):
+        raise UserError("--curriculum: the config has no curriculum (config.curriculum.metric is empty)")
     items = finetune_items(config)
     if not items:
         raise UserError("no training items: check config.data.sources (every source is empty or unset)")
