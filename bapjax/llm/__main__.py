@@ -1,0 +1,203 @@
+"""The LLM command line: export prompts, write a fine-tuning set, score responses (docs/llm.md).
+
+    python -m bapjax.llm export --format {nebula,code,rich} (--corpus PATH | --store DIR | --items FILE)
+        --split S --out FILE [--shots K [--pool PATH]]
+    python -m bapjax.llm finetune-set --config=configs/cl.py --format F --out FILE [--curriculum]
+    python -m bapjax.llm score --format F (--corpus PATH | --store DIR | --items FILE) --split S
+        --responses FILE [--out predictions.jsonl]
+
+``export`` and ``finetune-set`` write ``{"item_id", "prompt", "completion"}`` lines
+(``finetune-set --curriculum`` adds ``"stage"``); ``score`` prints the evaluator's tables and,
+last, its JSON report with a ``"parse"`` object.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Sequence
+
+import numpy as np
+from absl import flags, logging
+from ml_collections import config_flags
+
+from bapjax import cli, curriculum, evaluate, formats, sources
+from bapjax.errors import UserError
+from bapjax.llm import lengths, retrieval
+from bapjax.llm import formats as llm_formats
+from bapjax.llm.score import read_responses, score_responses
+
+FLAGS = flags.FLAGS
+COMMANDS = ("export", "finetune-set", "score")
+USAGE = f"usage: python -m bapjax.llm {{{','.join(COMMANDS)}}} --flags... (see docs/llm.md)"
+
+
+def define_flags() -> None:
+    cli.flag("enum", "format", None, "Text layout: nebula, code or rich.", enum_values=list(llm_formats.FORMATS))
+    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split).")
+    cli.flag("string", "store", None, "An item store directory (with --split; bapjax.corpus.build).")
+    cli.flag("string", "items", None, "Items JSONL (mdc export or v2_clean output) instead of --corpus.")
+    cli.flag("string", "split", None, "Split of --corpus or --store (train, val, test).")
+    cli.flag("string", "dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")
+    cli.flag("string", "out", None, "Output JSONL (export, finetune-set: prompts; score: predictions).")
+    cli.flag("integer", "shots", 0, "export: K retrieved examples per prompt (MiniLM cosine of the "
+             "last instruction; pool items of the item's own game are left out).")
+    cli.flag("string", "pool", None, "export --shots: the examples' corpus, store or items file "
+             "(its train split); default: the --corpus or --store given.")
+    cli.flag("string", "responses", None, "score: JSONL of {item_id, response} lines.")
+    cli.flag("bool", "curriculum", False, "finetune-set: write the config's curriculum stages in order "
+             "(items repeat across stages; each line gets 'stage').")
+    cli.flag("list", "length_formats", list(llm_formats.FORMATS), "finetune-set: formats of the "
+             "prompt-length report (empty: no report).")
+    cli.flag("bool", "compilation_cache", True, "Reuse compiled programs across runs "
+             "(on disk under $BAPJAX_CACHE/jax).")
+    if "config" not in FLAGS:
+        config_flags.DEFINE_config_file("config", None, "finetune-set: training config (configs/*.py).")
+
+
+def _progress(done: int, total: int, began: float, what: str, last: list) -> None:
+    now = time.time()
+    if done == total or now - last[0] > 10:
+        last[0] = now
+        rate = done / max(now - began, 1e-9)
+        print(f"{what}: {done}/{total} ({rate:.0f}/s, ETA {(total - done) / max(rate, 1e-9):.0f} s)",
+              file=sys.stderr, flush=True)
+
+
+def write_records(path: str, records, total: int, what: str) -> int:
+    """Write JSONL records from an iterator, with a progress line every 10 s."""
+    began, last, count = time.time(), [time.time()], 0
+    with open(path, "w", encoding="utf-8") as out:
+        for record in records:
+            out.write(json.dumps(record) + "\n")
+            count += 1
+            if count % 500 == 0 or count == total:
+                _progress(count, total, began, what, last)
+    return count
+
+
+def _need(name: str, value) -> None:
+    if value in (None, ""):
+        raise UserError(f"--{name} is required")
+
+
+def export(argv_flags=FLAGS) -> dict:
+    _need("format", argv_flags.format)
+    _need("out", argv_flags.out)
+    if argv_flags.shots < 0:
+        raise UserError(f"--shots {argv_flags.shots}: must be >= 0")
+    cli.check_output_file("out", argv_flags.out)
+    items = sources.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
+                                     argv_flags.store, argv_flags.dataset)
+    shots = [[] for _ in items]
+    if argv_flags.shots:
+        pool_path = argv_flags.pool or argv_flags.corpus or argv_flags.store
+        if not pool_path:
+            raise UserError("--shots with --items needs --pool (a corpus, store or items file of examples)")
+        pool = sources.load_split(pool_path, "train", argv_flags.dataset if not argv_flags.pool else None)
+        if not pool:
+            raise UserError(f"--pool {pool_path}: its train split holds no items")
+        shots = retrieval.few_shot(items, pool, argv_flags.shots)
+    fmt = argv_flags.format
+    count = write_records(argv_flags.out, (llm_formats.render(item, fmt, s) for item, s in zip(items, shots)),
+                          len(items), f"export {fmt}")
+    summary = {"items": count, "format": fmt, "shots": argv_flags.shots, "out": argv_flags.out}
+    print(json.dumps(summary))
+    return summary
+
+
+def score(argv_flags=FLAGS) -> dict:
+    _need("format", argv_flags.format)
+    _need("responses", argv_flags.responses)
+    cli.check_output_file("out", argv_flags.out)
+    items = sources.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
+                                     argv_flags.store, argv_flags.dataset)
+    responses = read_responses(argv_flags.responses, items)
+    report, predictions = score_responses(items, responses)
+    if argv_flags.out:
+        formats.write_predictions(argv_flags.out, predictions)
+    parse = report["parse"]
+    print(evaluate.format_report(report, "text"))
+    print(f"parse ({argv_flags.format} responses): " + ", ".join(f"{k} {v}" for k, v in parse.items()))
+    print(json.dumps(report))
+    return report
+
+
+def finetune_items(config):
+    """The training items of a config (`bapjax.train.load_data`: the same sources and caches)."""
+    from bapjax import train  # the trainer's loader; imported only here (it pulls in the models)
+
+    data = train.load_data(config)
+    return [it for splits in data.values() for it in splits["train"]]
+
+
+def curriculum_order(items, config) -> list[tuple[int, int]]:
+    """(stage, item index) in the config's curriculum order; each stage in a seeded shuffle."""
+    stages = curriculum.schedule_from_config(items, config, int(config.seed))
+    if stages is None:
+        raise UserError("--curriculum: the config has no curriculum (config.curriculum.metric is empty)")
+    order = []
+    for number, stage in enumerate(stages, 1):
+        shuffled = np.random.default_rng([int(config.seed), number]).permutation(stage)
+        order.extend((number, int(i)) for i in shuffled)
+    return order
+
+
+def finetune_set(argv_flags=FLAGS) -> dict:
+    config = argv_flags.config
+    if config is None:
+        raise UserError("--config=configs/<name>.py is required")
+    _need("format", argv_flags.format)
+    _need("out", argv_flags.out)
+    unknown = [f for f in argv_flags.length_formats if f not in llm_formats.FORMATS]
+    if unknown:
+        raise UserError(f"--length_formats: unknown format(s) {', '.join(unknown)} "
+                        f"(expected {', '.join(llm_formats.FORMATS)})")
+    cli.check_output_file("out", argv_flags.out)
+    if argv_flags.curriculum and not (config.get("curriculum", None) and config.curriculum.get("metric", "")):
+        raise UserError("--curriculum: the config has no curriculum (config.curriculum.metric is empty)")
+    items = finetune_items(config)
+    if not items:
+        raise UserError("no training items: check config.data.sources (every source is empty or unset)")
+    fmt = argv_flags.format
+    if argv_flags.curriculum:
+        order = curriculum_order(items, config)
+        records = ({**llm_formats.render(items[i], fmt), "stage": stage} for stage, i in order)
+        total = len(order)
+    else:
+        records = (llm_formats.render(item, fmt) for item in items)
+        total = len(items)
+    count = write_records(argv_flags.out, records, total, f"finetune-set {fmt}")
+    by_dataset: dict[str, int] = {}
+    for item in items:
+        by_dataset[item.dataset] = by_dataset.get(item.dataset, 0) + 1
+    summary = {"items": len(items), "lines": count, "by_dataset": by_dataset, "format": fmt,
+               "out": argv_flags.out}
+    if argv_flags.length_formats:
+        began = time.time()
+        tokenizer = lengths.wordpiece()
+        report = {}
+        for name in argv_flags.length_formats:
+            prompts = [llm_formats.render_prompt(item, name) for item in items]
+            report[name] = lengths.summarize(lengths.token_counts(prompts, tokenizer, f"lengths {name}"))
+            print(f"lengths {name}: {len(prompts)} prompts ({time.time() - began:.0f} s)", file=sys.stderr, flush=True)
+        print(lengths.table(report))
+        summary["prompt_tokens"] = {"tokenizer": lengths.TOKENIZER, **report}
+    print(json.dumps(summary))
+    return summary
+
+
+def main(argv: Sequence[str]) -> int:
+    logging.set_verbosity(logging.WARNING)
+    if len(argv) != 2 or argv[1] not in COMMANDS:
+        extra = f" (got {' '.join(argv[1:])})" if len(argv) > 1 else ""
+        raise UserError(f"give one command: {', '.join(COMMANDS)}{extra}; {USAGE}")
+    if FLAGS.compilation_cache:
+        cli.enable_compilation_cache()
+    {"export": export, "score": score, "finetune-set": finetune_set}[argv[1]]()
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main, define_flags)
