@@ -250,25 +250,25 @@ def make_report(*, out: str, checkpoint: str | None = None, predictions: str | N
     """Load the items, predict (``--checkpoint``) or read the predictions, evaluate, write."""
     start = time.perf_counter()
     check_flags(out, checkpoint, predictions, limit, batch_size)
-    items = sources.items_from_flags(corpus, split, items_file, store, dataset)
+    every = sources.items_from_flags(corpus, split, items_file, store, dataset)
     given = [("--corpus", corpus), ("--store", store), ("--items", items_file)]
     items_source = " ".join(f"{flag} {value}" for flag, value in given if value)
     if split and not items_file:
         items_source += f" --split {split}"
+    items = every[:limit] if limit else every
+    print(f"report: {len(items)} of {len(every)} items from {items_source}", file=sys.stderr, flush=True)
     if limit:
-        items = items[:limit]
         items_source += f" (first {len(items)} items)"
-    print(f"report: {len(items)} items from {items_source}", file=sys.stderr, flush=True)
     if predictions:
         predicted = formats.read_predictions(predictions)
-        known = {item.item_id for item in items}
+        known = {item.item_id for item in every}
+        unknown = [item_id for item_id in predicted if item_id not in known]
+        if unknown:
+            raise ReportError(f"--predictions {predictions}: {len(unknown)} item id(s) are not among the "
+                              f"{len(every)} items of {items_source.split(' (')[0]}, e.g. {unknown[0]!r}")
         if limit:
-            every = {item.item_id for item in sources.items_from_flags(corpus, split, items_file, store, dataset)}
-            unknown = [item_id for item_id in predicted if item_id not in every]
-            if unknown:
-                raise ReportError(f"--predictions {predictions}: {len(unknown)} item id(s) are not in "
-                                  f"{items_source.split(' (')[0]}, e.g. {unknown[0]!r}")
-            predicted = {item_id: acts for item_id, acts in predicted.items() if item_id in known}
+            chosen = {item.item_id for item in items}
+            predicted = {item_id: acts for item_id, acts in predicted.items() if item_id in chosen}
         predictions_source = f"--predictions {predictions}"
     else:
         from bapjax import predict  # loads the model code only when a checkpoint is decoded

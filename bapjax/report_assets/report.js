@@ -124,7 +124,7 @@
 
   const canvas = $("scene");
   TIMES.table_code = performance.now();
-  const renderer = new THREE.WebGLRenderer({ canvas, antialias: !new URLSearchParams(location.search).has("noaa"), preserveDrawingBuffer: true });
+  const renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
   TIMES.renderer = performance.now();
   renderer.setPixelRatio(Math.min(window.devicePixelRatio || 1, 2));
   const BACKGROUND = 0xf4f6f8;
@@ -284,7 +284,7 @@
     const yr = it.pose[3] * Math.PI / 180;
     const back = new THREE.Vector3(Math.sin(yr), 0, -Math.cos(yr)); // minus the view direction
     const elev = top ? 80 * Math.PI / 180 : 34 * Math.PI / 180;
-    const dist = 24;
+    const dist = 17;
     camera.position.copy(TARGET).addScaledVector(back, dist * Math.cos(elev)).add(new THREE.Vector3(0, dist * Math.sin(elev), 0));
     controls.target.copy(TARGET);
     controls.update();
