@@ -27,6 +27,7 @@ Embedded data (``<script id="report-data" type="application/json">``)::
 from __future__ import annotations
 
 import datetime
+import html
 import json
 import re
 import sys
@@ -206,6 +207,19 @@ def read_embedded_data(html: str) -> dict:
     start_tag = '<script type="application/json" id="report-data">'
     start = html.index(start_tag) + len(start_tag)
     return json.loads(html[start:html.index("</script>", start)])
+
+
+def selftest(page, query: str = "red") -> dict:
+    """Opens ``page`` in headless Chromium (``bapjax.browser``) with ``?selftest&q=query``: the page
+    selects an item, reads its 3D canvas, tries the filters, sorting and the next-item key, and
+    writes what it saw (with its open timings) as JSON, returned here."""
+    from bapjax import browser
+
+    dom = browser.dump_dom(browser.file_url(page, query=f"selftest&q={query}"))
+    found = re.search(r'<pre id="selftest-result">(.*?)</pre>', dom, re.S)
+    if not found or not found.group(1):
+        raise RuntimeError(f"{page}: the page's self-test wrote nothing")
+    return json.loads(html.unescape(found.group(1)))
 
 
 def write_report(out_dir, data: Mapping) -> Path:

@@ -1,7 +1,6 @@
 """The HTML report (bapjax.report, `python -m bapjax.viz report`): its data against the evaluator,
 its command line, and the page itself in headless Chromium (skipped, with the reason, without one)."""
 
-import html
 import json
 import os
 import re
@@ -125,13 +124,6 @@ def test_flag_mistakes_are_named(kwargs, message, tmp_path, monkeypatch):
 # In a browser
 
 
-def _selftest(page, query: str) -> dict:
-    dom = browser.dump_dom(browser.file_url(page, query=f"selftest&q={query}"))
-    found = re.search(r'<pre id="selftest-result">(.*?)</pre>', dom, re.S)
-    assert found and found.group(1), "the page's self-test wrote nothing"
-    return json.loads(html.unescape(found.group(1)))
-
-
 def test_report_in_headless_chromium(full_report, tmp_path):
     """Opens the full test-split report, selects an item, checks the 3D canvas drew, the filters
     and sorting, next by keyboard; saves a screenshot (to docs/img/report.png with
@@ -143,7 +135,7 @@ def test_report_in_headless_chromium(full_report, tmp_path):
     page, items, _ = full_report
     data = report.read_embedded_data(page.read_text(encoding="utf-8"))
     shown = data["items"]
-    result = _selftest(page, "red")
+    result = report.selftest(page, "red")
     assert "error" not in result, result.get("error")
     assert result["items"] == len(items) and result["three"] == report.THREE_VERSION.split(".")[1]
     assert result["selected"] == items[1].item_id and result["selected_row"]
@@ -153,14 +145,16 @@ def test_report_in_headless_chromium(full_report, tmp_path):
     assert canvas["width"] > 100 and canvas["height"] > 100
     assert canvas["non_background"] > 0.05 * canvas["width"] * canvas["height"]  # the ground at least
     assert canvas["colorful"] > 200  # colored blocks, not only grey ground and background
-    assert result["filter_eb"] == {"rows": sum(it["g"] == "EB" for it in shown), "all_eb": True,
-                                   "count": f"{sum(it['g'] == 'EB' for it in shown)} of {len(items)} items"}
+    # filters: the count the page states, and every row in the DOM (a window of them) passes
+    eb = sum(it["g"] == "EB" for it in shown)
+    assert result["filter_eb"] == {"rows": eb, "in_dom": eb, "all_eb": True, "count": f"{eb} of {len(items)} items"}
     assert result["filter_f1min50"] == {"rows": sum(it["f"]["overall"] >= 0.5 for it in shown), "all_at_least": True}
-    assert result["filter_len3to5"]["rows"] == sum(3 <= it["nr"] <= 5 for it in shown)
+    assert result["filter_len3to5"] == {"rows": sum(3 <= it["nr"] <= 5 for it in shown), "all_within": True}
     with_red = sum("red" in "\n".join(t.text for t in item.dialogue).lower() for item in items)
-    assert result["filter_text"] == {"query": "red", "rows": with_red}
-    assert 0 < with_red < len(items)
+    assert result["filter_text"]["query"] == "red" and result["filter_text"]["rows"] == with_red
+    assert 0 < result["filter_text"]["in_dom"] <= with_red < len(items)
     assert result["sorted_desc"] and result["rows_after_reset"] == len(items)
+    assert 0 < result["rows_in_dom"] < 200 and result["last_row_after_scroll"]
     print(f"report of {len(items)} items, {page.stat().st_size / 1e6:.1f} MB: ready in {result['ready_ms']:.0f} ms "
           f"({json.dumps(result['times'])})")
     assert result["ready_ms"] < 20000  # generous: a loaded CI machine with software GL (2 s target: bench_report.py)
@@ -177,3 +171,20 @@ def test_report_in_headless_chromium(full_report, tmp_path):
         pixels = list(scene.getdata())
     colorful = sum(max(p) - min(p) > 60 for p in pixels)
     assert colorful > 500, "the screenshot's 3D view has no colored blocks"
+
+
+@pytest.mark.slow  # a 6-step training run, then greedy decoding of 8 val items: ~1-2 min on 2 CPUs
+def test_report_of_a_trained_checkpoint(tmp_path, mdc_path, monkeypatch):
+    """--checkpoint goes through predict.predict_with_run (the run's own decoding settings)."""
+    from bapjax import train
+    from tests.test_train import tiny_config
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    config = tiny_config("unused")
+    config.data.sources.mc.corpus = str(mdc_path)
+    train.train_and_evaluate(config, tmp_path / "run")
+    page = report.make_report(out=str(tmp_path / "r"), checkpoint=str(tmp_path / "run"), corpus=str(mdc_path),
+                              split="val", limit=8, batch_size=8)
+    data = report.read_embedded_data(page.read_text(encoding="utf-8"))
+    assert len(data["items"]) == 8 and data["meta"]["predictions_source"].startswith(f"--checkpoint {tmp_path / 'run'}")
+    assert all(len(it["pred"]) == it["np"] <= config.eval.max_actions for it in data["items"])

@@ -90,9 +90,37 @@
       `<td>${it.g}</td><td>${it.nr}</td><td>${it.np}</td>${cells}</tr>`;
   }
 
+  // Only the rows in view (and a margin) are in the DOM, between two spacer rows: laying out
+  // thousands of rows is what would make the page slow to open.
+  const wrap = $("tablewrap");
+  let rowHeight = 22;
+  function renderRows() {
+    const head = wrap.querySelector("thead").offsetHeight;
+    const first = Math.max(0, Math.floor((wrap.scrollTop - head) / rowHeight) - 15);
+    const last = Math.min(order.length, first + Math.ceil(wrap.clientHeight / rowHeight) + 30);
+    const spacer = (rows) => rows ? `<tr class="pad"><td colspan="9" style="height:${rows * rowHeight}px"></td></tr>` : "";
+    tbody.innerHTML = spacer(first) + order.slice(first, last).map(rowHtml).join("") + spacer(order.length - last);
+    const row = tbody.querySelector("tr[data-i]");
+    if (row && Math.abs(row.offsetHeight - rowHeight) > 0.5) { rowHeight = row.offsetHeight; renderRows(); }
+  }
+  let scrolling = false;
+  wrap.addEventListener("scroll", () => {
+    if (!scrolling) { scrolling = true; requestAnimationFrame(() => { scrolling = false; renderRows(); }); }
+  });
+
+  function showRow(i) {
+    const k = order.indexOf(i);
+    if (k < 0) return;
+    const head = wrap.querySelector("thead").offsetHeight;
+    const top = k * rowHeight, view = wrap.clientHeight - head;
+    if (top < wrap.scrollTop) wrap.scrollTop = top;
+    else if (top + rowHeight > wrap.scrollTop + view) wrap.scrollTop = top + rowHeight - view;
+    renderRows();
+  }
+
   function refresh() {
     order = filtered();
-    tbody.innerHTML = order.map(rowHtml).join("");
+    renderRows();
     $("count").textContent = `${order.length} of ${ITEMS.length} items`;
     document.querySelectorAll("th").forEach((th) => {
       th.classList.toggle("sorted-asc", th.dataset.key === sortKey && sortDir === 1);
@@ -114,7 +142,7 @@
     refresh();
   });
   tbody.addEventListener("click", (e) => {
-    const tr = e.target.closest("tr");
+    const tr = e.target.closest("tr[data-i]");
     if (tr) select(Number(tr.dataset.i));
   });
 
@@ -123,10 +151,15 @@
   // [x, x+1] x [y-1, y] x [z, z+1], ground at 0; Minecraft yaw 0 faces +z, yaw 90 faces -x)
 
   const canvas = $("scene");
-  TIMES.table_code = performance.now();
+  const pixelRatio = Math.min(window.devicePixelRatio || 1, 2);
+  // The drawing buffer gets its final size before the context exists: resizing it later costs a
+  // round trip to the GPU process (and a reallocation) while the page opens.
+  canvas.width = Math.floor((canvas.clientWidth || 600) * pixelRatio);
+  canvas.height = Math.floor((canvas.clientHeight || 400) * pixelRatio);
+  TIMES.layout = performance.now();
   const renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
   TIMES.renderer = performance.now();
-  renderer.setPixelRatio(Math.min(window.devicePixelRatio || 1, 2));
+  renderer.setPixelRatio(pixelRatio);
   const BACKGROUND = 0xf4f6f8;
   const scene = new THREE.Scene();
   scene.background = new THREE.Color(BACKGROUND);
@@ -135,10 +168,21 @@
   const controls = new THREE.OrbitControls(camera, canvas);
   controls.target.copy(TARGET);
   controls.addEventListener("change", draw);
-  scene.add(new THREE.AmbientLight(0xffffff, 1.7));
-  const sun = new THREE.DirectionalLight(0xffffff, 1.6);
-  sun.position.set(6, 14, 9);
-  scene.add(sun);
+  // Shading is baked into vertex colors (light from above, front right) and drawn with unlit
+  // materials: software GL (SwiftShader) compiles their small shaders much faster than lit ones,
+  // which is most of the time the page takes to open without a GPU.
+  const LIGHT = new THREE.Vector3(0.35, 0.85, 0.45).normalize();
+  function shaded(geometry) {
+    const normal = geometry.attributes.normal;
+    const colors = new Float32Array(normal.count * 3);
+    for (let k = 0; k < normal.count; k++) {
+      const d = normal.getX(k) * LIGHT.x + normal.getY(k) * LIGHT.y + normal.getZ(k) * LIGHT.z;
+      colors.fill(0.6 + 0.4 * Math.max(0, d), 3 * k, 3 * k + 3);
+    }
+    geometry.setAttribute("color", new THREE.Float32BufferAttribute(colors, 3));
+    return geometry;
+  }
+  const flat = (color, extra) => new THREE.MeshBasicMaterial(Object.assign({ color, vertexColors: true }, extra || {}));
 
   // Text labels are HTML over the canvas, placed at their 3D anchor on every draw (a sprite
   // per label would cost one more shader program to compile when the page opens).
@@ -170,7 +214,7 @@
   }
 
   // The build region: ground 11 x 11 at y = 0 with a grid, axis labels.
-  const ground = new THREE.Mesh(new THREE.PlaneGeometry(11, 11), new THREE.MeshLambertMaterial({ color: 0xdfe3e8 }));
+  const ground = new THREE.Mesh(shaded(new THREE.PlaneGeometry(11, 11)), flat(0xe4e8ed));
   ground.rotation.x = -Math.PI / 2;
   ground.position.set(0.5, -0.001, 0.5);
   scene.add(ground);
@@ -182,7 +226,7 @@
   [["+x", 7.0, 0.5, "#b42318"], ["-x", -6.0, 0.5, "#b42318"], ["+z", 0.5, 7.0, "#1a6fb4"], ["-z", 0.5, -6.0, "#1a6fb4"]]
     .forEach(([t, x, z, color]) => label(t, color, new THREE.Vector3(x, 0.2, z), false));
 
-  const BOX = new THREE.BoxGeometry(1, 1, 1);
+  const BOX = shaded(new THREE.BoxGeometry(1, 1, 1));
   const EDGES = new THREE.EdgesGeometry(BOX);
   const CROSS = (() => {
     const g = new THREE.BufferGeometry();
@@ -197,10 +241,9 @@
     return materials.get(key);
   }
   const lighter = (hex, a) => new THREE.Color(hex).lerp(new THREE.Color(0xffffff), a);
-  const solid = (c) => material("solid" + c, () => new THREE.MeshLambertMaterial({ color: COLOR_HEX[c] }));
-  const pale = (c) => material("pale" + c, () => new THREE.MeshLambertMaterial({ color: lighter(COLOR_HEX[c], 0.5) }));
-  const ghost = (c, o) => material("ghost" + c + o, () => new THREE.MeshLambertMaterial({
-    color: COLOR_HEX[c], transparent: true, opacity: o, depthWrite: false }));
+  const solid = (c) => material("solid" + c, () => flat(COLOR_HEX[c]));
+  const pale = (c) => material("pale" + c, () => flat(lighter(COLOR_HEX[c], 0.5)));
+  const ghost = (c, o) => material("ghost" + c + o, () => flat(COLOR_HEX[c], { transparent: true, opacity: o, depthWrite: false }));
   const halo = (s) => material("halo" + s, () => new THREE.MeshBasicMaterial({ color: STATUS_HEX[s], side: THREE.BackSide }));
   const line = (hex) => material("line" + hex, () => new THREE.LineBasicMaterial({ color: hex }));
 
@@ -255,12 +298,12 @@
     // The Builder: body from the feet (pose y - 1) to the eyes (+1.62), the view direction.
     const [px, py, pz, yaw, pitch] = it.pose;
     const feet = new THREE.Vector3(px, py - 1, pz);
-    const body = new THREE.Mesh(new THREE.CylinderGeometry(0.22, 0.22, 1.45, 12), material("builder", () =>
-      new THREE.MeshLambertMaterial({ color: 0x3d444d })));
+    const body = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0.22, 0.22, 1.45, 12)), material("builder", () =>
+      flat(0x3d444d)));
     body.position.set(px, py - 1 + 0.725, pz);
     itemGroup.add(body);
     const eye = feet.clone().add(new THREE.Vector3(0, 1.62, 0));
-    const head = new THREE.Mesh(new THREE.SphereGeometry(0.2, 12, 8), material("builder", null));
+    const head = new THREE.Mesh(shaded(new THREE.SphereGeometry(0.2, 12, 8)), material("builder", null));
     head.position.copy(eye);
     itemGroup.add(head);
     const yr = yaw * Math.PI / 180, pr = pitch * Math.PI / 180;
@@ -268,11 +311,11 @@
     // The view arrow: a shaft and a cone (cylinders, the blocks' shader program).
     const dark = material("builder", null);
     const up = new THREE.Vector3(0, 1, 0);
-    const shaft = new THREE.Mesh(new THREE.CylinderGeometry(0.05, 0.05, 2.1, 8), dark);
+    const shaft = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0.05, 0.05, 2.1, 8)), dark);
     shaft.position.copy(eye).addScaledVector(dir, 1.05);
     shaft.quaternion.setFromUnitVectors(up, dir);
     itemGroup.add(shaft);
-    const cone = new THREE.Mesh(new THREE.CylinderGeometry(0, 0.17, 0.5, 12), dark);
+    const cone = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0, 0.17, 0.5, 12)), dark);
     cone.position.copy(eye).addScaledVector(dir, 2.35);
     cone.quaternion.setFromUnitVectors(up, dir);
     itemGroup.add(cone);
@@ -292,7 +335,9 @@
 
   function resize() {
     const w = canvas.clientWidth || 600, h = canvas.clientHeight || 400;
-    renderer.setSize(w, h, false);
+    if (canvas.width !== Math.floor(w * pixelRatio) || canvas.height !== Math.floor(h * pixelRatio)) {
+      renderer.setSize(w, h, false);
+    }
     camera.aspect = w / h;
     camera.updateProjectionMatrix();
   }
@@ -352,11 +397,8 @@
   function select(i, keepCamera) {
     if (i < 0 || i >= ITEMS.length) return;
     const it = ITEMS[i];
-    const prevRow = tbody.querySelector("tr.sel");
-    if (prevRow) prevRow.classList.remove("sel");
     current = i;
-    const row = tbody.querySelector(`tr[data-i="${i}"]`);
-    if (row) { row.classList.add("sel"); row.scrollIntoView({ block: "nearest" }); }
+    showRow(i);
     const link = "#item=" + encodeURIComponent(it.id);
     if (location.hash !== link) history.replaceState(null, "", link);
     const [r, dx, dz] = it.al;
@@ -430,16 +472,19 @@
     return { width: w, height: h, non_background: differ, colorful, colors: colors.size };
   }
 
-  function rowsShown() { return Array.from(tbody.querySelectorAll("tr")).map((tr) => ITEMS[Number(tr.dataset.i)]); }
+  // The rows in the DOM (a window of the filtered rows) and the count the page states.
+  function rowsShown() { return Array.from(tbody.querySelectorAll("tr[data-i]")).map((tr) => ITEMS[Number(tr.dataset.i)]); }
+  function rowsCounted() { return Number(/^(\d+) of/.exec($("count").textContent)[1]); }
 
   function selfTest(query) {
     const out = { ready_ms: readyMs, times: TIMES, items: ITEMS.length, three: THREE.REVISION,
       programs: renderer.info.programs.length };
-    const rows = tbody.querySelectorAll("tr");
+    const rows = tbody.querySelectorAll("tr[data-i]");
     const row = rows[Math.min(1, rows.length - 1)];
     row.dispatchEvent(new MouseEvent("click", { bubbles: true }));
     out.selected = ITEMS[current].id;
-    out.selected_row = row.classList.contains("sel");
+    const selectedRow = tbody.querySelector("tr.sel");
+    out.selected_row = !!selectedRow && Number(selectedRow.dataset.i) === current;
     out.hash = decodeURIComponent(location.hash);
     out.canvas = canvasStats();
     document.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowDown", bubbles: true }));
@@ -447,25 +492,31 @@
     out.expected_next = ITEMS[order[Math.min(2, order.length - 1)]].id;
     $("f-group").value = "EB"; $("f-group").dispatchEvent(new Event("change"));
     let shown = rowsShown();
-    out.filter_eb = { rows: shown.length, all_eb: shown.every((it) => it.g === "EB"), count: $("count").textContent };
+    out.filter_eb = { rows: rowsCounted(), in_dom: shown.length, all_eb: shown.every((it) => it.g === "EB"), count: $("count").textContent };
     $("f-reset").click();
     $("f-f1min").value = "50"; $("f-f1min").dispatchEvent(new Event("input"));
     shown = rowsShown();
-    out.filter_f1min50 = { rows: shown.length, all_at_least: shown.every((it) => it.f.overall >= 0.5) };
+    out.filter_f1min50 = { rows: rowsCounted(), all_at_least: shown.every((it) => it.f.overall >= 0.5) };
     $("f-reset").click();
     $("f-lenmin").value = "3"; $("f-lenmax").value = "5"; $("f-lenmax").dispatchEvent(new Event("input"));
-    out.filter_len3to5 = { rows: rowsShown().length };
+    shown = rowsShown();
+    out.filter_len3to5 = { rows: rowsCounted(), all_within: shown.every((it) => it.nr >= 3 && it.nr <= 5) };
     $("f-reset").click();
     if (query) {
       $("f-text").value = query;
       refresh();
-      out.filter_text = { query, rows: rowsShown().length };
+      out.filter_text = { query, rows: rowsCounted(), in_dom: rowsShown().length };
       $("f-reset").click();
     }
     document.querySelector('th[data-key="overall"]').click();
     shown = rowsShown();
     out.sorted_desc = shown.every((it, k) => k === 0 || shown[k - 1].f.overall >= it.f.overall);
-    out.rows_after_reset = tbody.querySelectorAll("tr").length;
+    out.rows_after_reset = rowsCounted();
+    out.rows_in_dom = rowsShown().length;
+    // scrolled to the end: the last filtered row is in the DOM
+    wrap.scrollTop = wrap.scrollHeight;
+    renderRows();
+    out.last_row_after_scroll = rowsShown().slice(-1)[0].id === ITEMS[order[order.length - 1]].id;
     $("selftest-result").textContent = JSON.stringify(out);
   }
 
