@@ -108,13 +108,15 @@
     if (!scrolling) { scrolling = true; requestAnimationFrame(() => { scrolling = false; renderRows(); }); }
   });
 
+  // Row k lies at head + k * rowHeight in the scrolled content; the sticky header covers the
+  // top `head` pixels of the view.
   function showRow(i) {
     const k = order.indexOf(i);
     if (k < 0) return;
     const head = wrap.querySelector("thead").offsetHeight;
-    const top = k * rowHeight, view = wrap.clientHeight - head;
+    const top = k * rowHeight;
     if (top < wrap.scrollTop) wrap.scrollTop = top;
-    else if (top + rowHeight > wrap.scrollTop + view) wrap.scrollTop = top + rowHeight - view;
+    else if (head + top + rowHeight > wrap.scrollTop + wrap.clientHeight) wrap.scrollTop = head + top + rowHeight - wrap.clientHeight;
     renderRows();
   }
 
