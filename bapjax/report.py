@@ -147,7 +147,7 @@ _PAGE = """<!DOCTYPE html>
 <thead><tr><th data-key="id" title="item id: game:index">item</th><th data-key="g" title="empty board (EB) or not (NEB)">group</th>
 <th data-key="nr" title="reference net actions">ref</th><th data-key="np" title="predicted net actions">pred</th>
 <th data-key="overall" title="fairer F1 (Overall)">F1</th><th data-key="type">Type</th><th data-key="color">Color</th>
-<th data-key="location">Location</th><th data-key="shape">Shape</th></tr></thead>
+<th data-key="location" title="Location F1">Loc.</th><th data-key="shape">Shape</th></tr></thead>
 <tbody id="rows"></tbody></table></div>
 </section>
 <section id="view">

@@ -283,7 +283,10 @@
     }
     const actions = [];
     for (const a of it.ref) actions.push([a, a[5] ? "matched" : "missed"]);
-    for (const a of pred) if (!(a[5] && (moved || !(r || dx || dz)))) actions.push([a, a[5] ? "matched" : "extra"]);
+    // A matched prediction drawn where the evaluator compared it coincides with its reference
+    // action (drawn above); otherwise (aligned box off) it is drawn where the model put it.
+    const atReference = moved || !(r || dx || dz);
+    for (const a of pred) if (!(a[5] && atReference)) actions.push([a, a[5] ? "matched" : "extra"]);
     for (const [[t, c, x, y, z], status] of actions) {
       if (t === 1) { // removal: a wire box with a cross in the status color
         at(new THREE.LineSegments(EDGES, line(STATUS_HEX[status])), x, y, z, 1.04);
@@ -408,7 +411,8 @@
     $("itemhead").innerHTML =
       `<span class="id">${esc(it.id)}</span> <a href="${link}">link</a> <span>${it.g}${it.m ? " · fairer alignment" : ""}</span>` +
       `<span>reference ${it.nr} net (${it.lr} recorded) · prediction ${it.np} net (${it.lp} predicted)</span> ${chips}` +
-      (r || dx || dz ? `<span class="note">scored after turning ${r * 90}° and shifting (${dx}, ${dz})</span>` : "");
+      (r || dx || dz ? `<span class="note">scored after ${[r ? `turning ${r * 90}° clockwise (seen from above)` : "",
+        dx || dz ? `shifting by (${dx}, ${dz}) in (x, z)` : ""].filter(Boolean).join(" and ")}</span>` : "");
     $("aligned-box").style.display = r || dx || dz ? "" : "none";
     showDialogue(it);
     $("actions").innerHTML =
