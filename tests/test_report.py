@@ -180,6 +180,7 @@ def test_report_of_a_trained_checkpoint(tmp_path, mdc_path, monkeypatch):
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     config = tiny_config("unused")
     config.data.sources.mc.corpus = str(mdc_path)
+    config.eval.stop_thresholds = (0.5,)  # the run still chooses its STOP rule on val (decode.json)
     train.train_and_evaluate(config, tmp_path / "run")
     page = report.make_report(out=str(tmp_path / "r"), checkpoint=str(tmp_path / "run"), corpus=str(mdc_path),
                               split="val", limit=8, batch_size=8)
