@@ -121,14 +121,12 @@ def test_flag_mistakes_are_named(kwargs, message, tmp_path, monkeypatch):
 # In a browser
 
 
+@pytest.mark.skipif(browser.find_chromium() is None,
+                    reason="no Chromium on PATH (apt-get install -y chromium, or set BAPJAX_CHROMIUM)")
 def test_report_in_headless_chromium(full_report, tmp_path):
     """Opens the full test-split report, selects an item, checks the 3D canvas drew, the filters
     and sorting, next by keyboard; saves a screenshot (to docs/img/report.png with
     BAPJAX_UPDATE_DOCS_IMG=1, the README's picture)."""
-    if browser.find_chromium() is None:
-        reason = "no Chromium on PATH (apt-get install -y chromium, or set BAPJAX_CHROMIUM)"
-        print(f"skipping the browser test: {reason}")
-        pytest.skip(reason)
     page, items, _ = full_report
     data = report.read_embedded_data(page.read_text(encoding="utf-8"))
     shown = data["items"]
