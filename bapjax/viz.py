@@ -21,6 +21,10 @@ CLI::
     python -m bapjax.viz prediction --corpus PATH --split test --predictions preds.jsonl \\
         --item_id ID --out pred.png
     python -m bapjax.viz sample --kind shapes --num_shapes 3 --seed 0 --out s.png
+    python -m bapjax.viz report (--checkpoint RUN | --predictions FILE) \\
+        (--corpus PATH | --store DIR | --items FILE) --split S --out DIR [--limit N]
+
+``report`` writes a self-contained HTML page of a whole split (``bapjax.report``).
 """
 
 from __future__ import annotations
@@ -420,6 +424,14 @@ def define_flags() -> None:
     cli.flag("integer", "num_blocks", 15, "sample --kind random: number of blocks.")
     cli.flag("integer", "seed", 0, "sample: random seed.")
     cli.flag("integer", "dpi", 90, "Picture resolution.")
+    cli.flag("string", "checkpoint", None, "report: a training workdir whose checkpoint predicts the items.")
+    cli.flag("string", "store", None, "report: an item store directory (with --split).")
+    cli.flag("string", "items", None, "report: an items JSONL file instead of --corpus.")
+    cli.flag("string", "dataset", None, "report with --store: only items of this data set (mc, bs, ss, r).")
+    cli.flag("integer", "limit", 0, "report: only the first N items (0: all).")
+    cli.flag("integer", "batch_size", 64, "report --checkpoint: items decoded per compiled batch.")
+    cli.flag("bool", "allow_missing", False, "report: score items without a prediction as empty predictions.")
+    cli.flag("bool", "drop_infeasible", False, "report: drop infeasible predicted actions instead of failing.")
 
 
 SIM_PICTURE_ITEMS = 150  # training items simulated per data set to pick the pictured items from
@@ -502,9 +514,17 @@ def read_gold_xml(path: str) -> dict:
 
 
 def main(argv: Sequence[str]) -> int:
-    commands = ("item", "structure", "prediction", "sample", "sim-items")
+    commands = ("item", "structure", "prediction", "sample", "sim-items", "report")
     if len(argv) != 2 or argv[1] not in commands:
         raise VizError(f"usage: python -m bapjax.viz {{{'|'.join(commands)}}} --out PNG ...")
+    if argv[1] == "report":  # --out is a folder; mistakes are UserErrors (one line, exit 2)
+        from bapjax import report
+
+        report.make_report(out=FLAGS.out, checkpoint=FLAGS.checkpoint, predictions=FLAGS.predictions,
+                           corpus=FLAGS.corpus, store=FLAGS.store, items_file=FLAGS.items, split=FLAGS.split,
+                           dataset=FLAGS.dataset, limit=FLAGS.limit, batch_size=FLAGS.batch_size,
+                           allow_missing=FLAGS.allow_missing, drop_infeasible=FLAGS.drop_infeasible)
+        return 0
     if not FLAGS.out:
         raise VizError("--out is required")
     command = argv[1]

@@ -1,0 +1,533 @@
+// The bapjax predictions report: item table with filters, item view with a three.js scene.
+// Data: the JSON in <script id="report-data"> written by bapjax/report.py (its docstring has
+// the fields). Everything runs synchronously while the page loads, so the first item is drawn
+// by the load event (headless Chromium's --dump-dom and --screenshot see it).
+(function () {
+  "use strict";
+  const TIMES = { script: performance.now() };
+  const DATA = JSON.parse(document.getElementById("report-data").textContent);
+  const ITEMS = DATA.items;
+  const HISTORIES = DATA.histories;
+  TIMES.data = performance.now();
+  const COLOR_HEX = [null, 0xd62728, 0xff7f0e, 0xf2d12a, 0x2ca02c, 0x1f77b4, 0x9467bd];
+  const COLOR_NAMES = [null, "red", "orange", "yellow", "green", "blue", "purple"];
+  const STATUS_HEX = { matched: 0x1a9e3f, missed: 0x1f5fd6, extra: 0xd92020 };
+  const METRICS = ["overall", "type", "color", "location", "shape"];
+  const $ = (id) => document.getElementById(id);
+  const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+  const pct = (f) => (100 * f).toFixed(1);
+
+  // ---------------------------------------------------------------------------------------
+  // Header
+
+  const meta = DATA.meta;
+  document.title = meta.title;
+  $("title").textContent = meta.title;
+  $("meta").textContent = `${meta.items_source} · ${meta.predictions_source} · ${ITEMS.length} items · ${meta.created}`;
+  const micro = DATA.summary.micro;
+  $("scores").innerHTML = "micro fairer F1 " + ["EB", "NEB", "Overall"].map((g) =>
+    `${g} <b>${micro[g].overall === null ? "-" : pct(micro[g].overall)}</b>`).join(" · ") +
+    ` (Type ${pct(micro.Overall.type)}, Color ${pct(micro.Overall.color)}, Location ${pct(micro.Overall.location)})`;
+
+  // ---------------------------------------------------------------------------------------
+  // Table: sorting, filtering
+
+  const tbody = $("rows");
+  let order = ITEMS.map((_, i) => i); // the visible rows, in display order
+  let sortKey = null, sortDir = 1;
+  let current = -1;
+  let searchText = null; // per item, the lower-cased chat text (built on the first search)
+
+  function chatText(i) {
+    const [h, n] = ITEMS[i].h;
+    const events = HISTORIES[h];
+    const parts = [];
+    for (let k = 0; k < n; k++) if (events[k].length === 2) parts.push(events[k][1]);
+    return parts.join("\n").toLowerCase();
+  }
+
+  function sortValue(item, key) {
+    if (key === "id") return item.id;
+    if (key === "g") return item.g;
+    if (key === "nr" || key === "np") return item[key];
+    return item.f[key];
+  }
+
+  function filtered() {
+    const group = $("f-group").value;
+    const num = (id, scale) => { const v = $(id).value; return v === "" ? null : Number(v) / scale; };
+    const f1min = num("f-f1min", 100), f1max = num("f-f1max", 100);
+    const lenmin = num("f-lenmin", 1), lenmax = num("f-lenmax", 1);
+    const query = $("f-text").value.trim().toLowerCase();
+    if (query && searchText === null) searchText = ITEMS.map((_, i) => chatText(i));
+    const out = [];
+    for (let i = 0; i < ITEMS.length; i++) {
+      const it = ITEMS[i];
+      if (group && it.g !== group) continue;
+      if (f1min !== null && !(it.f.overall >= f1min)) continue;
+      if (f1max !== null && !(it.f.overall <= f1max)) continue;
+      if (lenmin !== null && it.nr < lenmin) continue;
+      if (lenmax !== null && it.nr > lenmax) continue;
+      if (query && !searchText[i].includes(query)) continue;
+      out.push(i);
+    }
+    if (sortKey !== null) {
+      out.sort((a, b) => {
+        const va = sortValue(ITEMS[a], sortKey), vb = sortValue(ITEMS[b], sortKey);
+        return (va < vb ? -1 : va > vb ? 1 : a - b) * sortDir;
+      });
+    }
+    return out;
+  }
+
+  function rowHtml(i) {
+    const it = ITEMS[i];
+    const cells = METRICS.map((m) => {
+      const f = it.f[m];
+      return `<td class="${f === 0 ? "f0" : f === 1 ? "f1" : ""}">${pct(f)}</td>`;
+    }).join("");
+    return `<tr data-i="${i}"${i === current ? ' class="sel"' : ""}><td title="${esc(it.id)}">${esc(it.id)}</td>` +
+      `<td>${it.g}</td><td>${it.nr}</td><td>${it.np}</td>${cells}</tr>`;
+  }
+
+  // Only the rows in view (and a margin) are in the DOM, between two spacer rows: laying out
+  // thousands of rows is what would make the page slow to open.
+  const wrap = $("tablewrap");
+  let rowHeight = 22;
+  function renderRows() {
+    const head = wrap.querySelector("thead").offsetHeight;
+    const first = Math.max(0, Math.floor((wrap.scrollTop - head) / rowHeight) - 15);
+    const last = Math.min(order.length, first + Math.ceil(wrap.clientHeight / rowHeight) + 30);
+    const spacer = (rows) => rows ? `<tr class="pad"><td colspan="9" style="height:${rows * rowHeight}px"></td></tr>` : "";
+    tbody.innerHTML = spacer(first) + order.slice(first, last).map(rowHtml).join("") + spacer(order.length - last);
+    const row = tbody.querySelector("tr[data-i]");
+    if (row && Math.abs(row.offsetHeight - rowHeight) > 0.5) { rowHeight = row.offsetHeight; renderRows(); }
+  }
+  let scrolling = false;
+  wrap.addEventListener("scroll", () => {
+    if (!scrolling) { scrolling = true; requestAnimationFrame(() => { scrolling = false; renderRows(); }); }
+  });
+
+  // Row k lies at head + k * rowHeight in the scrolled content; the sticky header covers the
+  // top `head` pixels of the view.
+  function showRow(i) {
+    const k = order.indexOf(i);
+    if (k < 0) return;
+    const head = wrap.querySelector("thead").offsetHeight;
+    const top = k * rowHeight;
+    if (top < wrap.scrollTop) wrap.scrollTop = top;
+    else if (head + top + rowHeight > wrap.scrollTop + wrap.clientHeight) wrap.scrollTop = head + top + rowHeight - wrap.clientHeight;
+    renderRows();
+  }
+
+  function refresh() {
+    order = filtered();
+    renderRows();
+    $("count").textContent = `${order.length} of ${ITEMS.length} items`;
+    document.querySelectorAll("th").forEach((th) => {
+      th.classList.toggle("sorted-asc", th.dataset.key === sortKey && sortDir === 1);
+      th.classList.toggle("sorted-desc", th.dataset.key === sortKey && sortDir === -1);
+    });
+  }
+
+  document.querySelectorAll("th").forEach((th) => th.addEventListener("click", () => {
+    const key = th.dataset.key;
+    if (sortKey === key) sortDir = -sortDir; else { sortKey = key; sortDir = key === "id" || key === "g" ? 1 : -1; }
+    refresh();
+  }));
+  let typing = null;
+  ["f-group", "f-f1min", "f-f1max", "f-lenmin", "f-lenmax"].forEach((id) => $(id).addEventListener("input", refresh));
+  $("f-group").addEventListener("change", refresh);
+  $("f-text").addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(refresh, 150); });
+  $("f-reset").addEventListener("click", () => {
+    ["f-group", "f-f1min", "f-f1max", "f-lenmin", "f-lenmax", "f-text"].forEach((id) => { $(id).value = ""; });
+    refresh();
+  });
+  tbody.addEventListener("click", (e) => {
+    const tr = e.target.closest("tr[data-i]");
+    if (tr) select(Number(tr.dataset.i));
+  });
+
+  // ---------------------------------------------------------------------------------------
+  // 3D scene (world x, y, z = three.js x, y, z; a block at cell (x, y, z) is the unit box
+  // [x, x+1] x [y-1, y] x [z, z+1], ground at 0; Minecraft yaw 0 faces +z, yaw 90 faces -x)
+
+  const canvas = $("scene");
+  const pixelRatio = Math.min(window.devicePixelRatio || 1, 2);
+  // The drawing buffer gets its final size before the context exists: resizing it later costs a
+  // round trip to the GPU process (and a reallocation) while the page opens.
+  canvas.width = Math.floor((canvas.clientWidth || 600) * pixelRatio);
+  canvas.height = Math.floor((canvas.clientHeight || 400) * pixelRatio);
+  TIMES.layout = performance.now();
+  const renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
+  TIMES.renderer = performance.now();
+  renderer.setPixelRatio(pixelRatio);
+  const BACKGROUND = 0xf4f6f8;
+  const scene = new THREE.Scene();
+  scene.background = new THREE.Color(BACKGROUND);
+  const camera = new THREE.PerspectiveCamera(38, 1, 0.1, 200);
+  const TARGET = new THREE.Vector3(0.5, 2.0, 0.5); // the build region's center column
+  const controls = new THREE.OrbitControls(camera, canvas);
+  controls.target.copy(TARGET);
+  controls.addEventListener("change", draw);
+  // Shading is baked into vertex colors (light from above, front right) and drawn with unlit
+  // materials: software GL (SwiftShader) compiles their small shaders much faster than lit ones,
+  // which is most of the time the page takes to open without a GPU.
+  const LIGHT = new THREE.Vector3(0.35, 0.85, 0.45).normalize();
+  function shaded(geometry) {
+    const normal = geometry.attributes.normal;
+    const colors = new Float32Array(normal.count * 3);
+    for (let k = 0; k < normal.count; k++) {
+      const d = normal.getX(k) * LIGHT.x + normal.getY(k) * LIGHT.y + normal.getZ(k) * LIGHT.z;
+      colors.fill(0.6 + 0.4 * Math.max(0, d), 3 * k, 3 * k + 3);
+    }
+    geometry.setAttribute("color", new THREE.Float32BufferAttribute(colors, 3));
+    return geometry;
+  }
+  const flat = (color, extra) => new THREE.MeshBasicMaterial(Object.assign({ color, vertexColors: true }, extra || {}));
+
+  // Text labels are HTML over the canvas, placed at their 3D anchor on every draw (a sprite
+  // per label would cost one more shader program to compile when the page opens).
+  const labelLayer = $("labels");
+  const labels = [];
+  function label(text, color, position, item) {
+    const el = document.createElement("span");
+    el.textContent = text;
+    el.style.color = color;
+    labelLayer.appendChild(el);
+    const entry = { el, position, item };
+    labels.push(entry);
+    return entry;
+  }
+  function placeLabels() {
+    const w = canvas.clientWidth, h = canvas.clientHeight;
+    const v = new THREE.Vector3();
+    for (const { el, position } of labels) {
+      v.copy(position).project(camera);
+      const visible = v.z < 1 && Math.abs(v.x) < 1.1 && Math.abs(v.y) < 1.1;
+      el.style.display = visible ? "" : "none";
+      el.style.transform = `translate(${((v.x + 1) / 2) * w}px, ${((1 - v.y) / 2) * h}px) translate(-50%, -50%)`;
+    }
+  }
+  function dropItemLabels() {
+    for (let k = labels.length - 1; k >= 0; k--) {
+      if (labels[k].item) { labels[k].el.remove(); labels.splice(k, 1); }
+    }
+  }
+
+  // The build region: ground 11 x 11 at y = 0 with a grid, axis labels.
+  const ground = new THREE.Mesh(shaded(new THREE.PlaneGeometry(11, 11)), flat(0xe4e8ed));
+  ground.rotation.x = -Math.PI / 2;
+  ground.position.set(0.5, -0.001, 0.5);
+  scene.add(ground);
+  const gridPoints = [];
+  for (let k = -5; k <= 6; k++) gridPoints.push(k, 0.002, -5, k, 0.002, 6, -5, 0.002, k, 6, 0.002, k);
+  const gridGeometry = new THREE.BufferGeometry();
+  gridGeometry.setAttribute("position", new THREE.Float32BufferAttribute(gridPoints, 3));
+  scene.add(new THREE.LineSegments(gridGeometry, new THREE.LineBasicMaterial({ color: 0xffffff })));
+  [["+x", 7.0, 0.5, "#b42318"], ["-x", -6.0, 0.5, "#b42318"], ["+z", 0.5, 7.0, "#1a6fb4"], ["-z", 0.5, -6.0, "#1a6fb4"]]
+    .forEach(([t, x, z, color]) => label(t, color, new THREE.Vector3(x, 0.2, z), false));
+
+  const BOX = shaded(new THREE.BoxGeometry(1, 1, 1));
+  const EDGES = new THREE.EdgesGeometry(BOX);
+  const CROSS = (() => {
+    const g = new THREE.BufferGeometry();
+    const h = 0.5;
+    g.setAttribute("position", new THREE.Float32BufferAttribute(
+      [-h, -h, -h, h, h, h, h, -h, -h, -h, h, h, -h, -h, h, h, h, -h, h, -h, h, -h, h, -h], 3));
+    return g;
+  })();
+  const materials = new Map();
+  function material(key, make) {
+    if (!materials.has(key)) materials.set(key, make());
+    return materials.get(key);
+  }
+  const lighter = (hex, a) => new THREE.Color(hex).lerp(new THREE.Color(0xffffff), a);
+  const solid = (c) => material("solid" + c, () => flat(COLOR_HEX[c]));
+  const pale = (c) => material("pale" + c, () => flat(lighter(COLOR_HEX[c], 0.5)));
+  const ghost = (c, o) => material("ghost" + c + o, () => flat(COLOR_HEX[c], { transparent: true, opacity: o, depthWrite: false }));
+  const halo = (s) => material("halo" + s, () => new THREE.MeshBasicMaterial({ color: STATUS_HEX[s], side: THREE.BackSide }));
+  const line = (hex) => material("line" + hex, () => new THREE.LineBasicMaterial({ color: hex }));
+
+  let itemGroup = new THREE.Group();
+  scene.add(itemGroup);
+
+  function at(obj, x, y, z, size) {
+    obj.position.set(x + 0.5, y - 0.5, z + 0.5);
+    if (size) obj.scale.setScalar(size);
+    itemGroup.add(obj);
+    return obj;
+  }
+
+  function rotate(x, z, r) { for (let k = 0; k < r; k++) [x, z] = [-z, x]; return [x, z]; }
+
+  // Reference and predicted net actions [type, color, x, y, z, matched] -> drawn objects.
+  function drawItem(it, aligned) {
+    dropItemLabels();
+    scene.remove(itemGroup);
+    itemGroup = new THREE.Group();
+    scene.add(itemGroup);
+    const [r, dx, dz] = it.al;
+    const moved = aligned && (r || dx || dz);
+    const pred = it.pred.map((a) => {
+      if (!moved) return a;
+      const [x, z] = rotate(a[2], a[4], r);
+      return [a[0], a[1], x + dx, a[3], z + dz, a[5]];
+    });
+    const removed = new Set();
+    for (const a of it.ref.concat(pred)) if (a[0] === 1) removed.add(`${a[2]},${a[3]},${a[4]}`);
+    for (const [x, y, z, c] of it.prev) {
+      if (removed.has(`${x},${y},${z}`)) { at(new THREE.Mesh(BOX, ghost(c, 0.22)), x, y, z, 0.999); continue; }
+      at(new THREE.Mesh(BOX, pale(c)), x, y, z);
+      at(new THREE.LineSegments(EDGES, line(0x8c959f)), x, y, z, 1.001);
+    }
+    const actions = [];
+    for (const a of it.ref) actions.push([a, a[5] ? "matched" : "missed"]);
+    // A matched prediction drawn where the evaluator compared it coincides with its reference
+    // action (drawn above); otherwise (aligned box off) it is drawn where the model put it.
+    const atReference = moved || !(r || dx || dz);
+    for (const a of pred) if (!(a[5] && atReference)) actions.push([a, a[5] ? "matched" : "extra"]);
+    for (const [[t, c, x, y, z], status] of actions) {
+      if (t === 1) { // removal: a wire box with a cross in the status color
+        at(new THREE.LineSegments(EDGES, line(STATUS_HEX[status])), x, y, z, 1.04);
+        at(new THREE.LineSegments(CROSS, line(STATUS_HEX[status])), x, y, z, 0.9);
+      } else if (status === "missed") { // reference only: see-through
+        at(new THREE.Mesh(BOX, ghost(c, 0.38)), x, y, z, 0.98);
+        at(new THREE.LineSegments(EDGES, line(STATUS_HEX.missed)), x, y, z, 1.0);
+      } else { // matched: full size; extra (prediction only): smaller; both with an outline
+        const size = status === "extra" ? 0.78 : 0.9;
+        at(new THREE.Mesh(BOX, solid(c)), x, y, z, size);
+        at(new THREE.Mesh(BOX, halo(status)), x, y, z, size + 0.16);
+      }
+    }
+    // The Builder: body from the feet (pose y - 1) to the eyes (+1.62), the view direction.
+    const [px, py, pz, yaw, pitch] = it.pose;
+    const feet = new THREE.Vector3(px, py - 1, pz);
+    const body = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0.22, 0.22, 1.45, 12)), material("builder", () =>
+      flat(0x3d444d)));
+    body.position.set(px, py - 1 + 0.725, pz);
+    itemGroup.add(body);
+    const eye = feet.clone().add(new THREE.Vector3(0, 1.62, 0));
+    const head = new THREE.Mesh(shaded(new THREE.SphereGeometry(0.2, 12, 8)), material("builder", null));
+    head.position.copy(eye);
+    itemGroup.add(head);
+    const yr = yaw * Math.PI / 180, pr = pitch * Math.PI / 180;
+    const dir = new THREE.Vector3(-Math.sin(yr) * Math.cos(pr), -Math.sin(pr), Math.cos(yr) * Math.cos(pr));
+    // The view arrow: a shaft and a cone (cylinders, the blocks' shader program).
+    const dark = material("builder", null);
+    const up = new THREE.Vector3(0, 1, 0);
+    const shaft = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0.05, 0.05, 2.1, 8)), dark);
+    shaft.position.copy(eye).addScaledVector(dir, 1.05);
+    shaft.quaternion.setFromUnitVectors(up, dir);
+    itemGroup.add(shaft);
+    const cone = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0, 0.17, 0.5, 12)), dark);
+    cone.position.copy(eye).addScaledVector(dir, 2.35);
+    cone.quaternion.setFromUnitVectors(up, dir);
+    itemGroup.add(cone);
+    label("Builder", "#24292f", eye.clone().add(new THREE.Vector3(0, 0.7, 0)), true);
+  }
+
+  // Camera: behind the Builder (its yaw), looking down on the region center.
+  function viewFromBuilder(it, top) {
+    const yr = it.pose[3] * Math.PI / 180;
+    const back = new THREE.Vector3(Math.sin(yr), 0, -Math.cos(yr)); // minus the view direction
+    const elev = top ? 80 * Math.PI / 180 : 34 * Math.PI / 180;
+    const dist = 17;
+    camera.position.copy(TARGET).addScaledVector(back, dist * Math.cos(elev)).add(new THREE.Vector3(0, dist * Math.sin(elev), 0));
+    controls.target.copy(TARGET);
+    controls.update();
+  }
+
+  function resize() {
+    const w = canvas.clientWidth || 600, h = canvas.clientHeight || 400;
+    if (canvas.width !== Math.floor(w * pixelRatio) || canvas.height !== Math.floor(h * pixelRatio)) {
+      renderer.setSize(w, h, false);
+    }
+    camera.aspect = w / h;
+    camera.updateProjectionMatrix();
+  }
+
+  function draw() { renderer.render(scene, camera); placeLabels(); }
+
+  new ResizeObserver(() => { resize(); draw(); }).observe(canvas);
+
+  // ---------------------------------------------------------------------------------------
+  // Item view
+
+  function describe(a) {
+    return `${a[0] === 1 ? "remove" : "place "} ${COLOR_NAMES[a[1]].padEnd(6)} (${a[2]}, ${a[3]}, ${a[4]})`;
+  }
+
+  function actionList(list, statusOf) {
+    if (!list.length) return "<li><i>none</i></li>";
+    return list.map((a) => {
+      const s = statusOf(a);
+      const dot = `<span class="cdot" style="background:#${COLOR_HEX[a[1]].toString(16).padStart(6, "0")}"></span>`;
+      return `<li><span class="st st-${s}">${s}</span>${dot}${esc(describe(a))}</li>`;
+    }).join("");
+  }
+
+  function showDialogue(it) {
+    const [h, n] = it.h;
+    const events = HISTORIES[h].slice(0, n);
+    let last = -1;
+    events.forEach((e, k) => { if (e.length === 2 && e[0] === "A") last = k; });
+    const html = [];
+    let placed = 0, removedCount = 0;
+    const flush = () => {
+      if (placed || removedCount) {
+        const parts = [];
+        if (placed) parts.push(`placed ${placed}`);
+        if (removedCount) parts.push(`removed ${removedCount}`);
+        html.push(`<div class="acts">Builder ${parts.join(", ")}</div>`);
+      }
+      placed = removedCount = 0;
+    };
+    events.forEach((e, k) => {
+      if (e.length === 2) {
+        flush();
+        const who = e[0] === "A" ? "Architect" : "Builder";
+        html.push(`<div class="turn ${e[0] === "A" ? "arch" : "build"}${k === last ? " last" : ""}"><b>${who}:</b> ${esc(e[1])}</div>`);
+      } else if (e[0] === 1) removedCount++; else placed++;
+    });
+    flush();
+    html.push(`<div class="acts">next: the Builder's ${it.lr} recorded action${it.lr === 1 ? "" : "s"} (reference)</div>`);
+    const box = $("dialogue");
+    box.innerHTML = html.join("");
+    const mark = box.querySelector(".last");
+    box.scrollTop = box.scrollHeight;
+    if (mark && mark.offsetTop < box.scrollTop) box.scrollTop = mark.offsetTop - 8;
+  }
+
+  function select(i, keepCamera) {
+    if (i < 0 || i >= ITEMS.length) return;
+    const it = ITEMS[i];
+    current = i;
+    showRow(i);
+    const link = "#item=" + encodeURIComponent(it.id);
+    if (location.hash !== link) history.replaceState(null, "", link);
+    const [r, dx, dz] = it.al;
+    const chips = METRICS.map((m) => `<span class="chip">${m === "overall" ? "F1" : m} ${pct(it.f[m])}</span>`).join(" ");
+    $("itemhead").innerHTML =
+      `<span class="id">${esc(it.id)}</span> <a href="${link}">link</a> <span>${it.g}${it.m ? " · fairer alignment" : ""}</span>` +
+      `<span>reference ${it.nr} net (${it.lr} recorded) · prediction ${it.np} net (${it.lp} predicted)</span> ${chips}` +
+      (r || dx || dz ? `<span class="note">scored after ${[r ? `turning ${r * 90}° clockwise (seen from above)` : "",
+        dx || dz ? `shifting by (${dx}, ${dz}) in (x, z)` : ""].filter(Boolean).join(" and ")}</span>` : "");
+    $("aligned-box").style.display = r || dx || dz ? "" : "none";
+    showDialogue(it);
+    $("actions").innerHTML =
+      `<h3>Reference (net)</h3><ul>${actionList(it.ref, (a) => (a[5] ? "matched" : "missed"))}</ul>` +
+      `<h3>Prediction (net)</h3><ul>${actionList(it.pred, (a) => (a[5] ? "matched" : "extra"))}</ul>`;
+    drawItem(it, $("aligned").checked);
+    if (!keepCamera) viewFromBuilder(it, false);
+    resize();
+    draw();
+  }
+
+  function step(delta) {
+    if (!order.length) return;
+    const k = order.indexOf(current);
+    const next = k < 0 ? 0 : Math.min(order.length - 1, Math.max(0, k + delta));
+    select(order[next]);
+  }
+
+  document.addEventListener("keydown", (e) => {
+    if (e.target.closest && e.target.closest("input, select, textarea")) return;
+    if (e.key === "ArrowDown" || e.key === "j" || e.key === "n") { step(1); e.preventDefault(); }
+    else if (e.key === "ArrowUp" || e.key === "k" || e.key === "p") { step(-1); e.preventDefault(); }
+  });
+  $("aligned").addEventListener("change", () => { if (current >= 0) select(current, true); });
+  $("view-reset").addEventListener("click", () => { if (current >= 0) { viewFromBuilder(ITEMS[current], false); draw(); } });
+  $("view-top").addEventListener("click", () => { if (current >= 0) { viewFromBuilder(ITEMS[current], true); draw(); } });
+
+  const byId = new Map(ITEMS.map((it, i) => [it.id, i]));
+  function fromHash() {
+    const m = /^#item=(.+)$/.exec(location.hash);
+    return m && byId.has(decodeURIComponent(m[1])) ? byId.get(decodeURIComponent(m[1])) : null;
+  }
+  window.addEventListener("hashchange", () => { const i = fromHash(); if (i !== null && i !== current) select(i); });
+
+  TIMES.scene = performance.now();
+  refresh();
+  TIMES.table = performance.now();
+  const start = fromHash();
+  select(start !== null ? start : (order.length ? order[0] : -1));
+  const readyMs = performance.now();
+  TIMES.item = readyMs;
+  $("opened").textContent = `opened in ${Math.round(readyMs)} ms`;
+
+  // ---------------------------------------------------------------------------------------
+  // Self-test (?selftest[&q=word]): drives the page as a person would and writes what it saw
+  // as JSON into #selftest-result; tests/test_report.py reads it with headless Chromium.
+
+  function canvasStats() {
+    draw();
+    const gl = renderer.getContext();
+    const w = gl.drawingBufferWidth, h = gl.drawingBufferHeight;
+    const px = new Uint8Array(w * h * 4);
+    gl.readPixels(0, 0, w, h, gl.RGBA, gl.UNSIGNED_BYTE, px);
+    const bg = new THREE.Color(BACKGROUND);
+    const [br, bgn, bb] = [bg.r, bg.g, bg.b].map((v) => Math.round(v * 255));
+    let differ = 0, colorful = 0;
+    const colors = new Set();
+    for (let k = 0; k < px.length; k += 4) {
+      if (Math.abs(px[k] - br) + Math.abs(px[k + 1] - bgn) + Math.abs(px[k + 2] - bb) > 24) differ++;
+      if (Math.max(px[k], px[k + 1], px[k + 2]) - Math.min(px[k], px[k + 1], px[k + 2]) > 60) colorful++;
+      colors.add((px[k] >> 4) << 8 | (px[k + 1] >> 4) << 4 | (px[k + 2] >> 4));
+    }
+    return { width: w, height: h, non_background: differ, colorful, colors: colors.size };
+  }
+
+  // The rows in the DOM (a window of the filtered rows) and the count the page states.
+  function rowsShown() { return Array.from(tbody.querySelectorAll("tr[data-i]")).map((tr) => ITEMS[Number(tr.dataset.i)]); }
+  function rowsCounted() { return Number(/^(\d+) of/.exec($("count").textContent)[1]); }
+
+  function selfTest(query) {
+    const out = { ready_ms: readyMs, times: TIMES, items: ITEMS.length, three: THREE.REVISION,
+      programs: renderer.info.programs.length };
+    const rows = tbody.querySelectorAll("tr[data-i]");
+    const row = rows[Math.min(1, rows.length - 1)];
+    row.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    out.selected = ITEMS[current].id;
+    const selectedRow = tbody.querySelector("tr.sel");
+    out.selected_row = !!selectedRow && Number(selectedRow.dataset.i) === current;
+    out.hash = decodeURIComponent(location.hash);
+    out.canvas = canvasStats();
+    document.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowDown", bubbles: true }));
+    out.after_next = ITEMS[current].id;
+    out.expected_next = ITEMS[order[Math.min(2, order.length - 1)]].id;
+    $("f-group").value = "EB"; $("f-group").dispatchEvent(new Event("change"));
+    let shown = rowsShown();
+    out.filter_eb = { rows: rowsCounted(), in_dom: shown.length, all_eb: shown.every((it) => it.g === "EB"), count: $("count").textContent };
+    $("f-reset").click();
+    $("f-f1min").value = "50"; $("f-f1min").dispatchEvent(new Event("input"));
+    shown = rowsShown();
+    out.filter_f1min50 = { rows: rowsCounted(), all_at_least: shown.every((it) => it.f.overall >= 0.5) };
+    $("f-reset").click();
+    $("f-lenmin").value = "3"; $("f-lenmax").value = "5"; $("f-lenmax").dispatchEvent(new Event("input"));
+    shown = rowsShown();
+    out.filter_len3to5 = { rows: rowsCounted(), all_within: shown.every((it) => it.nr >= 3 && it.nr <= 5) };
+    $("f-reset").click();
+    if (query) {
+      $("f-text").value = query;
+      refresh();
+      out.filter_text = { query, rows: rowsCounted(), in_dom: rowsShown().length };
+      $("f-reset").click();
+    }
+    document.querySelector('th[data-key="overall"]').click();
+    shown = rowsShown();
+    out.sorted_desc = shown.every((it, k) => k === 0 || shown[k - 1].f.overall >= it.f.overall);
+    out.rows_after_reset = rowsCounted();
+    out.rows_in_dom = rowsShown().length;
+    // scrolled to the end: the last filtered row is in the DOM
+    wrap.scrollTop = wrap.scrollHeight;
+    renderRows();
+    out.last_row_after_scroll = rowsShown().slice(-1)[0].id === ITEMS[order[order.length - 1]].id;
+    $("selftest-result").textContent = JSON.stringify(out);
+  }
+
+  const params = new URLSearchParams(location.search);
+  if (params.has("selftest")) {
+    try { selfTest(params.get("q")); } catch (err) { $("selftest-result").textContent = JSON.stringify({ error: String(err && err.stack || err) }); }
+  }
+})();
