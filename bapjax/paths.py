@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -206,14 +207,20 @@ def set_aside(entry: str | os.PathLike, problem: str, what: str) -> Path:
 NO_SPACE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
+_TENSORSTORE_ERRNO = re.compile(r"os_error_code='(\d+)'")  # how Orbax's TensorStore reports it
+
+
 def no_space_error(err: BaseException | None) -> OSError | None:
     """The OSError of a full disk / quota / file-size limit behind `err` (its cause or context
-    chain: Orbax and worker pools wrap it), else None."""
+    chain: Orbax and worker pools wrap it; TensorStore puts the errno in its message), else None."""
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
         if isinstance(err, OSError) and err.errno in NO_SPACE:
             return err
+        code = _TENSORSTORE_ERRNO.search(str(err))
+        if code and int(code.group(1)) in NO_SPACE:
+            return OSError(int(code.group(1)), os.strerror(int(code.group(1))))
         err = err.__cause__ or err.__context__
     return None
 

@@ -375,18 +375,21 @@ def _one_error_line(done) -> str:
     return errors[0]
 
 
-def test_a_predictions_write_past_the_limit_leaves_no_partial_file(tmp_path, mdc_path):
+def test_a_predictions_write_past_the_limit_leaves_no_partial_file(tmp_path, mdc_corpus):
+    from bapjax import formats
+
+    items = tmp_path / "items.jsonl"
+    formats.write_items(items, mdc_corpus.split("test")[:300])
     out = tmp_path / "preds.jsonl"
     out.write_text("old\n")  # a previous complete file stays as it was
-    command = [sys.executable, "-m", "bapjax.predictors", "oracle", "--corpus", str(mdc_path), "--split", "test",
-               "--out", str(out)]
+    command = [sys.executable, "-m", "bapjax.predictors", "oracle", "--items", str(items), "--out", str(out)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600,
-                          preexec_fn=_limited(64 * 1024))
+                          preexec_fn=_limited(16 * 1024))
     line = _one_error_line(done)
     assert str(out) in line and "file-size limit" in line, line
-    assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["preds.jsonl"]
+    assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["items.jsonl", "preds.jsonl"]
     assert subprocess.run(command, cwd=REPO, capture_output=True, timeout=600).returncode == 0
-    assert len(out.read_text().splitlines()) == 1616
+    assert len(out.read_text().splitlines()) == 300
 
 
 def test_an_unpack_into_the_cache_past_the_limit_ends_with_one_line(tmp_path, mdc_path):
@@ -408,7 +411,7 @@ CHECKPOINT_SCRIPT = textwrap.dedent('''
     from bapjax import checkpoints, paths, sharding
     workdir, limit = epath.Path(sys.argv[1]), int(sys.argv[2])
     mesh = sharding.data_mesh()
-    state = sharding.replicate({"step": jnp.int32(7), "params": {"w": jnp.ones((512, 1024))}}, mesh)
+    state = sharding.replicate({"step": jnp.int32(7), "params": {"w": jax.random.normal(jax.random.PRNGKey(0), (512, 1024))}}, mesh)
     ckpts = checkpoints.Checkpoints(workdir)
     if limit:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))

@@ -81,17 +81,28 @@ def _unpack_archive(archive: Path) -> Path:
     """Unpack once into the cache; returns the directory holding ``data/``. An unpacked entry
     whose files no longer match its completion record is moved aside and unpacked again."""
     target = cache_root() / f"corpus-{file_sha256(archive)[:16]}"
-    if paths.is_sealed(target) and paths.seal_problem(target) is None:
+    if _unpacked_problem(target) is None:
         return target
     with build_lock(target):
-        if paths.is_sealed(target):  # another process may have unpacked it while we waited
-            problem = paths.seal_problem(target)
-            if problem is None:
-                return target
+        problem = _unpacked_problem(target)  # another process may have unpacked it while we waited
+        if problem is None:
+            return target
+        if problem is not _ABSENT:
             paths.set_aside(target, problem, f"the unpacked corpus archive {archive.name}")
         for stale in target.parent.glob(f".unpack-{target.name}-*"):  # left by a killed unpack
             shutil.rmtree(stale, ignore_errors=True)
         return _unpack_locked(archive, target)
+
+
+_ABSENT = "not unpacked"
+_LEGACY_COMPLETE = ".complete"  # the marker of an older bapjax's unpack: complete, no file record
+
+
+def _unpacked_problem(target: Path) -> str | None:
+    """None when `target` is a finished unpack that still holds what it recorded."""
+    if paths.is_sealed(target):
+        return paths.seal_problem(target)
+    return None if (target / _LEGACY_COMPLETE).exists() else _ABSENT
 
 
 def _unpack_locked(archive: Path, target: Path) -> Path:
