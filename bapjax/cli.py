@@ -67,7 +67,7 @@ def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], 
             full = no_space_error(err)
             if full is None:
                 raise
-            fail(describe_no_space(full, full.filename or "a file", "it"))
+            fail(describe_no_space(full, full.filename, "it" if full.filename else "a file"))
 
     app.run(guarded, flags_parser=_parse_flags)
 

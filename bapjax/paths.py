@@ -229,10 +229,12 @@ class NoSpaceError(UserError):
     """A write that failed for lack of space (or a file-size limit); the message names what."""
 
 
-def describe_no_space(err: OSError, target: str | os.PathLike, what: str) -> str:
+def describe_no_space(err: OSError, target: str | os.PathLike | None, what: str) -> str:
+    """The one line of a full disk: where (when known), what, why, and what to do."""
     reason = "the file-size limit (ulimit -f) was reached" if err.errno == errno.EFBIG else \
         "no space left on the device" if err.errno == errno.ENOSPC else "the disk quota is exceeded"
-    return f"{target}: could not write {what}: {reason}; nothing partial was kept, free space and run the same command again"
+    where = f"{target}: " if target else ""
+    return f"{where}could not write {what}: {reason}; free space and run the same command again"
 
 
 @contextlib.contextmanager

@@ -211,6 +211,47 @@ def test_two_processes_agree_on_the_step_to_save_at(tmp_path, signum):
     assert results[1]["signal"] == signal.Signals(signum).name
 
 
+@pytest.mark.slow  # ~3-5 min on a 2-core CPU: two training processes compile and run, twice
+def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path):
+    """The pod case end to end: `bapjax.train` on 2 processes joined by `jax.distributed`, a
+    SIGTERM to one of them; both save the same step, exit 75, and the same commands resume."""
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
+    base = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
+            *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
+            "--config.eval.final_splits=()", "--config.train.eval_every_steps=5",
+            "--config.distributed.initialize=True", f"--config.distributed.coordinator_address=localhost:{port}",
+            "--config.distributed.num_processes=2"]
+    for name in ("bs", "ss", "r"):
+        base += [f"--config.data.sources.{name}.generate.train_items=60",
+                 f"--config.data.sources.{name}.generate.processes=1"]
+
+    def start(max_steps):
+        return [subprocess.Popen([*base, f"--config.distributed.process_id={p}", f"--config.train.max_steps={max_steps}"],
+                                 cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                for p in range(2)]
+
+    procs = start(400)
+    lines = []
+    assert _wait_for_line(procs[0], r"^step 7/", lines, 900), "".join(lines)[-3000:]
+    procs[1].send_signal(signal.SIGTERM)
+    outputs = ["".join(lines) + procs[0].communicate(timeout=300)[0], procs[1].communicate(timeout=300)[0]]
+    for proc, output in zip(procs, outputs):
+        assert proc.returncode == preemption.EXIT_STATUS, output[-3000:]
+    saved = re.search(r"SIGTERM received: saved the checkpoint of step (\d+)", outputs[0])
+    assert saved, outputs[0][-3000:]
+    step = int(saved.group(1))
+    assert step > 7 and step in {int(p.name) for p in (tmp_path / "run" / "checkpoints" / "latest").iterdir()
+                                 if p.name.isdigit()}
+    procs = start(step + 2)
+    outputs = [proc.communicate(timeout=900)[0] for proc in procs]
+    for proc, output in zip(procs, outputs):
+        assert proc.returncode == 0, output[-3000:]
+    assert f"resumed from step {step}" in outputs[0]
+
+
 # ------------------------------------------------------------------------------------------------
 # Damaged cache entries are moved aside and rebuilt; nothing outside the cache is touched
 
