@@ -216,7 +216,7 @@ def test_two_processes_agree_on_the_step_to_save_at(tmp_path, signum):
     assert results[1]["signal"] == signal.Signals(signum).name
 
 
-@pytest.mark.slow  # ~3-5 min on a 2-core CPU: two training processes compile and run, twice
+@pytest.mark.slow  # ~5-10 min on a 2-core CPU: two training processes compile and run, twice
 def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path):
     """The pod case end to end: `bapjax.train` on 2 processes joined by `jax.distributed`, a
     SIGTERM to one of them; both save the same step, exit 75, and the same commands resume."""
@@ -233,16 +233,22 @@ def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path):
         base += [f"--config.data.sources.{name}.generate.train_items=60",
                  f"--config.data.sources.{name}.generate.processes=1"]
 
-    def start(max_steps):
-        return [subprocess.Popen([*base, f"--config.distributed.process_id={p}", f"--config.train.max_steps={max_steps}"],
-                                 cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                for p in range(2)]
+    def start(max_steps, tag):  # output to files: a full pipe would stall a process and so both
+        logs = [tmp_path / f"{tag}.{p}.log" for p in range(2)]
+        procs = [subprocess.Popen([*base, f"--config.distributed.process_id={p}", f"--config.train.max_steps={max_steps}"],
+                                  cwd=REPO, env=env, stdout=open(logs[p], "w"), stderr=subprocess.STDOUT)
+                 for p in range(2)]
+        return procs, logs
 
-    procs = start(400)
-    lines = []
-    assert _wait_for_line(procs[0], r"^step 7/", lines, 900), "".join(lines)[-3000:]
+    procs, logs = start(400, "first")
+    deadline = time.time() + 1500
+    while not re.search(r"^step 7/", logs[0].read_text(), re.M):
+        assert time.time() < deadline and procs[0].poll() is None, logs[0].read_text()[-3000:]
+        time.sleep(1)
     procs[1].send_signal(signal.SIGTERM)
-    outputs = ["".join(lines) + procs[0].communicate(timeout=300)[0], procs[1].communicate(timeout=300)[0]]
+    for proc in procs:
+        proc.wait(timeout=600)
+    outputs = [log.read_text() for log in logs]
     for proc, output in zip(procs, outputs):
         assert proc.returncode == preemption.EXIT_STATUS, output[-3000:]
     saved = re.search(r"SIGTERM received: saved the checkpoint of step (\d+)", outputs[0])
@@ -250,8 +256,10 @@ def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path):
     step = int(saved.group(1))
     assert step > 7 and step in {int(p.name) for p in (tmp_path / "run" / "checkpoints" / "latest").iterdir()
                                  if p.name.isdigit()}
-    procs = start(step + 2)
-    outputs = [proc.communicate(timeout=900)[0] for proc in procs]
+    procs, logs = start(step + 2, "rerun")
+    for proc in procs:
+        proc.wait(timeout=1500)
+    outputs = [log.read_text() for log in logs]
     for proc, output in zip(procs, outputs):
         assert proc.returncode == 0, output[-3000:]
     assert f"resumed from step {step}" in outputs[0]
