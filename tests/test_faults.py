@@ -217,9 +217,13 @@ def test_two_processes_agree_on_the_step_to_save_at(tmp_path, signum):
 
 
 @pytest.mark.slow  # ~5-10 min on a 2-core CPU: two training processes compile and run, twice
-def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path):
+def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path, monkeypatch):
     """The pod case end to end: `bapjax.train` on 2 processes joined by `jax.distributed`, a
     SIGTERM to one of them; both save the same step, exit 75, and the same commands resume."""
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    for name in ("bs", "ss", "r"):  # built first: on a busy CPU one process building them while the
+        # other waits on the lock can keep them apart longer than JAX's 30 s collective set-up
+        sources.generated_corpus(name, 1, (60, 40, 100), processes=1, progress=False)
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
