@@ -7,7 +7,9 @@ with; `load_run` is what ``bapjax.predict`` and the benchmarks load a trained mo
 
 A checkpoint that cannot be read (a truncated file, a half-written step) is skipped with one
 warning naming it, and the newest intact one is used instead; when none is intact the error
-names every directory tried.
+names every directory tried. A save that meets a full disk (or a file-size limit) ends with one
+line naming the step (`bapjax.paths.NoSpaceError`); Orbax writes into a temporary folder and
+renames it only when whole, so the half-written step is never listed, and it is removed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 
-from bapjax import sharding
+from bapjax import paths, sharding
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.paths import workdir_path
@@ -51,6 +53,15 @@ def _restore_newest_intact(manager, args_for_step, where: str, steps: Iterable[i
     return None, None
 
 
+def _remove_unfinished(directory: epath.Path) -> None:
+    """Orbax's temporary folders of saves that did not finish (they are never restored)."""
+    for tmp in directory.glob("*.orbax-checkpoint-tmp*"):
+        try:
+            tmp.rmtree() if tmp.is_dir() else tmp.unlink()
+        except OSError:
+            pass
+
+
 class Checkpoints:
     """Orbax managers for `latest/` (resume; the last `KEEP_LATEST` steps) and `best/` (lowest val loss)."""
 
@@ -68,8 +79,14 @@ class Checkpoints:
         if step in manager.all_steps():
             manager.delete(step)
         args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
-        manager.save(step, args=args, force=True)
-        manager.wait_until_finished()
+        target = manager.directory / str(step)
+        try:
+            with paths.writing(target, f"the checkpoint of step {step}"):
+                manager.save(step, args=args, force=True)
+                manager.wait_until_finished()
+        except paths.NoSpaceError:
+            _remove_unfinished(manager.directory)  # Orbax never lists them as steps; free their space
+            raise
 
     @staticmethod
     def restore(manager, abstract_state, step: int | None = None):

@@ -4,7 +4,9 @@ Each CLI module defines its flags in a `define_flags()` that only runs when the 
 program (``cli.run(main, define_flags)`` under ``__main__``), so CLIs can import each other's
 modules freely; shared names (--corpus, --split, --out, ...) are defined by whichever CLI
 asks first (`flag`). A user mistake (`bapjax.errors.UserError`, a bad flag value, a usage error)
-prints one line, ``error: <what and where>``, and exits 2; anything else is a bug and keeps its
+prints one line, ``error: <what and where>``, and exits 2; so does a write that meets a full
+disk or a file-size limit (`bapjax.paths.NoSpaceError` names what could not be written; an
+OSError of that kind from elsewhere names its file). Anything else is a bug and keeps its
 traceback.
 """
 
@@ -19,7 +21,7 @@ import jax
 from absl import app, flags
 
 from bapjax.errors import UserError
-from bapjax.paths import cache_root
+from bapjax.paths import cache_root, describe_no_space, no_space_error
 
 FLAGS = flags.FLAGS
 
@@ -61,6 +63,11 @@ def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], 
             return int(main(argv) or 0)
         except (UserError, app.UsageError) as err:
             fail(str(err))
+        except Exception as err:  # noqa: BLE001 (re-raised unless a write met a full disk)
+            full = no_space_error(err)
+            if full is None:
+                raise
+            fail(describe_no_space(full, full.filename, "it" if full.filename else "a file"))
 
     app.run(guarded, flags_parser=_parse_flags)
 

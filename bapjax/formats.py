@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
 
-from bapjax import grid
+from bapjax import grid, paths
 from bapjax.corpus.items import BapItem
 from bapjax.errors import UserError
 from bapjax.grid import Action
@@ -54,12 +54,20 @@ def iter_records(path: str | os.PathLike, what: str, error: type[Exception] = Fo
 
 
 def _write_lines(path: str | os.PathLike, records: Iterable[dict], append: bool = False) -> int:
-    count = 0
-    with open(path, "a" if append else "w", encoding="utf-8") as out:
-        for record in records:
-            out.write(json.dumps(record) + "\n")
-            count += 1
-    return count
+    """Write JSONL; a new file is written whole or not at all (`paths.write_atomically`: a full
+    disk leaves no half file where predictions or items were expected)."""
+    def write(target) -> int:
+        count = 0
+        with open(target, "a" if append else "w", encoding="utf-8") as out:
+            for record in records:
+                out.write(json.dumps(record) + "\n")
+                count += 1
+        return count
+
+    if append:
+        with paths.writing(path, "the JSONL file"):
+            return write(path)
+    return paths.write_atomically(path, write, "the JSONL file")
 
 
 # --------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 from absl import logging
 
-from bapjax import grid
+from bapjax import grid, paths
 from bapjax.corpus.items import BapItem, ChatTurn
 from bapjax.grid import Action
 from bapjax.text import bert_states, tokenizer
@@ -130,10 +130,13 @@ class FeaturizedItems:
                 if isinstance(getattr(self, f.name), np.ndarray)}
 
     def save(self, path: str | os.PathLike) -> None:
-        tmp = Path(f"{path}.tmp{os.getpid()}.npz")
-        np.savez(tmp, item_ids=np.array(self.item_ids, dtype=object).astype(str),
-                 counts=np.array([self.truncated_actions, self.truncated_text]), **self.arrays())
-        tmp.replace(path)
+        """Atomically (the file is whole or absent); a full disk raises `paths.NoSpaceError`."""
+        def write(partial: Path) -> None:
+            with open(partial, "wb") as handle:
+                np.savez(handle, item_ids=np.array(self.item_ids, dtype=object).astype(str),
+                         counts=np.array([self.truncated_actions, self.truncated_text]), **self.arrays())
+
+        paths.write_atomically(path, write, "the feature cache")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "FeaturizedItems":
@@ -279,7 +282,13 @@ def featurize_items_cached(items: Sequence[BapItem], vocab: Vocabulary, config: 
     digest.update(items_digest(items).encode())
     path = Path(cache_dir) / f"features-{digest.hexdigest()[:20]}.npz"
     if path.exists():
-        return FeaturizedItems.load(path)
+        try:  # npz members carry CRC-32s: a damaged file fails here, is moved aside and rebuilt
+            features = FeaturizedItems.load(path)
+            if len(features.item_ids) != len(items) or len(features.text_tokens) != len(items) + 1:
+                raise ValueError(f"holds {len(features.item_ids)} items, {len(items)} expected")
+            return features
+        except Exception as err:  # noqa: BLE001 (zip, numpy and key errors alike)
+            paths.set_aside(path, f"unreadable: {type(err).__name__}: {err}", "the feature cache")
     features = featurize_items(items, vocab, config, progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     features.save(path)

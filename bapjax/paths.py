@@ -8,10 +8,17 @@ unpacked corpus archives (`mdc/`), itemized corpora and features, generated and 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import hashlib
 import json
 import os
+import re
+import shutil
+import sys
+import time
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from etils import epath
 
@@ -93,3 +100,173 @@ def build_lock(target: str | os.PathLike):
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------------------------
+# Cache entries: a record of what a finished entry holds, checked on every load
+
+COMPLETE = ".bapjax-complete"  # written last into a finished cache entry: what it holds
+DAMAGED = "damaged"  # <cache root>/damaged/: entries that failed their check, moved aside
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _entry_files(entry: Path):
+    for path in sorted(entry.rglob("*")):
+        if path.is_file() and path.name != COMPLETE:
+            yield path
+
+
+def seal(entry: str | os.PathLike, **info) -> None:
+    """Mark the cache folder `entry` complete: its record (size, mtime and sha256 of every file,
+    plus `info`) is written last and atomically, so an entry without it is unfinished."""
+    entry = Path(entry)
+    files = {}
+    for path in _entry_files(entry):
+        st = path.stat()
+        files[str(path.relative_to(entry))] = [st.st_size, st.st_mtime_ns, file_sha256(path)]
+    with writing(entry / COMPLETE, "the completion record of a cache entry"):
+        partial = entry / f".{COMPLETE}.{os.getpid()}.tmp"
+        try:
+            partial.write_text(json.dumps({**info, "pid": os.getpid(), "files": files}) + "\n")
+            os.replace(partial, entry / COMPLETE)
+        finally:
+            partial.unlink(missing_ok=True)
+
+
+def is_sealed(entry: str | os.PathLike) -> bool:
+    return (Path(entry) / COMPLETE).exists()
+
+
+def seal_problem(entry: str | os.PathLike) -> str | None:
+    """None when the sealed folder `entry` still holds what its record says; else what differs.
+    Sizes are checked on every load (a stat per file); a file whose mtime changed is hashed, so
+    a rewrite of the same size is caught too. An entry sealed before records held files (an
+    older bapjax) passes, as it did then."""
+    entry = Path(entry)
+    try:
+        record = json.loads((entry / COMPLETE).read_text())
+    except FileNotFoundError:
+        return "no completion record"
+    except (OSError, ValueError) as err:
+        return f"unreadable completion record {COMPLETE} ({err})"
+    files = record.get("files") if isinstance(record, dict) else None
+    if not isinstance(files, dict):
+        return None
+    for name, expected in files.items():
+        path = entry / name
+        try:
+            size, mtime_ns, sha256 = expected
+            st = path.stat()
+        except FileNotFoundError:
+            return f"{name} is missing"
+        except (OSError, ValueError, TypeError) as err:
+            return f"{name}: cannot check it ({err})"
+        if st.st_size != size:
+            return f"{name} has {st.st_size} bytes, {size} when the entry was completed"
+        if st.st_mtime_ns != mtime_ns and file_sha256(path) != sha256:
+            return f"{name} changed since the entry was completed (sha256 differs)"
+    return None
+
+
+def in_cache(path: str | os.PathLike) -> bool:
+    """Whether `path` lies inside the cache root (only such paths are ever healed)."""
+    root = cache_root().resolve()
+    return Path(path).resolve().is_relative_to(root) and Path(path).resolve() != root
+
+
+class DamagedOutsideCacheError(UserError):
+    """A derived folder outside the cache that fails its check: bapjax does not move it."""
+
+
+def set_aside(entry: str | os.PathLike, problem: str, what: str) -> Path:
+    """Move the damaged cache entry `entry` (folder or file) to ``<cache root>/damaged/`` and say
+    so in one warning line; the caller rebuilds it. Anything outside the cache is never moved:
+    DamagedOutsideCacheError names it instead."""
+    entry = Path(entry)
+    if not in_cache(entry):
+        raise DamagedOutsideCacheError(f"{entry}: {what} is damaged ({problem}); it is outside the cache "
+                                       f"({cache_root()}), so bapjax leaves it: remove it or build it elsewhere")
+    aside = cache_root() / DAMAGED / f"{entry.name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(entry, aside)
+    print(f"warning: {what} at {entry} is damaged ({problem}); moved it to {aside} and rebuilding it",
+          file=sys.stderr, flush=True)
+    return aside
+
+
+# --------------------------------------------------------------------------------------------
+# Writes that can meet a full disk or a file-size limit
+
+NO_SPACE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+_TENSORSTORE_ERRNO = re.compile(r"os_error_code='(\d+)'")  # how Orbax's TensorStore reports it
+
+
+def no_space_error(err: BaseException | None) -> OSError | None:
+    """The OSError of a full disk / quota / file-size limit behind `err` (its cause or context
+    chain: Orbax and worker pools wrap it; TensorStore puts the errno in its message), else None."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in NO_SPACE:
+            return err
+        code = _TENSORSTORE_ERRNO.search(str(err))
+        if code and int(code.group(1)) in NO_SPACE:
+            return OSError(int(code.group(1)), os.strerror(int(code.group(1))))
+        err = err.__cause__ or err.__context__
+    return None
+
+
+class NoSpaceError(UserError):
+    """A write that failed for lack of space (or a file-size limit); the message names what."""
+
+
+def describe_no_space(err: OSError, target: str | os.PathLike | None, what: str) -> str:
+    """The one line of a full disk: where (when known), what, why, and what to do."""
+    reason = "the file-size limit (ulimit -f) was reached" if err.errno == errno.EFBIG else \
+        "no space left on the device" if err.errno == errno.ENOSPC else "the disk quota is exceeded"
+    where = f"{target}: " if target else ""
+    return f"{where}could not write {what}: {reason}; free space and run the same command again"
+
+
+@contextlib.contextmanager
+def writing(target: str | os.PathLike, what: str, cleanup: Sequence[str | os.PathLike] = ()):
+    """Turn a full disk / quota / file-size limit met while writing `target` into NoSpaceError
+    naming it, after removing `cleanup` (the partial files or folders of this write)."""
+    try:
+        yield
+    except NoSpaceError:
+        raise
+    except Exception as err:  # noqa: BLE001 (re-raised unless it is a full disk)
+        cause = no_space_error(err)
+        if cause is None:
+            raise
+        for path in cleanup:
+            path = Path(path)
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        raise NoSpaceError(describe_no_space(cause, target, what)) from None
+
+
+def write_atomically(path: str | os.PathLike, write: Callable[[Path], Any], what: str) -> Any:
+    """`write(partial)` then rename the partial file onto `path`: `path` is either the old file
+    or the whole new one, never half of it (a full disk leaves it as it was)."""
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with writing(path, what, cleanup=[partial]):
+        try:
+            result = write(partial)
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
+    return result

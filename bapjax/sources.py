@@ -12,8 +12,12 @@ Derived corpora are built once into the cache (``bapjax.paths.cache_root()``):
     augmented/mc-seed<seed>-copies<copies>-p<paraphrase>/  the augmented MDC training games
 
 Both ``bapjax.train`` and ``bapjax.corpus.build`` use these folders, in-process. An entry counts
-only once its completion marker is written (after the whole corpus is); a folder without it (a
-killed build) is removed and built again.
+only once its completion record (``bapjax.paths.seal``: every file's size and checksum) is
+written, after the whole corpus is; a folder without it (a killed build) is removed and built
+again. An entry whose files no longer match the record, or whose games fail to parse, is moved
+to ``<cache>/damaged/`` with one warning and built again (``bapjax.paths.set_aside``). A full
+disk during a build ends with one line naming the entry (``paths.NoSpaceError``); the half-built
+folder is removed.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from bapjax.paths import cache_root, resolve_path
 from bapjax.sim import generate
 
 SPLITS = ("train", "val", "test")
-COMPLETE = ".bapjax-complete"  # written last into a finished cache entry
+COMPLETE = paths.COMPLETE  # written last into a finished cache entry (what it holds)
 
 
 class SourceError(UserError):
@@ -121,16 +125,38 @@ def _cached_entry(out: Path, matches: Callable[[Path], bool], build: Callable[[P
 
 
 def _cached_entry_locked(out, matches, build, what, writer) -> tuple[Path, bool]:
-    if (out / COMPLETE).exists() and _safely(matches, out):
-        logging.info("reusing %s at %s", what, out)
-        return out, True
+    if paths.is_sealed(out):
+        problem = paths.seal_problem(out)
+        if problem is None and _safely(matches, out):
+            logging.info("reusing %s at %s", what, out)
+            return out, True
+        if problem is not None:
+            paths.check_replaceable(out, writer, what)
+            paths.set_aside(out, problem, what)
     if out.exists():
         paths.check_replaceable(out, writer, what)
         logging.warning("removing the unfinished or different %s at %s", what, out)
         shutil.rmtree(out)
-    build(out)
-    (out / COMPLETE).write_text(json.dumps({"pid": os.getpid()}) + "\n")
+    with paths.writing(out, what, cleanup=[out]):
+        build(out)
+        paths.seal(out, writer=writer)
     return out, False
+
+
+def _load_derived(entry: Path, rebuild: Callable[[], tuple[Path, bool]], what: str):
+    """The itemized corpus of the derived cache entry `entry`; when a game in it fails to parse,
+    the entry is moved aside (one warning) and `rebuild` makes it again (outside the cache: the
+    error stands)."""
+    try:
+        return mdc.load_corpus(entry)
+    except mdc.CorpusError as err:
+        named = [str(p) for p in (entry, entry.resolve()) if str(p) in str(err)]
+        if not (paths.in_cache(entry) and named):  # a mistake in the corpus the user gave stands
+            raise
+        with paths.build_lock(entry):
+            if entry.exists():
+                paths.set_aside(entry, str(err).replace(named[0] + "/", ""), what)
+        return mdc.load_corpus(rebuild()[0])
 
 
 def generated_corpus(dataset: str, seed: int, sizes: Sequence[int], processes: int | None = None,
@@ -205,20 +231,27 @@ def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
         if source.get("generate", None):
             gen = source["generate"]
             sizes = (gen["train_items"], gen["val_items"], gen["test_items"])
-            corpus_path, _ = generated_corpus(gen["dataset"], int(gen["seed"]), sizes,
-                                           gen.get("processes", 0) or None, gen.get("out", "") or None)
+            def generate_it():
+                return generated_corpus(gen["dataset"], int(gen["seed"]), sizes, gen.get("processes", 0) or None,
+                                        gen.get("out", "") or None)
+
+            corpus_path, _ = generate_it()
+            corpus = _load_derived(corpus_path, generate_it, f"the generated {gen['dataset']} corpus")
         elif source.get("corpus", ""):
             corpus_path = resolve_path(source["corpus"])
+            corpus = mdc.load_corpus(corpus_path)
         else:
             raise SourceError(f"{where}: needs `corpus`, `store` or `generate`")
-        corpus = mdc.load_corpus(corpus_path)
         splits = {split: list(corpus.split(split)) for split in SPLITS}
         train_path = source.get("train_corpus", "")
         aug = source.get("augment", None)
         if not train_path and aug and aug.get("enabled", True) and "train" in wanted:
-            train_path, _ = augmented_corpus(corpus_path, int(aug["seed"]), int(aug.get("copies", 3)),
-                                          float(aug.get("paraphrase_prob", 0.5)), aug.get("out", "") or None)
-        if train_path:
+            def augment_it():
+                return augmented_corpus(corpus_path, int(aug["seed"]), int(aug.get("copies", 3)),
+                                        float(aug.get("paraphrase_prob", 0.5)), aug.get("out", "") or None)
+
+            splits["train"] = list(_load_derived(augment_it()[0], augment_it, "the augmented MDC").split("train"))
+        elif train_path:
             splits["train"] = list(mdc.load_corpus(resolve_path(train_path)).split("train"))
     for split in SPLITS:
         if split not in wanted:

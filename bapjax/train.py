@@ -29,7 +29,7 @@ from etils import epath
 from ml_collections import config_flags
 from tensorboardX import SummaryWriter
 
-from bapjax import checkpoints, cli, curriculum, evaluate, input_pipeline, sharding, sources, viz
+from bapjax import checkpoints, cli, curriculum, evaluate, input_pipeline, preemption, sharding, sources, viz
 from bapjax import decode as decoding
 from bapjax.corpus.items import BapItem
 from bapjax.errors import UserError
@@ -413,6 +413,19 @@ def record_invocation(workdir: epath.Path, started: float, commit: str | None, f
         out.write(json.dumps(entry) + "\n")
 
 
+def stop_at_signal(ckpts, state, meta, train_iter, writer, watch, workdir) -> None:
+    """Save the step just finished (as the periodic checkpoint would) and say so in one line."""
+    watch.uninstall()  # a second signal while saving stops at once
+    step = int(jax.device_get(state["step"]))
+    if step not in ckpts.latest.all_steps():  # not saved by this step's periodic checkpoint
+        meta["iterator"] = train_iter.get_state()
+        ckpts.save(ckpts.latest, state, dict(meta))
+    ckpts.close()
+    writer.close()
+    log("%s received: saved the checkpoint of step %d in %s; the same command resumes from it (exit %d)",
+        watch.received, step, workdir / "checkpoints" / "latest", preemption.EXIT_STATUS)
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict:
     """Train per `config`, checkpointing into `workdir`; return the final evaluation
     {"<source>_<split>": report}. Resuming keeps the run's config.json (the resumed run's config
@@ -511,6 +524,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     t0, step0, window = time.time(), step, []
     first_step = step
     budget_s = 60.0 * float(tc.get("time_budget_minutes", 0) or 0)
+    watch = preemption.PreemptionWatch().install()  # SIGTERM/SIGINT: finish the step, save it, exit 75
     while step < steps_total and not meta["stopped_early"]:
         if budget_s and time.time() - t0 > budget_s:
             log("time budget of %.0f min reached at step %d: final evaluation", budget_s / 60, step)
@@ -549,6 +563,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
             logging.warning("stopping at step %d as config.train.preempt_after_steps asks", step)
             record_invocation(workdir, started, commit, first_step, step, int(tc.batch_size), finished=False)
             return {}
+        if watch.should_stop(step):
+            stop_at_signal(ckpts, state, meta, train_iter, writer, watch, workdir)
+            record_invocation(workdir, started, commit, first_step, step, int(tc.batch_size), finished=False)
+            raise preemption.Preempted(step, watch.received)
+    watch.uninstall()
 
     # Final evaluation with the best checkpoint (lowest val loss), else the last state.
     final_state = state
@@ -595,7 +614,10 @@ def main(argv) -> int:
     config = FLAGS.config
     if config is None:
         raise UserError("--config=configs/<name>.py is required")
-    results = train_and_evaluate(config, workdir_path(FLAGS.workdir or config.workdir))
+    try:
+        results = train_and_evaluate(config, workdir_path(FLAGS.workdir or config.workdir))
+    except preemption.Preempted:
+        return preemption.EXIT_STATUS  # the checkpoint is saved and the line printed
     if jax.process_index() == 0 and results:
         for key, report in results.items():
             print(f"\n== {key} ==\n{evaluate.format_report(report, fmt='text')}", flush=True)

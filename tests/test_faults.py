@@ -1,16 +1,30 @@
 """Faults: `kill -9` at a random point of a run that simulates or augments data and trains,
 then the same command again must succeed (no stuck cache entry, no orphaned worker), and a
-killed corpus unpack leaves nothing that blocks the next one."""
+killed corpus unpack leaves nothing that blocks the next one. SIGTERM/SIGINT during training
+saves that step and exits 75, on one process and agreed by two (`bapjax.preemption`). Damaged
+cache entries (a file cut in half, a rewrite, a file that does not parse) are moved aside with
+one warning and rebuilt; nothing outside the cache is touched. A file-size limit (`ulimit -f`,
+RLIMIT_FSIZE: Python gets EFBIG) during a cache build, a checkpoint save or a predictions write
+ends with one line naming what could not be written, no partial file, and the same command
+succeeds without the limit."""
 
+import json
 import os
 import random
+import re
+import resource
 import signal
+import socket
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from bapjax import paths, preemption, sources
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_RUN = [  # the quickstart config, cut to a few steps of a tiny model
@@ -97,3 +111,399 @@ def test_a_killed_unpack_leaves_nothing_that_blocks_the_next(mdc_path, tmp_path,
     root = mdc.resolve_corpus(mdc_path)
     assert root.name == target_name and (root / "data" / "logs" / "splits.json").exists()
     assert not stale.exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# Preemption: SIGTERM / SIGINT during training
+
+
+def test_a_signal_is_a_stop_request_only_while_watched():
+    watch = preemption.PreemptionWatch().install()
+    try:
+        assert not watch.should_stop(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)  # Python runs the handler between bytecodes
+        assert watch.should_stop(2) and watch.received == "SIGTERM"
+    finally:
+        watch.uninstall()
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _wait_for_line(proc, pattern: str, lines: list, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            return False
+        lines.append(line)
+        if re.search(pattern, line):
+            return True
+    return False
+
+
+@pytest.mark.slow  # ~2-3 min on a 2-core CPU: two short training runs
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_saves_the_step_and_the_same_command_resumes_from_it(tmp_path, signum):
+    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"))
+
+    def command(max_steps: int) -> list[str]:
+        args = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
+                *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
+                f"--config.train.max_steps={max_steps}", "--config.train.eval_every_steps=5",
+                "--config.eval.final_splits=()"]
+        for name in ("bs", "ss", "r"):
+            args += [f"--config.data.sources.{name}.generate.train_items=60",
+                     f"--config.data.sources.{name}.generate.processes=1"]
+        return args
+
+    proc = subprocess.Popen(command(400), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    lines = []
+    assert _wait_for_line(proc, r"^step 7/", lines, 900), "".join(lines)[-3000:]
+    proc.send_signal(signum)
+    output = "".join(lines) + proc.communicate(timeout=300)[0]
+    assert proc.returncode == preemption.EXIT_STATUS, output[-3000:]
+    saved = re.search(r"(SIGTERM|SIGINT) received: saved the checkpoint of step (\d+)", output)
+    assert saved and saved.group(1) == signal.Signals(signum).name, output[-3000:]
+    step = int(saved.group(2))
+    assert step >= 7, "the signal's checkpoint is newer than the periodic one before it (step 5)"
+    assert step in {int(p.name) for p in (tmp_path / "run" / "checkpoints" / "latest").iterdir() if p.name.isdigit()}
+    assert "Traceback" not in output
+    rerun = subprocess.run(command(step + 2), cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert f"resumed from step {step}" in rerun.stdout
+
+
+PREEMPT_SCRIPT = textwrap.dedent('''
+    import json, sys, time
+    import jax
+    from bapjax import preemption
+    process_id, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2, process_id=process_id)
+    watch = preemption.PreemptionWatch().install()
+    print("ready", flush=True)
+    for step in range(1, 100000):
+        time.sleep(0.02 * (1 + 2 * process_id))  # the processes run at different speeds
+        if watch.should_stop(step):
+            break
+    json.dump({"step": step, "signal": watch.received}, open(f"{out}.{process_id}.json", "w"))
+    jax.distributed.shutdown()
+    sys.exit(preemption.EXIT_STATUS)
+''')
+
+
+@pytest.mark.slow  # ~30 s: two processes joined by jax.distributed
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_two_processes_agree_on_the_step_to_save_at(tmp_path, signum):
+    """A signal to one process of two stops both at the same step (JAX's preemption sync point)."""
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    procs = [subprocess.Popen([sys.executable, "-c", PREEMPT_SCRIPT, str(p), str(port), str(tmp_path / "out")],
+                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for p in range(2)]
+    for proc in procs:
+        assert _wait_for_line(proc, "^ready", [], 300)
+    time.sleep(2.0)
+    procs[1].send_signal(signum)  # the slower one: the faster is further ahead when it hears of it
+    outputs = [proc.communicate(timeout=120)[0] for proc in procs]
+    for proc, output in zip(procs, outputs):
+        assert proc.returncode == preemption.EXIT_STATUS, output[-3000:]
+    results = [json.loads((tmp_path / f"out.{p}.json").read_text()) for p in range(2)]
+    assert results[0]["step"] == results[1]["step"] > 1, results
+    assert results[1]["signal"] == signal.Signals(signum).name
+
+
+@pytest.mark.slow  # ~5-10 min on a 2-core CPU: two training processes compile and run, twice
+def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path, monkeypatch):
+    """The pod case end to end: `bapjax.train` on 2 processes joined by `jax.distributed`, a
+    SIGTERM to one of them; both save the same step, exit 75, and the same commands resume."""
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    for name in ("bs", "ss", "r"):  # built first: on a busy CPU one process building them while the
+        # other waits on the lock can keep them apart longer than JAX's 30 s collective set-up
+        sources.generated_corpus(name, 1, (60, 40, 100), processes=1, progress=False)
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
+    base = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
+            *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
+            "--config.eval.final_splits=()", "--config.train.eval_every_steps=5",
+            "--config.distributed.initialize=True", f"--config.distributed.coordinator_address=localhost:{port}",
+            "--config.distributed.num_processes=2"]
+    for name in ("bs", "ss", "r"):
+        base += [f"--config.data.sources.{name}.generate.train_items=60",
+                 f"--config.data.sources.{name}.generate.processes=1"]
+
+    def start(max_steps, tag):  # output to files: a full pipe would stall a process and so both
+        logs = [tmp_path / f"{tag}.{p}.log" for p in range(2)]
+        procs = [subprocess.Popen([*base, f"--config.distributed.process_id={p}", f"--config.train.max_steps={max_steps}"],
+                                  cwd=REPO, env=env, stdout=open(logs[p], "w"), stderr=subprocess.STDOUT)
+                 for p in range(2)]
+        return procs, logs
+
+    procs, logs = start(400, "first")
+    deadline = time.time() + 1500
+    while not re.search(r"^step 7/", logs[0].read_text(), re.M):
+        assert time.time() < deadline and procs[0].poll() is None, logs[0].read_text()[-3000:]
+        time.sleep(1)
+    procs[1].send_signal(signal.SIGTERM)
+    for proc in procs:
+        proc.wait(timeout=600)
+    outputs = [log.read_text() for log in logs]
+    for proc, output in zip(procs, outputs):
+        assert proc.returncode == preemption.EXIT_STATUS, output[-3000:]
+    saved = re.search(r"SIGTERM received: saved the checkpoint of step (\d+)", outputs[0])
+    assert saved, outputs[0][-3000:]
+    step = int(saved.group(1))
+    assert step > 7 and step in {int(p.name) for p in (tmp_path / "run" / "checkpoints" / "latest").iterdir()
+                                 if p.name.isdigit()}
+    procs, logs = start(step + 2, "rerun")
+    for proc in procs:
+        proc.wait(timeout=1500)
+    outputs = [log.read_text() for log in logs]
+    for proc, output in zip(procs, outputs):
+        assert proc.returncode == 0, output[-3000:]
+    assert f"resumed from step {step}" in outputs[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# Damaged cache entries are moved aside and rebuilt; nothing outside the cache is touched
+
+
+def test_a_sealed_entry_records_its_files(tmp_path):
+    entry = tmp_path / "entry"
+    (entry / "data").mkdir(parents=True)
+    (entry / "data" / "a.json").write_text('{"a": 1}')
+    (entry / "b.txt").write_text("bbbb")
+    paths.seal(entry, writer="test")
+    assert paths.is_sealed(entry) and paths.seal_problem(entry) is None
+    os.utime(entry / "b.txt")  # touched, same bytes: still intact (the checksum says so)
+    assert paths.seal_problem(entry) is None
+    (entry / "b.txt").write_text("bbbc")  # same size, other bytes
+    assert "b.txt changed" in paths.seal_problem(entry)
+    (entry / "b.txt").write_text("bbbb")
+    (entry / "data" / "a.json").write_text('{"a"')
+    assert paths.seal_problem(entry) == "data/a.json has 4 bytes, 8 when the entry was completed"
+    (entry / "data" / "a.json").unlink()
+    assert paths.seal_problem(entry) == "data/a.json is missing"
+
+
+def _game_logs(root: Path) -> list[Path]:
+    return sorted(root.glob("data/logs/*/logs/*/postprocessed-observations.json"))
+
+
+def _cut_in_half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+GEN = {"generate": {"dataset": "r", "seed": 4, "train_items": 6, "val_items": 2, "test_items": 2, "processes": 1}}
+
+
+def test_a_generated_file_cut_in_half_is_set_aside_and_rebuilt(tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    want = {split: [it.item_id for it in items] for split, items in sources.load_source("r", GEN).items()}
+    entry = tmp_path / "cache" / "generated" / "r-seed4-6-2-2"
+    victim = _game_logs(entry)[0]
+    original = victim.read_bytes()
+    _cut_in_half(victim)
+    capfd.readouterr()
+    got = {split: [it.item_id for it in items] for split, items in sources.load_source("r", GEN).items()}
+    assert got == want and victim.read_bytes() == original  # rebuilt to the same corpus
+    warnings = [line for line in capfd.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and str(entry) in warnings[0] and "damaged" in warnings[0], warnings
+    assert victim.name in warnings[0]
+    aside = list((tmp_path / "cache" / paths.DAMAGED).iterdir())
+    assert len(aside) == 1 and aside[0].name.startswith("r-seed4-6-2-2-")
+
+
+def test_a_generated_file_that_no_longer_parses_is_set_aside_and_rebuilt(tmp_path, monkeypatch, capfd):
+    """Same size and mtime as recorded (the record's stat check passes): the parse error heals."""
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    want = len(sources.load_source("r", GEN)["train"])
+    entry = tmp_path / "cache" / "generated" / "r-seed4-6-2-2"
+    victim = _game_logs(entry)[-1]
+    st = victim.stat()
+    victim.write_bytes(b"{" * st.st_size)
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    for cached in (tmp_path / "cache" / "items").iterdir():  # else the itemized copy still serves
+        cached.unlink()
+    capfd.readouterr()
+    assert len(sources.load_source("r", GEN)["train"]) == want
+    warnings = [line for line in capfd.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "not valid JSON" in warnings[0], warnings
+    assert json.loads(victim.read_text())  # the rebuilt file parses
+
+
+def test_damage_outside_the_cache_is_named_and_left_alone(tmp_path, monkeypatch):
+    """A generate.out folder and a corpus the user gave are never moved or rewritten."""
+    from bapjax.corpus import mdc
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "mine"
+    source = {"generate": {**GEN["generate"], "out": str(out)}}
+    sources.load_source("r", source)
+    victim = _game_logs(out)[0]
+    _cut_in_half(victim)
+    cut = victim.read_bytes()
+    with pytest.raises(paths.DamagedOutsideCacheError, match="outside the cache"):
+        sources.load_source("r", source)
+    assert victim.read_bytes() == cut and not (tmp_path / "cache" / paths.DAMAGED).exists()
+    # a corpus given as such (no generate block): the parse error stands, the file stays
+    with pytest.raises(mdc.CorpusError, match="postprocessed-observations.json"):
+        sources.load_source("mine", {"corpus": str(out)})
+    assert victim.read_bytes() == cut
+
+
+def test_damaged_item_and_feature_caches_are_rebuilt(tmp_path, monkeypatch, capfd, mdc_path):
+    from bapjax import input_pipeline
+    from bapjax.corpus import mdc
+    from bapjax.text.vocab import Vocabulary
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    items = sources.load_source("r", GEN)["train"]
+    (pickle_file,) = (tmp_path / "cache" / "items").glob("*.pkl")
+    _cut_in_half(pickle_file)
+    capfd.readouterr()
+    entry = tmp_path / "cache" / "generated" / "r-seed4-6-2-2"
+    assert [it.item_id for it in mdc.load_corpus(entry).split("train")] == [it.item_id for it in items]
+    err = capfd.readouterr().err
+    assert err.count("warning:") == 1 and "the item cache" in err and pickle_file.name in err
+    vocab = Vocabulary.build(items)
+    config = input_pipeline.FeatureConfig(max_text_tokens=16, max_actions=4)
+    first = input_pipeline.featurize_items_cached(items, vocab, config, tmp_path / "cache" / "features")
+    (npz,) = (tmp_path / "cache" / "features").glob("*.npz")
+    data = bytearray(npz.read_bytes())
+    data[len(data) // 3] ^= 0xFF  # one flipped byte: the member's CRC-32 no longer matches
+    npz.write_bytes(bytes(data))
+    capfd.readouterr()
+    again = input_pipeline.featurize_items_cached(items, vocab, config, tmp_path / "cache" / "features")
+    err = capfd.readouterr().err
+    assert err.count("warning:") == 1 and "the feature cache" in err, err
+    for key, value in first.arrays().items():
+        np.testing.assert_array_equal(getattr(again, key), value)
+    assert input_pipeline.FeaturizedItems.load(npz).item_ids == first.item_ids
+
+
+def test_a_damaged_turn_state_file_is_encoded_again(tmp_path, capfd, monkeypatch):
+    from bapjax.text import bert_states
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+
+    class Encoder:
+        dim = 4
+        calls = 0
+
+        def token_states(self, sentences):
+            Encoder.calls += len(sentences)
+            states = np.stack([np.full((3, 4), len(s), np.float32) for s in sentences])
+            return states, np.ones((len(sentences), 3), bool)
+
+    store = bert_states.TurnStateStore(Encoder(), "fake", tmp_path / "cache" / "text_states" / "fake")
+    store.states(["Architect: hi", "Builder: ok"])
+    path = store._path(store.key("Architect: hi"))
+    _cut_in_half(path)
+    capfd.readouterr()
+    fresh = bert_states.TurnStateStore(Encoder(), "fake", tmp_path / "cache" / "text_states" / "fake")
+    states = fresh.states(["Architect: hi", "Builder: ok"])
+    assert Encoder.calls == 3 and states[0].shape == (3, 4) and float(states[0][0, 0]) == len("Architect: hi")
+    err = capfd.readouterr().err
+    assert err.count("warning:") == 1 and path.name in err
+    assert np.load(path).shape == (3, 4)
+
+
+# ------------------------------------------------------------------------------------------------
+# A full disk (simulated with a file-size limit: writes past it fail with EFBIG)
+
+
+def _limited(limit_bytes: int):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, resource.RLIM_INFINITY))
+    return apply
+
+
+def _one_error_line(done) -> str:
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr[-3000:]
+    return errors[0]
+
+
+def test_a_predictions_write_past_the_limit_leaves_no_partial_file(tmp_path, mdc_corpus):
+    from bapjax import formats
+
+    items = tmp_path / "items.jsonl"
+    formats.write_items(items, mdc_corpus.split("test")[:300])
+    out = tmp_path / "preds.jsonl"
+    out.write_text("old\n")  # a previous complete file stays as it was
+    command = [sys.executable, "-m", "bapjax.predictors", "oracle", "--items", str(items), "--out", str(out)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600,
+                          preexec_fn=_limited(16 * 1024))
+    line = _one_error_line(done)
+    assert str(out) in line and "file-size limit" in line, line
+    assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["items.jsonl", "preds.jsonl"]
+    assert subprocess.run(command, cwd=REPO, capture_output=True, timeout=600).returncode == 0
+    assert len(out.read_text().splitlines()) == 300
+
+
+def test_an_unpack_into_the_cache_past_the_limit_ends_with_one_line(tmp_path, mdc_path):
+    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"))
+    command = [sys.executable, "-m", "bapjax.corpus.mdc", "stats", "--corpus", str(mdc_path)]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+                          preexec_fn=_limited(256 * 1024))
+    line = _one_error_line(done)
+    assert "corpus-" in line and "could not write the unpacked corpus archive" in line, line
+    assert not list((tmp_path / "cache").glob("corpus-*")) and not list((tmp_path / "cache").glob(".unpack-*"))
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and '"train": {"items": 3709' in done.stdout, done.stderr[-2000:]
+
+
+CHECKPOINT_SCRIPT = textwrap.dedent('''
+    import resource, sys
+    import jax, jax.numpy as jnp
+    from etils import epath
+    from bapjax import checkpoints, paths, sharding
+    workdir, limit = epath.Path(sys.argv[1]), int(sys.argv[2])
+    mesh = sharding.data_mesh()
+    state = sharding.replicate({"step": jnp.int32(7), "params": {"w": jax.random.normal(jax.random.PRNGKey(0), (512, 1024))}}, mesh)
+    ckpts = checkpoints.Checkpoints(workdir)
+    if limit:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    try:
+        ckpts.save(ckpts.latest, state, {"note": "x"})
+    except paths.NoSpaceError as err:
+        print("error:", err)
+    print("steps", ckpts.latest.all_steps())
+    restored, meta = ckpts.restore(ckpts.latest, checkpoints.abstract_like(state, mesh))
+    print("restored", None if restored is None else int(restored["step"]))
+''')
+
+
+def test_a_checkpoint_save_past_the_limit_is_never_taken_for_complete(tmp_path):
+    run = [sys.executable, "-c", CHECKPOINT_SCRIPT, str(tmp_path / "run")]
+    done = subprocess.run([*run, str(512 * 1024)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "could not write the checkpoint of step 7" in done.stdout and "file-size limit" in done.stdout
+    assert "steps []" in done.stdout and "restored None" in done.stdout, done.stdout
+    assert not [p for p in (tmp_path / "run" / "checkpoints" / "latest").iterdir() if "tmp" in p.name]
+    done = subprocess.run([*run, "0"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert "steps [7]" in done.stdout and "restored 7" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+@pytest.mark.slow  # ~2-4 min: a data build of 3,000 D_r items, then the run with room
+def test_a_quickstart_whose_data_build_meets_the_limit_ends_with_one_line(tmp_path):
+    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"))
+    command = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
+               *SMALL_RUN, "--config.eval.final_splits=()", "--config.data.sources.r.generate.train_items=3000"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+                          preexec_fn=_limited(4096 * 1024))
+    line = _one_error_line(done)
+    assert "could not write" in line and "file-size limit" in line, line
+    for entry in (tmp_path / "cache" / "generated").iterdir():  # no half entry stands
+        assert entry.name.startswith(".") or paths.is_sealed(entry), entry
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

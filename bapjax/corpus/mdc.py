@@ -33,7 +33,7 @@ from typing import Iterable, Sequence
 import orjson
 from absl import flags, logging
 
-from bapjax import cli, formats, grid
+from bapjax import cli, formats, grid, paths
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn, ItemizedCorpus
 from bapjax.grid import PLACE, REMOVE, Action, apply_sequence, as_blocks
 from bapjax.errors import UserError
@@ -78,16 +78,31 @@ def file_sha256(path: Path) -> str:
 
 
 def _unpack_archive(archive: Path) -> Path:
-    """Unpack once into the cache; returns the directory holding ``data/``."""
+    """Unpack once into the cache; returns the directory holding ``data/``. An unpacked entry
+    whose files no longer match its completion record is moved aside and unpacked again."""
     target = cache_root() / f"corpus-{file_sha256(archive)[:16]}"
-    if (target / ".complete").exists():
+    if _unpacked_problem(target) is None:
         return target
     with build_lock(target):
-        if (target / ".complete").exists():  # another process unpacked it while we waited
+        problem = _unpacked_problem(target)  # another process may have unpacked it while we waited
+        if problem is None:
             return target
+        if problem is not _ABSENT:
+            paths.set_aside(target, problem, f"the unpacked corpus archive {archive.name}")
         for stale in target.parent.glob(f".unpack-{target.name}-*"):  # left by a killed unpack
             shutil.rmtree(stale, ignore_errors=True)
         return _unpack_locked(archive, target)
+
+
+_ABSENT = "not unpacked"
+_LEGACY_COMPLETE = ".complete"  # the marker of an older bapjax's unpack: complete, no file record
+
+
+def _unpacked_problem(target: Path) -> str | None:
+    """None when `target` is a finished unpack that still holds what it recorded."""
+    if paths.is_sealed(target):
+        return paths.seal_problem(target)
+    return None if (target / _LEGACY_COMPLETE).exists() else _ABSENT
 
 
 def _unpack_locked(archive: Path, target: Path) -> Path:
@@ -99,11 +114,14 @@ def _unpack_locked(archive: Path, target: Path) -> Path:
         roots = [p.parents[2] for p in staging.rglob("data/logs/splits.json")]
         if len(roots) != 1:
             raise CorpusError(f"{archive}: expected one data/logs/splits.json inside, found {len(roots)}")
-        (roots[0] / ".complete").write_text(str(archive))
+        paths.seal(roots[0], archive=str(archive))
         if target.exists():
             shutil.rmtree(target)
         roots[0].rename(target)
     except (tarfile.TarError, OSError, EOFError) as err:
+        full = paths.no_space_error(err)
+        if full is not None:
+            raise paths.NoSpaceError(paths.describe_no_space(full, target, f"the unpacked corpus archive {archive.name}")) from None
         raise CorpusError(f"{archive}: cannot unpack the corpus archive: {err}") from err
     finally:
         if staging.exists():
@@ -413,8 +431,10 @@ def _with_progress(results: Iterable, total: int, start: float, progress: bool):
 
 
 def load_corpus(path: str | os.PathLike, use_cache: bool = True, processes: int | None = None,
-                progress: bool = False) -> ItemizedCorpus:
-    """Itemized corpus from any accepted PATH, through the on-disk cache."""
+                progress: bool = False, _heal: bool = True) -> ItemizedCorpus:
+    """Itemized corpus from any accepted PATH, through the on-disk cache. A damaged item cache
+    file, or an unpacked archive whose games no longer parse, is moved aside (one warning) and
+    rebuilt; a corpus the user gave is never touched."""
     root = resolve_corpus(path)
     files = game_files(root)
     cache_file = cache_root() / "items" / f"{_corpus_fingerprint(root, files)}.pkl"
@@ -422,20 +442,37 @@ def load_corpus(path: str | os.PathLike, use_cache: bool = True, processes: int 
         try:
             with open(cache_file, "rb") as f:
                 corpus = pickle.load(f)
+            if not isinstance(corpus, ItemizedCorpus):
+                raise TypeError(f"holds a {type(corpus).__name__}, not an itemized corpus")
             corpus.root = root
             return corpus
-        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
-            logging.warning("ignoring unreadable item cache %s (%s)", cache_file, err)
+        except Exception as err:  # noqa: BLE001 (a damaged pickle raises many types; it is rebuilt)
+            paths.set_aside(cache_file, f"unreadable: {type(err).__name__}: {err}", "the item cache")
     if processes is None:
         processes = 1  # measured: JSON parsing dominates and shipping items back costs more
-    corpus = itemize_corpus(root, processes=processes, progress=progress)
+    try:
+        corpus = itemize_corpus(root, processes=processes, progress=progress)
+    except CorpusError as err:
+        if not (_heal and _is_unpacked_entry(root) and str(root) in str(err)):
+            raise  # a mistake in a corpus the user gave stands
+        with build_lock(root):
+            if root.exists():
+                paths.set_aside(root, str(err).replace(f"{root}/", ""), "the unpacked corpus archive")
+        return load_corpus(path, use_cache, processes, progress, _heal=False)
     if use_cache:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
-            pickle.dump(corpus, f, protocol=pickle.HIGHEST_PROTOCOL)
-        tmp.replace(cache_file)
+
+        def dump(partial: Path) -> None:
+            with open(partial, "wb") as f:
+                pickle.dump(corpus, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+        paths.write_atomically(cache_file, dump, "the item cache")
     return corpus
+
+
+def _is_unpacked_entry(root: Path) -> bool:
+    """Whether `root` is an archive this module unpacked into the cache (so it may be healed)."""
+    return root.name.startswith("corpus-") and paths.in_cache(root) and root.parent.resolve() == cache_root().resolve()
 
 
 def read_gold_xml(path: str | os.PathLike) -> dict:

@@ -11,7 +11,8 @@ newest backwards; an oldest turn that does not fit keeps its first token and its
 
 On disk the turn states live under `$BAPJAX_CACHE/text_states/<encoder name>/`, one float16
 `.npy` per turn named by sha256(encoder name, text) and written atomically, so training never
-reruns BERT and later runs (and other data sets with the same turns) reuse them. In memory a
+reruns BERT and later runs (and other data sets with the same turns) reuse them. A file that
+does not load as float16 [tokens, H] is moved aside (`bapjax.paths.set_aside`) and encoded again. In memory a
 featurized set is `ItemTextStates`: a pool of token states [P, H] (each distinct turn once) and
 per item the pool rows of its tokens [N, L] (-1 = padding); `gather` builds a batch's
 [B, L, H] input from them.
@@ -78,8 +79,16 @@ class TurnStateStore:
                 continue
             path = self._path(key)
             if path.exists():
-                self.memory[key] = np.load(path)
-            elif text not in missing:
+                try:
+                    value = np.load(path, allow_pickle=False)
+                    if value.dtype != np.float16 or value.ndim != 2 or value.shape[1] != self.encoder.dim:
+                        raise ValueError(f"holds {value.dtype} {value.shape}, float16 [tokens, {self.encoder.dim}] expected")
+                    self.memory[key] = value
+                    continue
+                except Exception as err:  # noqa: BLE001 (a damaged file: moved aside, encoded again)
+                    paths.set_aside(path, f"unreadable: {type(err).__name__}: {err}",
+                                    f"the cached {self.name} states of a chat turn")
+            if text not in missing:
                 missing.append(text)
         began, last_log = time.time(), time.time()
         for start in range(0, len(missing), self.chunk):  # chunks: [chunk, L, H] float32 at a time
@@ -98,11 +107,15 @@ class TurnStateStore:
                 self.memory[key] = value
                 path = self._path(key)
                 path.parent.mkdir(parents=True, exist_ok=True)
-                partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-                with open(partial, "wb") as handle:
-                    np.save(handle, value)
-                os.replace(partial, path)  # atomic: a killed run never leaves half a file
+                # atomic: a killed run never leaves half a file; a full disk ends with one line
+                paths.write_atomically(path, lambda partial: _save_npy(partial, value),
+                                       f"the cached {self.name} states of a chat turn")
         return [self.memory[k] for k in keys]
+
+
+def _save_npy(path: Path, value: np.ndarray) -> None:
+    with open(path, "wb") as handle:
+        np.save(handle, value)
 
 
 @dataclasses.dataclass
