@@ -39,6 +39,7 @@ def get_config(variant: str = "cl"):
     config.features.text_encoder = "minilm"
     config.features.max_text_tokens = 128
     config.model.world_film = False  # M' is the paper's model: the CPU options stay off
+    config.train.learning_rate = 1e-3  # as M'_agg+cl was run (docs/results.md)
     config.model.text_encoder = "frozen"
     config.model.glove = False
     config.model.text_hidden = 256  # the projection

@@ -18,7 +18,8 @@ variant differ in everything that is drawn at random except the MDC augmentation
   with metric D the MDC (the hardest set) enters the paper's curriculum only in its last stages.
 
 Every variant has the CPU model chosen on MDC val (`common.cpu_film_model`: configs/cpu.py's
-narrow model with FiLM-conditioned world-CNN layers), the same optimizer and schedule, and trains
+narrow model with FiLM-conditioned world-CNN layers, learning rate 2e-3; results/cpu_ablation.md),
+the same optimizer and schedule, and trains
 on exactly TRAIN_ITEMS items (`train.max_steps`; no early stopping), so machine load cannot
 change a result; the final evaluation uses the checkpoint with the lowest val loss, the STOP rule
 chosen on MDC val alone (`eval.stop_rule_val`), and every MDC test item (1,616) plus each
@@ -51,6 +52,7 @@ def get_config(arg: str = "cl"):
     config.train.num_epochs = 100  # never the limit: max_steps is
     config.train.max_steps = TRAIN_ITEMS // config.train.batch_size
     config.train.time_budget_minutes = 0.0  # the item budget, not wall time, ends training
+    config.train.learning_rate = 2e-3  # chosen on MDC val with FiLM (results/cpu_ablation.md: 18.7 vs 15.3 at 1e-3)
     config.train.patience = 0
     config.train.eval_every_steps = 300
     config.eval.val_decode_items = 128
