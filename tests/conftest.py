@@ -1,18 +1,19 @@
-"""Shared fixtures: the real MDC from ../shared/mdc, itemized once per session (cached on disk)."""
+"""Shared fixtures: the real MDC (found as every CLI finds it: $BAPJAX_MDC, else ../shared/mdc),
+itemized once per session (cached on disk)."""
 
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_MDC = REPO.parent / "shared" / "mdc"
-
 
 @pytest.fixture(scope="session")
 def mdc_path() -> Path:
-    if not SHARED_MDC.exists():
-        pytest.fail(f"the MDC archive is expected at {SHARED_MDC} (../shared/mdc beside the repo)")
-    return SHARED_MDC
+    from bapjax import paths
+
+    try:
+        return paths.mdc_path()
+    except paths.MdcNotFoundError as err:
+        pytest.fail(str(err))
 
 
 @pytest.fixture(scope="session")
