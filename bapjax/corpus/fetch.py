@@ -167,6 +167,7 @@ def fetch(out: str | os.PathLike, url: str = DEFAULT_URL, sha256: str | None = N
                     dest = staging / name
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     digest = _copy_verified(tar.extractfile(member), dest)
+                    os.utime(dest, (member.mtime, member.mtime))  # as tar does (and the item cache keys on it)
                     if digest != manifest[name]:
                         raise FetchError(f"{url}: {name} has sha256 {digest}, expected {manifest[name]} "
                                          f"(a corrupted download or another version of the corpus); {nothing}")
