@@ -32,8 +32,11 @@ def test_the_order_value_then_env_then_shared_then_instructions(tmp_path, monkey
     with pytest.raises(paths.MdcNotFoundError, match=r"\$BAPJAX_MDC=.*absent: no such file or folder"):
         paths.mdc_path()
     monkeypatch.delenv(paths.MDC_ENV)
-    assert paths.mdc_path() == paths.shared_mdc() == REPO.parent / "shared" / "mdc"
-    monkeypatch.setattr(paths, "REPO_ROOT", tmp_path / "clone")
+    monkeypatch.setattr(paths, "REPO_ROOT", tmp_path / "clone")  # a repository at tmp_path/clone
+    shared = tmp_path / "shared" / "mdc"
+    shared.mkdir(parents=True)
+    assert paths.mdc_path() == paths.shared_mdc() == shared
+    shared.rmdir()
     with pytest.raises(paths.MdcNotFoundError) as err:
         paths.mdc_path()
     message = str(err.value)
