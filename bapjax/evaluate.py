@@ -184,7 +184,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split).")
+    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split); @mdc: the MDC as bapjax finds it.")
     cli.flag("string", "store", None, "An item store directory (with --split; bapjax.corpus.build).")
     cli.flag("string", "split", None, "Split of --corpus or --store to evaluate on (train, val, test).")
     cli.flag("string", "dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")

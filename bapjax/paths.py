@@ -1,4 +1,4 @@
-"""Where bapjax keeps things on disk: the cache root, repository-relative paths, run directories.
+"""Where bapjax keeps things on disk: the cache root, the MDC, repository-relative paths, run directories.
 
 The cache (`$BAPJAX_CACHE`, default `~/.cache/bapjax`) holds everything bapjax can rebuild:
 unpacked corpus archives (`mdc/`), itemized corpora and features, generated and augmented corpora
@@ -34,11 +34,52 @@ def cache_root() -> Path:
 
 def resolve_path(path: str | os.PathLike) -> Path:
     """Absolute, '~' and $VAR expanded; a relative path is taken from the cwd when it exists
-    there, else from the repository root (so configs can say ../shared/mdc from any directory)."""
+    there, else from the repository root. `MDC` ("@mdc") is the MDC as `mdc_path` finds it."""
+    if os.fspath(path) == MDC:
+        return mdc_path()
     expanded = Path(os.path.expandvars(os.path.expanduser(str(path))))
     if expanded.is_absolute() or expanded.exists():
         return expanded.resolve()
     return (REPO_ROOT / expanded).resolve()
+
+
+# --------------------------------------------------------------------------------------------
+# The Minecraft Dialogue Corpus: found in one place
+
+MDC = "@mdc"  # a path value (configs.common.MDC, any --corpus) meaning "the MDC, found by mdc_path()"
+MDC_ENV = "BAPJAX_MDC"
+MDC_REPOSITORY = "https://github.com/prashant-jayan21/minecraft-bap-models"  # publishes it in data/
+
+
+class MdcNotFoundError(UserError):
+    """No MDC was given and none is where bapjax looks; the message says how to get one."""
+
+
+def shared_mdc() -> Path:
+    """``../shared/mdc`` beside the repository: where the workspace that built bapjax keeps it."""
+    return REPO_ROOT.parent / "shared" / "mdc"
+
+
+def mdc_path(value: str | os.PathLike | None = None) -> Path:
+    """Where the MDC is (the archive, an unpacked folder or a clone of the public repository):
+    `value` (a flag or config value) when given and not `MDC`, else ``$BAPJAX_MDC``, else
+    ``../shared/mdc`` beside the repository, else `MdcNotFoundError` with the instructions.
+    Every CLI, config and test finds the corpus through here, so there is no second default."""
+    if value is not None and os.fspath(value) not in ("", MDC):
+        return resolve_path(value)
+    env = os.environ.get(MDC_ENV)
+    if env:
+        path = resolve_path(env)
+        if not path.exists():
+            raise MdcNotFoundError(f"${MDC_ENV}={env}: no such file or folder; point it at the MDC archive, "
+                                   f"an unpacked copy or a clone of {MDC_REPOSITORY}")
+        return path
+    if shared_mdc().exists():
+        return shared_mdc()
+    raise MdcNotFoundError(
+        f"no Minecraft Dialogue Corpus: none given, ${MDC_ENV} is unset and {shared_mdc()} does not exist; "
+        f"get it with `python -m bapjax.corpus.mdc fetch --out DIR` (from {MDC_REPOSITORY}), then "
+        f"`export {MDC_ENV}=DIR` or pass --corpus DIR (README: The corpus)")
 
 
 def workdir_path(path: str | os.PathLike) -> epath.Path:

@@ -25,7 +25,7 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
     cli.flag("string", "checkpoint", None, "Training workdir (or its checkpoints/best or /latest).")
-    cli.flag("string", "corpus", None, "Corpus directory or archive (MDC layout).")
+    cli.flag("string", "corpus", None, "Corpus directory or archive (MDC layout); @mdc: the MDC as bapjax finds it.")
     cli.flag("string", "store", None, "An item store directory (bapjax.corpus.store).")
     cli.flag("string", "items", None, "A JSONL file of items (bapjax.formats.write_items format).")
     cli.flag("string", "split", None, "Split to predict with --corpus or --store (default test).")

@@ -1,7 +1,7 @@
 """One way from a path or a config to BAP items, and one cache layout for derived corpora.
 
 A path is one of: an MDC-layout corpus directory, its ``.tar.xz`` (or a directory holding one
-archive), an item store directory (``bapjax.corpus.store``, has ``manifest.json``), or an items
+archive), ``@mdc`` (``bapjax.paths.MDC``: the MDC wherever ``paths.mdc_path`` finds it), an item store directory (``bapjax.corpus.store``, has ``manifest.json``), or an items
 JSONL file (``bapjax.formats``). `load_split` reads any of them; `items_from_flags` is what the
 CLIs' ``--corpus/--store/--items --split [--dataset]`` flags resolve through; `load_source`
 resolves a training config's ``config.data.sources.<name>`` (used by ``bapjax.train``).

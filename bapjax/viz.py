@@ -47,7 +47,7 @@ from mpl_toolkits.mplot3d.art3d import Poly3DCollection  # noqa: E402
 from absl import flags  # noqa: E402
 from etils import epath  # noqa: E402
 
-from bapjax import cli, formats, grid  # noqa: E402
+from bapjax import cli, formats, grid, paths  # noqa: E402
 from bapjax.corpus import mdc  # noqa: E402
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
 from bapjax.errors import UserError  # noqa: E402
@@ -410,7 +410,8 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
     """Flags exist only when this module is the program or a test asks (idempotent)."""
-    cli.flag("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive.")
+    cli.flag("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive "
+             "(default: $BAPJAX_MDC, else ../shared/mdc beside the repository).")
     cli.flag("string", "split", None, "Split to search for --item_id (default: all splits).")
     cli.flag("string", "out", None, "Output PNG file.")
     cli.flag("string", "item_id", None, "Item id, e.g. 'B1-A3-C1-1522435497386:5'.")
@@ -530,9 +531,9 @@ def main(argv: Sequence[str]) -> int:
     command = argv[1]
     try:
         if command in ("item", "prediction"):
-            if not FLAGS.corpus or not FLAGS.item_id:
-                raise VizError(f"{command} needs --corpus and --item_id")
-            item = find_item(FLAGS.corpus, FLAGS.item_id, FLAGS.split)
+            if not FLAGS.item_id:
+                raise VizError(f"{command} needs --item_id")
+            item = find_item(paths.mdc_path(FLAGS.corpus), FLAGS.item_id, FLAGS.split)
             if command == "item":
                 out = render_item(item, FLAGS.out, dpi=FLAGS.dpi)
             else:
@@ -550,12 +551,12 @@ def main(argv: Sequence[str]) -> int:
             if FLAGS.gold:
                 structure = read_gold_xml(FLAGS.gold)
                 name = Path(FLAGS.gold).stem
-            elif FLAGS.corpus and FLAGS.target:
-                root = mdc.resolve_corpus(FLAGS.corpus)
+            elif FLAGS.target:
+                root = mdc.resolve_corpus(paths.mdc_path(FLAGS.corpus))
                 structure = read_gold_xml(str(root / "data" / "gold-configurations" / f"{FLAGS.target}.xml"))
                 name = FLAGS.target
             else:
-                raise VizError("structure needs --gold XML, or --corpus and --target")
+                raise VizError("structure needs --gold XML, or --target (of --corpus, default the MDC)")
             out = render_structure(structure, FLAGS.out, title=f"{name}: {len(structure)} blocks",
                                    yaw=FLAGS.yaw, dpi=FLAGS.dpi)
         else:

@@ -23,7 +23,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
-from bapjax import checkpoints, decode, evaluate, input_pipeline, train
+from bapjax import checkpoints, decode, evaluate, input_pipeline, paths, train
 from bapjax import grid as G
 from bapjax.corpus import mdc
 from bapjax.models import builder, world_input
@@ -72,7 +72,7 @@ def gold_path_stop_stats(model, params, items, vocab, feature_config, batch_size
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--corpus", default=paths.MDC, help="the MDC (default: found by bapjax.paths.mdc_path)")
     parser.add_argument("--split", default="val")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--out", default="")

@@ -28,7 +28,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
-from bapjax import evaluate, grid, metrics
+from bapjax import evaluate, grid, metrics, paths
 from bapjax.predictors import perturb_actions as perturb
 from bapjax.metrics_reference import tables as oracle_tables, tables_agree
 
@@ -44,7 +44,7 @@ def timed(fn, repeats=1):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--corpus", default=paths.MDC, help="the MDC (default: found by bapjax.paths.mdc_path)")
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--oracle_repeats", type=int, default=3)

@@ -18,7 +18,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from bapjax import grid
+from bapjax import grid, paths
 from bapjax.corpus import mdc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the oracles live in tests/ (not installed)
 from tests.test_grid import oracle_mask, random_structure
@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--grids", type=int, default=2048)
     parser.add_argument("--reference_grids", type=int, default=100)
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--corpus", default=str(Path(__file__).resolve().parents[2] / "shared" / "mdc"))
+    parser.add_argument("--corpus", default=paths.MDC, help="the MDC (default: found by bapjax.paths.mdc_path)")
     args = parser.parse_args()
     bench_mask(args.grids, args.reference_grids, args.batch)
     bench_corpus(args.corpus)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 
-from bapjax import input_pipeline
+from bapjax import input_pipeline, paths
 from bapjax.text.vocab import Vocabulary
 
 
@@ -89,7 +89,7 @@ def train_step_rate(args, vocab, iterator, batch_size):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--store", default="")
-    parser.add_argument("--mdc", default=str(Path(__file__).resolve().parents[2] / "shared" / "mdc"))
+    parser.add_argument("--mdc", default=paths.MDC, help="the MDC (default: found by bapjax.paths.mdc_path)")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--train_steps", type=int, default=10)

@@ -29,7 +29,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 import configs
-from bapjax import decode, input_pipeline, sharding, train
+from bapjax import decode, input_pipeline, paths, sharding, train
 from bapjax.corpus import mdc
 from bapjax.models import builder
 from bapjax.text.vocab import Vocabulary
@@ -45,7 +45,7 @@ def flops(compiled) -> float:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", default="cpu", help="a config name (configs/<name>.py) or file path")
-    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--corpus", default=paths.MDC, help="the MDC (default: found by bapjax.paths.mdc_path)")
     parser.add_argument("--batch_size", type=int, default=32, help="global training batch")
     parser.add_argument("--decode_items", type=int, default=256)
     parser.add_argument("--slots", type=int, default=64, help="decoding slots over all devices")

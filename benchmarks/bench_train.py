@@ -210,6 +210,10 @@ def compare(args, argv: list[str]) -> dict:
             skip = "=" not in token
             continue
         forwarded.append(token)
+    sys.path.insert(0, str(REPO))  # this process measures nothing itself: this tree's bapjax finds the MDC
+    from bapjax import paths
+
+    forwarded += ["--corpus", str(paths.mdc_path(args.corpus))]  # a path, for a baseline tree of any age
     with tempfile.TemporaryDirectory(prefix="bapjax-bench-") as tmp:
         archive = subprocess.run(["git", "-C", str(REPO), "archive", args.compare_to], check=True,
                                  capture_output=True).stdout
@@ -237,7 +241,8 @@ def compare(args, argv: list[str]) -> dict:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", default="configs/cpu.py")
-    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--corpus", default="@mdc", help="the MDC (default @mdc = bapjax.paths.MDC: found by "
+                        "bapjax.paths.mdc_path)")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per batch size")
     parser.add_argument("--steps_b1", type=int, default=32, help="timed steps at batch size 1")
     parser.add_argument("--decode_items", type=int, default=256, help="MDC test items to decode (0: all)")

@@ -39,7 +39,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bapjax import evaluate, metrics, predict, sources  # noqa: E402
+from bapjax import evaluate, metrics, paths, predict, sources  # noqa: E402
 from bapjax import grid as G  # noqa: E402
 
 LENGTH_BINS = ((0, 0, "0"), (1, 1, "1"), (2, 3, "2-3"), (4, 7, "4-7"), (8, 10**9, "8+"))
@@ -215,7 +215,7 @@ def bootstrap_markdown(boot: dict, split: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="training workdirs")
-    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--corpus", default=paths.MDC, help="the MDC (default: found by bapjax.paths.mdc_path)")
     parser.add_argument("--split", default="val")
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--bootstrap", type=int, default=0, help="paired bootstrap resamplings (0: none)")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bapjax import grid, sources
+from bapjax import grid, paths, sources
 from bapjax.corpus import mdc
 from bapjax.sim import generate
 from bapjax.corpus.items import ChatTurn
@@ -86,7 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=1000, help="training items per simulator")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "mdc"))
+    parser.add_argument("--corpus", default=paths.MDC, help="the MDC (default: found by bapjax.paths.mdc_path)")
     parser.add_argument("--out", help="also write the JSON (with the command and simulator version) here")
     args = parser.parse_args()
     results = {"mc": measure(mdc.load_corpus(args.corpus).split("train"))}

@@ -2,7 +2,7 @@
 
 Data sources live under `config.data.sources.<name>` so any field can be overridden from the
 command line, e.g. `--config.data.sources.mc.corpus=/data/mdc`. A source is used when it has a
-`corpus` (an MDC-layout directory or archive), a `store` (an item store, with `dataset` to pick
+`corpus` (an MDC-layout directory or archive, or "@mdc": `MDC` below), a `store` (an item store, with `dataset` to pick
 one data set) or a `generate` block (simulated on first use into $BAPJAX_CACHE/generated/...);
 `augment` builds the augmented training corpus on first use ($BAPJAX_CACHE/augmented/...; both
 through `bapjax.sources`, the folders `python -m bapjax.corpus.build` uses too); `train_corpus`
@@ -11,9 +11,12 @@ points at one already built. Relative paths are taken from the cwd, else the rep
 
 import ml_collections
 
+from bapjax import paths
 from bapjax.models import builder
 
-MDC = "../shared/mdc"  # relative to the repository root (or the cwd, if it exists there)
+# "@mdc": the MDC wherever bapjax.paths.mdc_path finds it when the data is loaded ($BAPJAX_MDC, else
+# ../shared/mdc beside the repository); override with --config.data.sources.mc.corpus=PATH.
+MDC = paths.MDC
 
 # Paper Table 3 sizes of the synthetic sets.
 PAPER_SIZES = {"bs": (9890, 1186, 1181), "ss": (11868, 1000, 1000), "r": (15825, 1161, 1089)}

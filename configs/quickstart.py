@@ -3,7 +3,7 @@ given); prints the v2 tables of every test split. Measured: 1 min 43 s wall on t
 this workspace (fresh cache, simulation included).
 
 python -m bapjax.train --config=configs/quickstart.py
-python -m bapjax.train --config=configs/quickstart.py --config.data.sources.mc.corpus=../shared/mdc
+python -m bapjax.train --config=configs/quickstart.py --config.data.sources.mc.corpus=@mdc   # or a path
 """
 
 from configs import common

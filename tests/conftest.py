@@ -1,18 +1,21 @@
-"""Shared fixtures: the real MDC from ../shared/mdc, itemized once per session (cached on disk)."""
+"""Shared fixtures: the real MDC (found as every CLI finds it: $BAPJAX_MDC, else ../shared/mdc),
+itemized once per session (cached on disk)."""
 
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_MDC = REPO.parent / "shared" / "mdc"
 
 
 @pytest.fixture(scope="session")
 def mdc_path() -> Path:
-    if not SHARED_MDC.exists():
-        pytest.fail(f"the MDC archive is expected at {SHARED_MDC} (../shared/mdc beside the repo)")
-    return SHARED_MDC
+    from bapjax import paths
+
+    try:
+        return paths.mdc_path()
+    except paths.MdcNotFoundError as err:
+        pytest.fail(str(err))
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +23,13 @@ def mdc_corpus(mdc_path):
     from bapjax.corpus import mdc
 
     return mdc.load_corpus(mdc_path)
+
+
+@pytest.fixture(scope="session")
+def mdc_archive(mdc_path) -> Path:
+    """The MDC .tar.xz the tests read (the fetch tests serve it through a file:// URL)."""
+    path = Path(mdc_path)
+    archives = [path] if path.is_file() else sorted(path.glob("*.tar.xz"))
+    if not archives:
+        pytest.skip(f"{path} is an unpacked MDC; the fetch tests read the archive (point $BAPJAX_MDC at it)")
+    return archives[0]

@@ -432,7 +432,8 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.flag("string", "corpus", None, "MDC corpus directory, its .tar.xz, or a directory with one archive.")
+    cli.flag("string", "corpus", None, "MDC corpus directory, its .tar.xz, or a directory with one archive "
+             "(default: $BAPJAX_MDC, else ../shared/mdc beside the repository).")
     cli.flag("string", "out", None, "Output corpus directory (its data/logs is replaced).")
     cli.flag("integer", "seed", 0, "Seed for every random choice.")
     cli.flag("integer", "copies", 3, "Augmented copies per training game (3 gives the paper's 4x mix).")
@@ -444,8 +445,8 @@ def define_flags() -> None:
 def main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {argv[1:]}")
-    if not FLAGS.corpus or not FLAGS.out:
-        raise UserError("usage: python -m bapjax.corpus.augment --corpus PATH --seed S --out DIR")
+    if not FLAGS.out:
+        raise UserError("usage: python -m bapjax.corpus.augment [--corpus PATH] --seed S --out DIR")
     if FLAGS.seed < 0:
         raise UserError(f"--seed is {FLAGS.seed}; expected an integer >= 0")
     if FLAGS.copies < 1:
@@ -454,7 +455,7 @@ def main(argv: Sequence[str]) -> int:
         raise UserError(f"--paraphrase_prob is {FLAGS.paraphrase_prob}; expected a value in [0, 1]")
     if FLAGS.processes is not None and FLAGS.processes < 1:
         raise UserError(f"--processes is {FLAGS.processes}; expected an integer >= 1 (or leave it out)")
-    stats = augment_games(FLAGS.corpus, FLAGS.out, FLAGS.seed, FLAGS.copies, FLAGS.paraphrase_prob,
+    stats = augment_games(paths.mdc_path(FLAGS.corpus), FLAGS.out, FLAGS.seed, FLAGS.copies, FLAGS.paraphrase_prob,
                           FLAGS.include_originals, FLAGS.processes)
     print(f"wrote {stats['augmented_games']} augmented games ({stats['augmented_items']} items) and "
           f"{stats['original_items']} original items to {stats['out']}: {stats['total_items']} training items")

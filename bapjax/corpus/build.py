@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 from absl import flags, logging
 
-from bapjax import cli, curriculum, sources
+from bapjax import cli, curriculum, paths, sources
 from bapjax.corpus import mdc, store
 from bapjax.errors import UserError
 from bapjax.text.vocab import Vocabulary
@@ -97,8 +97,7 @@ def build_store(out: str | os.PathLike, mdc_path: str | None, seed: int = 0,
     start = time.time()
     for dataset in datasets:
         if dataset == "mc":
-            if not mdc_path:
-                raise ValueError("data set mc needs --mdc (the MDC corpus)")
+            mdc_path = paths.mdc_path(mdc_path)  # --mdc, else $BAPJAX_MDC, else ../shared/mdc
             aug_out = work / f"mc-seed{seed}-copies{copies}-p{paraphrase_prob:g}" if work else None
             aug_root, _ = sources.augmented_corpus(mdc_path, seed, copies, paraphrase_prob, aug_out, processes)
             aug_stats = json.loads((aug_root / "data" / "augmentation.json").read_text())
@@ -187,7 +186,8 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
     cli.flag("string", "out", None, "Store directory to write.")
-    cli.flag("string", "mdc", None, "The MDC corpus (directory, archive, or directory with one archive).")
+    cli.flag("string", "mdc", None, "The MDC corpus (directory, archive, or directory with one archive; "
+             "default: $BAPJAX_MDC, else ../shared/mdc beside the repository).")
     cli.flag("integer", "seed", 0, "Seed for augmentation and generation.")
     cli.flag("list", "datasets", list(DATASETS), "Data sets to include (mc, bs, ss, r).")
     cli.flag("string", "sizes", "", "Synthetic sizes NAME=TRAIN:VAL:TEST,... (default: Table 3 x --scale).")

@@ -1,10 +1,12 @@
 """Read the Minecraft Dialogue Corpus (or a simulator corpus in its layout) into BAP items.
 
-    python -m bapjax.corpus.mdc stats  --corpus PATH
-    python -m bapjax.corpus.mdc export --corpus PATH --split S --out FILE
+    python -m bapjax.corpus.mdc stats  [--corpus PATH]
+    python -m bapjax.corpus.mdc export [--corpus PATH] --split S --out FILE
+    python -m bapjax.corpus.mdc fetch  --out DIR [--url URL] [--sha256 HEX]   (bapjax.corpus.fetch)
 
-PATH is the corpus directory (the one holding ``data/``), its ``data/`` directory, the
-``.tar.xz`` archive, or a directory holding exactly one such archive (as ``../shared/mdc``).
+PATH is the corpus directory (the one holding ``data/``, e.g. a clone of the public repository),
+its ``data/`` directory, the ``.tar.xz`` archive, or a directory holding exactly one such archive
+(as ``../shared/mdc``); without --corpus, the MDC wherever ``bapjax.paths.mdc_path`` finds it.
 An archive is unpacked once into the cache directory (``$BAPJAX_CACHE`` or ``~/.cache/bapjax``),
 and the itemized corpus is cached there too, so a second load does not reparse any game.
 
@@ -37,7 +39,8 @@ from bapjax import cli, formats, grid, paths
 from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn, ItemizedCorpus
 from bapjax.grid import PLACE, REMOVE, Action, apply_sequence, as_blocks
 from bapjax.errors import UserError
-from bapjax.paths import build_lock, cache_root
+from bapjax import paths
+from bapjax.paths import build_lock, cache_root, resolve_path
 
 # Bump when the itemizer's output changes, so stale caches are not reused.
 ITEMIZER_VERSION = 5
@@ -130,10 +133,12 @@ def _unpack_locked(archive: Path, target: Path) -> Path:
 
 
 def resolve_corpus(path: str | os.PathLike) -> Path:
-    """The directory that holds ``data/logs/splits.json`` for any accepted form of PATH."""
-    path = Path(path).expanduser()
+    """The directory that holds ``data/logs/splits.json`` for any accepted form of PATH
+    (``paths.MDC`` is the MDC wherever ``paths.mdc_path`` finds it)."""
+    given = path
+    path = resolve_path(path)
     if not path.exists():
-        raise CorpusError(f"corpus path {path} does not exist")
+        raise CorpusError(f"corpus path {given} does not exist")
     if path.is_file():
         if path.name.endswith((".tar.xz", ".tar.gz", ".tgz", ".tar")):
             return _unpack_archive(path)
@@ -512,18 +517,35 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
     """Flags exist only when this module is the program, so other CLIs can import it freely."""
-    cli.flag("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive.")
+    cli.flag("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive "
+             "(default: $BAPJAX_MDC, else ../shared/mdc beside the repository).")
     cli.flag("string", "split", None, "Split to export (train, val, test).")
-    cli.flag("string", "out", None, "Output JSONL file for export ('-' for stdout).")
+    cli.flag("string", "out", None, "export: output JSONL file ('-' for stdout); fetch: the folder to create.")
     cli.flag("bool", "no_cache", False, "Reparse every game instead of using the item cache.")
+    cli.flag("string", "url", None, "fetch: the archive to read (default: the pinned public one; file:// works).")
+    cli.flag("string", "sha256", None, "fetch: also require this sha256 of the whole download.")
+
+
+def fetch_main() -> int:
+    from bapjax.corpus import fetch
+
+    if not FLAGS.out:
+        raise UserError("fetch needs --out DIR (the folder to create)")
+    done = fetch.fetch(FLAGS.out, FLAGS.url or fetch.DEFAULT_URL, FLAGS.sha256)
+    print(f"fetched the MDC into {done['out']}: {done['files']} files, each matching bapjax's pinned sha256 "
+          f"(download sha256 {done['sha256']}); use it with `export {paths.MDC_ENV}={done['out']}` "
+          f"or --corpus {done['out']}")
+    print(json.dumps(done))
+    return 0
 
 
 def main(argv: Sequence[str]) -> int:
-    if len(argv) != 2 or argv[1] not in ("stats", "export"):
-        raise UserError("usage: python -m bapjax.corpus.mdc {stats|export} --corpus PATH ...")
-    if not FLAGS.corpus:
-        raise UserError("--corpus is required")
-    corpus = load_corpus(FLAGS.corpus, use_cache=not FLAGS.no_cache, progress=True)
+    if len(argv) != 2 or argv[1] not in ("stats", "export", "fetch"):
+        raise UserError("usage: python -m bapjax.corpus.mdc {stats|export|fetch} [--corpus PATH] ...")
+    if argv[1] == "fetch":
+        return fetch_main()
+    corpus_path = paths.mdc_path(FLAGS.corpus)
+    corpus = load_corpus(corpus_path, use_cache=not FLAGS.no_cache, progress=True)
     if argv[1] == "stats":
         stats = corpus.stats()
         for split, s in stats.items():
@@ -535,7 +557,7 @@ def main(argv: Sequence[str]) -> int:
     if not FLAGS.split or not FLAGS.out:
         raise UserError("export needs --split and --out")
     if FLAGS.split not in corpus.items:
-        raise UserError(f"--split {FLAGS.split}: not a split of {FLAGS.corpus} ({', '.join(corpus.items)})")
+        raise UserError(f"--split {FLAGS.split}: not a split of {corpus_path} ({', '.join(corpus.items)})")
     items = corpus.split(FLAGS.split)
     if FLAGS.out == "-":
         for item in items:

@@ -263,7 +263,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split).")
+    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split); @mdc: the MDC as bapjax finds it.")
     cli.flag("string", "split", None, "Split of --corpus (train, val, test).")
     cli.flag("string", "items", None, "Items JSONL instead of --corpus.")
     cli.flag("string", "annotations", None, "Annotation JSONL (build).")
