@@ -40,7 +40,7 @@ def test_the_pinned_checksums_are_the_archive_the_tests_use(mdc_archive):
     assert mdc.file_sha256(mdc_archive) == fetch.TESTED_ARCHIVE_SHA256
     manifest = fetch.read_manifest()
     root = mdc.resolve_corpus(mdc_archive)
-    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != ".complete")
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name not in (paths.COMPLETE, ".complete"))
     assert sorted(manifest) == files and len(files) == 739
     for name in ("LICENSE.txt", "data/logs/splits.json", "data/lexicons/synonym_substitutions.json"):
         assert manifest[name] == hashlib.sha256((root / name).read_bytes()).hexdigest()
