@@ -79,6 +79,12 @@ def time_training(model, optimizer, features, feature_config, batch_size, steps,
     return steps * batch_size / elapsed, targets / elapsed, batches[:steps]
 
 
+def flops(compiled) -> float:
+    """XLA's FLOP count of a compiled program (one dict, or one per program on older JAX)."""
+    analysis = compiled.cost_analysis()
+    return float((analysis[0] if isinstance(analysis, (list, tuple)) else analysis)["flops"])
+
+
 def train_gflop_per_item(model, optimizer, batches, seed=0) -> float:
     """XLA's FLOP count of the compiled train step over `batches`, per item (see the docstring)."""
     import jax
@@ -94,8 +100,7 @@ def train_gflop_per_item(model, optimizer, batches, seed=0) -> float:
     for b in batches:
         k = trainer.prepare(b)[1]
         if k not in by_pack:
-            analysis = trainer.compile_train(state, b).cost_analysis()
-            by_pack[k] = float((analysis[0] if isinstance(analysis, (list, tuple)) else analysis)["flops"])
+            by_pack[k] = flops(trainer.compile_train(state, b))
         total += by_pack[k]
     return total / 1e9 / sum(len(b["weight"]) for b in batches)
 

@@ -26,14 +26,9 @@ from bapjax import input_pipeline, sharding, train
 from bapjax.corpus import mdc
 from bapjax.models import builder, world_input
 from bapjax.text.vocab import Vocabulary
-from bench_train import matmul_gflops_per_s  # noqa: E402 (benchmarks/ is the script's directory)
+from bench_train import flops, matmul_gflops_per_s  # noqa: E402 (benchmarks/ is the script's directory)
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def flops(compiled) -> float:
-    analysis = compiled.cost_analysis()
-    return float((analysis[0] if isinstance(analysis, (list, tuple)) else analysis)["flops"])
 
 
 def best_time(fn, args, rounds: int) -> float:
