@@ -141,13 +141,9 @@ def curriculum_stages(items: Sequence[BapItem], metric: str, num_buckets: int, s
 
 
 def schedule_from_config(items: Sequence[BapItem], config: Any, seed: int) -> list[np.ndarray] | None:
-    """Stages from ``config.curriculum`` (metric, num_buckets); None when no curriculum is set."""
-    curriculum = config.get("curriculum", None) if hasattr(config, "get") else getattr(config, "curriculum", None)
-    if curriculum is None:
+    """Stages from ``config.curriculum`` (metric, num_buckets, every_stage) of a config completed
+    with the defaults (`run_checks.with_defaults`); None when no curriculum is set."""
+    section = config.curriculum
+    if not section.metric:
         return None
-    metric = curriculum.get("metric", None) if hasattr(curriculum, "get") else getattr(curriculum, "metric", None)
-    if not metric:
-        return None
-    num_buckets = curriculum.get("num_buckets", 10) if hasattr(curriculum, "get") else getattr(curriculum, "num_buckets", 10)
-    every_stage = curriculum.get("every_stage", ()) if hasattr(curriculum, "get") else getattr(curriculum, "every_stage", ())
-    return curriculum_stages(items, str(metric), int(num_buckets), seed, tuple(every_stage or ()))
+    return curriculum_stages(items, str(section.metric), int(section.num_buckets), seed, tuple(section.every_stage))

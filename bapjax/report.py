@@ -287,8 +287,9 @@ def make_report(*, out: str, checkpoint: str | None = None, predictions: str | N
     else:
         from bapjax import predict  # loads the model code only when a checkpoint is decoded
 
-        predicted, (rule, threshold) = predict.predict_with_run(checkpoint, items, batch_size)
-        predictions_source = f"--checkpoint {checkpoint} (STOP rule {rule}, threshold {threshold})"
+        predicted, settings = predict.predict_with_run(checkpoint, items, batch_size)
+        predictions_source = (f"--checkpoint {checkpoint} (STOP rule {settings.stop_rule}, "
+                              f"threshold {settings.stop_threshold})")
     title = f"bapjax report: {Path(checkpoint or predictions).name}" + (f" on {split}" if split else "")
     data = report_data(items, predicted, title=title, items_source=items_source,
                        predictions_source=predictions_source, split=split, allow_missing=allow_missing,

@@ -372,37 +372,6 @@ def render_prediction(item: BapItem, predicted_actions: Sequence[Action], path, 
 
 
 # --------------------------------------------------------------------------------------------
-# Training curves
-
-
-def plot_learning_curves(jsonl: epath.Path, out: epath.Path) -> None:
-    """PNG of train/val loss and val micro Overall F1 against steps."""
-    rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
-    train = [(r["step"], r["loss"]) for r in rows if r["kind"] == "train" and "loss" in r]
-    val = [(r["step"], r["loss"]) for r in rows if r["kind"] == "val" and "loss" in r]
-    f1_keys = sorted({k for r in rows if r["kind"] == "val" for k in r if k.endswith("overall_micro_f1")})
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    if train:
-        axes[0].plot(*zip(*train), label="train loss", alpha=0.7)
-    if val:
-        axes[0].plot(*zip(*val), "o-", label="val loss")
-    axes[0].set_xlabel("step")
-    axes[0].set_ylabel("cross entropy")
-    axes[0].legend()
-    for key in f1_keys:
-        pts = [(r["step"], r[key]) for r in rows if r["kind"] == "val" and key in r]
-        axes[1].plot(*zip(*pts), "o-", label=key)
-    axes[1].set_xlabel("step")
-    axes[1].set_ylabel("micro Overall (fairer) F1")
-    if f1_keys:
-        axes[1].legend()
-    fig.tight_layout()
-    with out.open("wb") as f:
-        fig.savefig(f, format="png", dpi=100)
-    plt.close(fig)
-
-
-# --------------------------------------------------------------------------------------------
 # CLI
 
 FLAGS = flags.FLAGS

@@ -306,6 +306,12 @@ def model_defaults() -> dict[str, Any]:
             if name not in world_input.FEATURE_OPTIONS}
 
 
+def feature_option_defaults() -> dict[str, Any]:
+    """The defaults of the model fields a config sets in `config.features` (`world_input.FEATURE_OPTIONS`)."""
+    fields = _module_fields()
+    return {name: fields[name].default for name in world_input.FEATURE_OPTIONS}
+
+
 def model_kwargs(model_config: Mapping, features: Mapping | None = None) -> dict[str, Any]:
     """BuilderModel's keyword arguments (all but vocab_size): the fields `model_config` sets and
     the `world_input.FEATURE_OPTIONS` that `features` sets; fields left out keep their defaults.
