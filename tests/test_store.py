@@ -83,7 +83,7 @@ def test_duplicates_and_bad_manifest_are_clear_errors(mdc_splits, tmp_path):
 
 
 def test_build_assembles_tagged_synthetic_sets_and_reuses_sources(tmp_path):
-    from bapjax.corpus import build
+    from bapjax import build
     from bapjax.text.vocab import Vocabulary
 
     sizes = {"bs": (40, 10, 10), "r": (30, 8, 6)}
@@ -111,7 +111,7 @@ def test_build_assembles_tagged_synthetic_sets_and_reuses_sources(tmp_path):
 
 @pytest.mark.slow
 def test_build_with_augmented_mdc(mdc_path, tmp_path):
-    from bapjax.corpus import build
+    from bapjax import build
 
     manifest = build.build_store(tmp_path / "store", str(mdc_path), seed=0, datasets=("mc", "ss"),
                                  sizes={"ss": (20, 4, 4)}, processes=1)
@@ -122,7 +122,7 @@ def test_build_with_augmented_mdc(mdc_path, tmp_path):
 
 
 def test_fast_decoder_matches_validating_decoder_and_names_bad_fields(mdc_corpus):
-    from bapjax.corpus.items import BapItem
+    from bapjax.items import BapItem
 
     for item in mdc_corpus.split("test")[:300]:
         record = json.loads(store.item_record(item))
