@@ -96,6 +96,10 @@ def test_build_assembles_tagged_synthetic_sets_and_reuses_sources(tmp_path):
         assert {i.dataset for i in items} == {"bs", "r"}
         assert all(i.split == split for i in items)
     assert manifest["sources"]["bs"]["seed"] == 3 and manifest["sources"]["r"]["requested"] == [30, 8, 6]
+    # --work_dir holds the entries under the cache's names (bapjax.sources names them once).
+    from bapjax import sources
+
+    assert manifest["sources"]["r"]["corpus"] == str(sources.generated_entry("r", 3, (30, 8, 6), tmp_path / "work"))
     assert build.size_table(manifest)["bs"]["train"] == [40, 9890]
     vocab = Vocabulary.load(tmp_path / "store" / "vocab.json")
     assert vocab.size == manifest["vocabulary"]["size"]
