@@ -25,9 +25,9 @@ CLI::
     python -m bapjax.viz report (--checkpoint RUN | --predictions FILE) \\
         (--corpus PATH | --store DIR | --items FILE) --split S --out DIR [--limit N]
 
-``report`` writes a self-contained HTML page of a whole split (``bapjax.report``). Items come
-through ``bapjax.sources.items_from_flags`` (``--corpus`` defaults to the MDC; without
-``--split`` every split is searched). Mistakes in what was given (flags, files, an ``--out``
+``report`` writes a self-contained HTML page of a whole split (``bapjax.report``). ``item`` and
+``prediction`` read items through ``bapjax.sources.items_from_flags`` (``--corpus`` defaults to
+the MDC; without ``--split`` every split is searched). Mistakes in what was given (flags, files, an ``--out``
 that cannot be written) are ``VizError``s (``errors.UserError``: one line, exit 2); anything
 else is a bug and keeps its traceback.
 """
@@ -514,9 +514,7 @@ def find_item(item_id: str, corpus: str | None = None, split: str | None = None,
     """The item `item_id` of the source the CLIs' item flags name (``sources.items_from_flags``:
     one of `corpus`, `store`, `items`); without `split`, every split of the corpus or store."""
     where = corpus or store or items
-    if items:
-        splits = [None]
-    elif split:
+    if split or items or not (corpus or store):  # (items_from_flags names what is missing)
         splits = [split]
     else:
         splits = sources.split_names(corpus or store)

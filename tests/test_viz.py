@@ -186,6 +186,8 @@ def test_find_item_reads_every_item_source(tmp_path):
         viz.find_item("g:1", store=str(tmp_path / "store"), split="test")
     with pytest.raises(viz.UserError, match="exactly one of"):
         viz.find_item("g:1", store=str(tmp_path / "store"), items=str(tmp_path / "items.jsonl"))
+    with pytest.raises(viz.UserError, match="exactly one of"):
+        viz.find_item("g:1")
     out = tmp_path / "item.png"
     assert _cli("item", "--store", str(tmp_path / "store"), "--item_id", "g:1", "--out", str(out)) == 0
     assert out.exists()
