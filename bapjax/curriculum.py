@@ -27,8 +27,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bapjax.corpus.items import BapItem
-from bapjax.text import tokenizer
+from bapjax.items import BapItem
+from bapjax.text.tokenizer import history_token_counts  # L_I
 
 DATASET_ORDER = ("bs", "ss", "r", "mc")
 METRICS = ("D", "L_A", "L_I")
@@ -55,22 +55,6 @@ def dataset_rank(items: Sequence[BapItem]) -> np.ndarray:
             raise ValueError(f"item {item.item_id}: data set {item.dataset!r} has no difficulty rank "
                              f"(known: {DATASET_ORDER})")
         out[n] = rank[item.dataset]
-    return out
-
-
-def history_token_counts(items: Sequence[BapItem]) -> np.ndarray:
-    """L_I: tokens of each item's whole history (chat turns and Builder actions)."""
-    cache: dict = {}
-    out = np.empty(len(items), np.int64)
-    for n, item in enumerate(items):
-        total = 0
-        for event in item.history:
-            count = cache.get(event)
-            if count is None:
-                count = len(tokenizer.history_segments([event])[0])
-                cache[event] = count
-            total += count
-        out[n] = total
     return out
 
 

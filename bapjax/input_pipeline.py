@@ -35,7 +35,7 @@ import numpy as np
 from absl import logging
 
 from bapjax import grid, paths
-from bapjax.corpus.items import BapItem, ChatTurn
+from bapjax.items import BapItem, ChatTurn
 from bapjax.grid import Action
 from bapjax.text import bert_states, tokenizer
 from bapjax.text.vocab import Vocabulary

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from bapjax import evaluate, formats, metrics, sources
-from bapjax.corpus.items import BapItem, ChatTurn
+from bapjax.items import BapItem, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import Action
 

@@ -30,7 +30,7 @@ from ml_collections import config_flags
 
 from bapjax import checkpoints, cli, curriculum, evaluate, input_pipeline, preemption, run_checks, sharding, sources
 from bapjax import decode as decoding
-from bapjax.corpus.items import BapItem
+from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.metric_writer import MetricWriter, plot_learning_curves, report_scalars
 from bapjax.models import builder

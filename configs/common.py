@@ -5,7 +5,7 @@ command line, e.g. `--config.data.sources.mc.corpus=/data/mdc`. A source is used
 `corpus` (an MDC-layout directory or archive, or "@mdc": `MDC` below), a `store` (an item store, with `dataset` to pick
 one data set) or a `generate` block (simulated on first use into $BAPJAX_CACHE/generated/...);
 `augment` builds the augmented training corpus on first use ($BAPJAX_CACHE/augmented/...; both
-through `bapjax.sources`, the folders `python -m bapjax.corpus.build` uses too); `train_corpus`
+through `bapjax.sources`, the folders `python -m bapjax.build` uses too); `train_corpus`
 points at one already built. Relative paths are taken from the cwd, else the repository root.
 """
 
@@ -14,14 +14,15 @@ import dataclasses
 import ml_collections
 
 from bapjax import input_pipeline, paths
+from bapjax.items import TABLE3
 from bapjax.models import builder
 
 # "@mdc": the MDC wherever bapjax.paths.mdc_path finds it when the data is loaded ($BAPJAX_MDC, else
 # ../shared/mdc beside the repository); override with --config.data.sources.mc.corpus=PATH.
 MDC = paths.MDC
 
-# Paper Table 3 sizes of the synthetic sets.
-PAPER_SIZES = {"bs": (9890, 1186, 1181), "ss": (11868, 1000, 1000), "r": (15825, 1161, 1089)}
+# Paper Table 3 sizes of the synthetic sets (bapjax.items.TABLE3).
+PAPER_SIZES = {name: TABLE3[name] for name in ("bs", "ss", "r")}
 
 
 def mdc_source(augment: bool = True) -> ml_collections.ConfigDict:

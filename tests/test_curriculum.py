@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bapjax import curriculum, run_checks
-from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.grid import Action
 from bapjax.text import tokenizer
 

@@ -12,7 +12,7 @@ import pytest
 
 from bapjax import grid, input_pipeline
 from bapjax.corpus import augment
-from bapjax.corpus.items import BuilderPose
+from bapjax.items import BuilderPose
 from bapjax.grid import Action
 from bapjax.input_pipeline import DataIterator, FeatureConfig
 from bapjax.models import world_input
@@ -218,7 +218,7 @@ def test_too_small_last_stage_is_an_error(features):
 
 
 def test_items_digest_sees_every_field(train):
-    from bapjax.corpus.items import ChatTurn
+    from bapjax.items import ChatTurn
 
     base = input_pipeline.items_digest(train[:80])
     assert input_pipeline.items_digest(list(train[:80])) == base

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bapjax import browser, evaluate, formats, metrics, predictors, report
-from bapjax.corpus.items import ChatTurn
+from bapjax.items import ChatTurn
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOT_ITEM = "B1-A3-C6-1522433587517:14"  # matched and extra placements (perturbed, seed 0)

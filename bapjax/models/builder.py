@@ -71,7 +71,7 @@ class BuilderModel(nn.Module):
     world_features: int = 300  # world CNN channels
     world_layers: int = 3  # world CNN layers (the paper model uses 2: configs/common.py)
     kernel_size: int = 3
-    conv_impl: str = "im2col"  # "im2col" (fastest on CPU) or "xla" (nn.Conv; better on GPU/TPU)
+    conv_impl: str = "im2col"  # "im2col" (faster on CPU) or "xla" (nn.Conv; GPU/TPU speed not measured)
     use_perspective: bool = True  # Builder-frame coordinates as 3 more world channels
     use_last_offset: bool = False  # each cell's offset from the newest action as 4 more channels (CPU option)
     world_film: bool = False  # FiLM: every CNN layer scaled/shifted by the decoder state (CPU option)
