@@ -297,14 +297,23 @@
     label("Builder", "#24292f", eye.clone().add(new THREE.Vector3(0, 0.7, 0)), true);
   }
 
-  // Camera: behind the Builder (its yaw), looking down on the region center.
+  // Camera: behind the Builder (its yaw), looking down on the region's center column, far enough
+  // that the ground and everything up to the item's highest block (or the Builder's head) fit:
+  // seen from elevation e, ground 11 deep and height H span about 11 sin(e) + H cos(e) of the
+  // view's height, 2 d tan(fov / 2) at distance d.
   function viewFromBuilder(it, top) {
+    let high = it.pose[1] + 0.6; // the Builder's head
+    for (const b of it.prev) high = Math.max(high, b[1]);
+    for (const a of it.ref.concat(it.pred)) high = Math.max(high, a[3]);
+    high = Math.min(high, 14);
     const yr = it.pose[3] * Math.PI / 180;
     const back = new THREE.Vector3(Math.sin(yr), 0, -Math.cos(yr)); // minus the view direction
     const elev = top ? 80 * Math.PI / 180 : 34 * Math.PI / 180;
-    const dist = 17;
-    camera.position.copy(TARGET).addScaledVector(back, dist * Math.cos(elev)).add(new THREE.Vector3(0, dist * Math.sin(elev), 0));
-    controls.target.copy(TARGET);
+    const span = 11 * Math.sin(elev) + high * Math.cos(elev) + 2.5; // + room for the legend and labels
+    const dist = Math.max(17, span / (2 * Math.tan(camera.fov * Math.PI / 360)));
+    const target = TARGET.clone().setY(Math.max(TARGET.y, high / 2));
+    camera.position.copy(target).addScaledVector(back, dist * Math.cos(elev)).add(new THREE.Vector3(0, dist * Math.sin(elev), 0));
+    controls.target.copy(target);
     controls.update();
   }
 
