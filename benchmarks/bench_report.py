@@ -60,7 +60,8 @@ READ_TIMES = """new Promise((resolve) => {
   }).observe({ type: "paint", buffered: true });
   setTimeout(() => read(null), 30000);
 })"""
-DRAWN = f"({report.VIEW_DRAWN}) || /opened in/.test(document.getElementById('opened').textContent)"
+DRAWN = (f"window.bapjaxReport ? ({report.VIEW_DRAWN}) "
+         ": /opened in/.test(document.getElementById('opened').textContent)")
 
 
 def page_of_commit(commit: str, data: dict, out: Path) -> Path:
