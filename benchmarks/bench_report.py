@@ -127,7 +127,7 @@ def main() -> None:
     ratios = {}
     if args.compare_to:
         ratios = {k: round(medians[args.compare_to][k] / medians["this"][k], 2)
-                  for k in ("open", "frame") if k in medians["this"] and k in medians[args.compare_to]}
+                  for k in ("open", "fcp", "frame") if k in medians["this"] and k in medians[args.compare_to]}
         print(f"{args.compare_to} / this (median): " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
     print(json.dumps({"items": len(items), "bytes": size, "made_s": round(made, 2), "median_ms": medians,
                       "ratio_compared_over_this": ratios, "runs_ms": runs, "loadavg_1min": load[0],
