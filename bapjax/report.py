@@ -43,6 +43,10 @@ from bapjax.grid import Action
 THREE_VERSION = "0.187.0"
 ASSETS = Path(__file__).resolve().parent / "report_assets"
 ASSET_FILES = ("report.css", "report.js", f"three-{THREE_VERSION}.min.js", "three-LICENSE.txt")
+# JavaScript conditions on a page being open: its table and first item's dialogue are built
+# (synchronously, while it loads), and its 3D view has drawn (after the first paint).
+PAGE_OPEN = "window.bapjaxReport && window.bapjaxReport.times.open"
+VIEW_DRAWN = "window.bapjaxReport && window.bapjaxReport.times.frame"
 
 
 class ReportError(UserError):
@@ -152,7 +156,7 @@ _PAGE = """<!DOCTYPE html>
 </section>
 <section id="view">
 <div id="itemhead"></div>
-<div id="scenewrap"><canvas id="scene"></canvas><div id="labels"></div>
+<div id="scenewrap"><canvas id="scene"></canvas><div id="labels"></div><div id="scene-wait">3D view: starting WebGL&hellip;</div>
 <div id="legend"><span class="sw" style="border-color:#1a9e3f;background:#9ad0a7"></span>matched
 <span class="sw" style="border-color:#1f5fd6;background:#dbe6fb"></span>missed (reference only)
 <span class="sw" style="border-color:#d92020;background:#f3a3a3"></span>extra (prediction only)<br>
