@@ -75,17 +75,19 @@ class Browser:
             raise FileNotFoundError("no Chromium found (apt-get install -y chromium, or set $BAPJAX_CHROMIUM)")
         self.timeout = timeout
         self._profile = tempfile.TemporaryDirectory(prefix="bapjax-chromium-")
+        self._log = tempfile.TemporaryFile()  # Chromium's stderr, quoted when it stops answering
         to_browser, self._commands = os.pipe()
         self._replies, from_browser = os.pipe()
-        # Chromium reads our commands on its fd 3 and writes its replies on its fd 4; a shell puts
-        # the pipe ends there (numbers above 4 first, so that the moves cannot clobber them).
+        # Chromium reads our commands on its fd 3 and writes its replies on its fd 4; bash puts
+        # the pipe ends there (numbers above 4 first, so that the moves cannot clobber them; not
+        # dash's /bin/sh, which takes only one-digit descriptors, and under pytest they have two).
         to_browser, from_browser = _above(to_browser, 4), _above(from_browser, 4)
         self._process = subprocess.Popen(
-            ["/bin/sh", "-c", f'exec "$@" 3<&{to_browser} 4>&{from_browser} {to_browser}<&- {from_browser}>&-', "sh",
+            [shutil.which("bash") or "/bin/bash", "-c", f'exec "$@" 3<&{to_browser} 4>&{from_browser} {to_browser}<&- {from_browser}>&-', "sh",
              executable, *FLAGS, f"--user-data-dir={self._profile.name}", f"--window-size={window[0]},{window[1]}",
              "--remote-debugging-pipe", "about:blank"],
             pass_fds=(to_browser, from_browser), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            stderr=self._log)
         os.close(to_browser)
         os.close(from_browser)
         self._buffer = b""
@@ -131,15 +133,25 @@ class Browser:
             except OSError:
                 pass
         self._profile.cleanup()
+        self._log.close()
+
+    def _log_tail(self, lines: int = 8) -> str:
+        try:
+            self._log.seek(0)
+            tail = self._log.read().decode(errors="replace").strip().splitlines()[-lines:]
+        except (OSError, ValueError):
+            return ""
+        return ("; its last stderr lines:\n" + "\n".join(tail)) if tail else ""
 
     def _message(self, deadline: float) -> dict:
         while b"\0" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self._replies], [], [], left)[0]:
-                raise RuntimeError(f"headless Chromium did not answer within {self.timeout:.0f} s")
+                raise RuntimeError(f"headless Chromium did not answer within {self.timeout:.0f} s{self._log_tail()}")
             chunk = os.read(self._replies, 1 << 20)
             if not chunk:
-                raise RuntimeError("headless Chromium closed its DevTools pipe")
+                raise RuntimeError(f"headless Chromium closed its DevTools pipe (exit status "
+                                   f"{self._process.poll()}){self._log_tail()}")
             self._buffer += chunk
         raw, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(raw)
