@@ -1,7 +1,7 @@
 """A run directory's checkpoints and files: Orbax managers for training, loading for prediction.
 
 A training workdir holds ``config.json`` (the run's config), ``vocab.json``, ``decode.json`` (the
-STOP rule chosen on val) and ``checkpoints/latest`` (the newest steps, to resume) and
+STOP rule chosen on val, read by ``bapjax.decode.DecodeSettings.from_run``) and ``checkpoints/latest`` (the newest steps, to resume) and
 ``checkpoints/best`` (lowest val loss). `Checkpoints` is what ``bapjax.train`` saves and resumes
 with; `load_run` is what ``bapjax.predict`` and the benchmarks load a trained model with.
 
@@ -14,6 +14,7 @@ renames it only when whole, so the half-written step is never listed, and it is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -25,13 +26,12 @@ import orbax.checkpoint as ocp
 from absl import logging
 from etils import epath
 
-from bapjax import paths, sharding
+from bapjax import paths, run_checks, sharding
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.paths import workdir_path
 from bapjax.text.vocab import Vocabulary
 
-DECODE_SETTINGS = "decode.json"  # the run's STOP rule, tuned on val (written by bapjax.train)
 KEEP_LATEST = 2  # steps kept in checkpoints/latest, so a corrupt newest step has an intact fallback
 
 
@@ -113,10 +113,10 @@ def abstract_like(state, mesh):
     return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=repl), state)
 
 
-def load_params(checkpoint_dir: str | os.PathLike, model=None, example_params=None) -> tuple[Any, int]:
+def load_params(checkpoint_dir: str | os.PathLike) -> tuple[Any, int]:
     """(params, step) of a run's best (else latest) intact checkpoint: `checkpoint_dir` is the
-    run's workdir, its checkpoints/ dir, or a best/ or latest/ manager dir."""
-    del model, example_params  # the params tree comes from the checkpoint's own metadata
+    run's workdir, its checkpoints/ dir, or a best/ or latest/ manager dir (the params tree comes
+    from the checkpoint's own metadata)."""
     root = workdir_path(checkpoint_dir)
     candidates = [root / "checkpoints" / "best", root / "checkpoints" / "latest", root / "best",
                   root / "latest", root]
@@ -146,22 +146,25 @@ def find_run_dir(checkpoint: str | os.PathLike) -> epath.Path:
                           "pass the training workdir")
 
 
-def load_run(checkpoint: str | os.PathLike):
-    """(model, params, run config, vocabulary) of a training run."""
+@dataclasses.dataclass
+class TrainedRun:
+    """What `load_run` reads from a training workdir."""
+
+    model: builder.BuilderModel
+    params: Any
+    config: ml_collections.ConfigDict  # config.json completed with today's defaults (`run_checks.with_defaults`)
+    vocab: Vocabulary
+    run_dir: epath.Path
+    step: int
+
+
+def load_run(checkpoint: str | os.PathLike) -> TrainedRun:
+    """The model, params, config and vocabulary of a training run (its workdir, or a checkpoints
+    directory inside it)."""
     run_dir = find_run_dir(checkpoint)
-    config = ml_collections.ConfigDict(json.loads((run_dir / "config.json").read_text()))
+    config = run_checks.with_defaults(json.loads((run_dir / "config.json").read_text()))
     vocab = Vocabulary.load(run_dir / "vocab.json")
     model = builder.build_model(config.model, vocab.size, config.features)
     params, step = load_params(workdir_path(checkpoint))
     print(f"loaded {run_dir} step {step}", file=sys.stderr)
-    return model, params, config, vocab
-
-
-def decode_settings(checkpoint: str | os.PathLike, config) -> tuple[str, float]:
-    """The run's STOP rule and threshold: its decode.json (tuned on val at the end of training)
-    when present, else config.eval."""
-    path = find_run_dir(checkpoint) / DECODE_SETTINGS
-    if path.exists():
-        settings = json.loads(path.read_text())
-        return settings["stop_rule"], float(settings["stop_threshold"])
-    return config.eval.get("stop_rule", "argmax"), float(config.eval.get("stop_threshold", 0.5))
+    return TrainedRun(model, params, config, vocab, run_dir, step)

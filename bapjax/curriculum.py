@@ -27,8 +27,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bapjax.corpus.items import BapItem
-from bapjax.text import tokenizer
+from bapjax.items import BapItem
+from bapjax.text.tokenizer import history_token_counts  # L_I
 
 DATASET_ORDER = ("bs", "ss", "r", "mc")
 METRICS = ("D", "L_A", "L_I")
@@ -55,22 +55,6 @@ def dataset_rank(items: Sequence[BapItem]) -> np.ndarray:
             raise ValueError(f"item {item.item_id}: data set {item.dataset!r} has no difficulty rank "
                              f"(known: {DATASET_ORDER})")
         out[n] = rank[item.dataset]
-    return out
-
-
-def history_token_counts(items: Sequence[BapItem]) -> np.ndarray:
-    """L_I: tokens of each item's whole history (chat turns and Builder actions)."""
-    cache: dict = {}
-    out = np.empty(len(items), np.int64)
-    for n, item in enumerate(items):
-        total = 0
-        for event in item.history:
-            count = cache.get(event)
-            if count is None:
-                count = len(tokenizer.history_segments([event])[0])
-                cache[event] = count
-            total += count
-        out[n] = total
     return out
 
 
@@ -141,13 +125,9 @@ def curriculum_stages(items: Sequence[BapItem], metric: str, num_buckets: int, s
 
 
 def schedule_from_config(items: Sequence[BapItem], config: Any, seed: int) -> list[np.ndarray] | None:
-    """Stages from ``config.curriculum`` (metric, num_buckets); None when no curriculum is set."""
-    curriculum = config.get("curriculum", None) if hasattr(config, "get") else getattr(config, "curriculum", None)
-    if curriculum is None:
+    """Stages from ``config.curriculum`` (metric, num_buckets, every_stage) of a config completed
+    with the defaults (`run_checks.with_defaults`); None when no curriculum is set."""
+    section = config.curriculum
+    if not section.metric:
         return None
-    metric = curriculum.get("metric", None) if hasattr(curriculum, "get") else getattr(curriculum, "metric", None)
-    if not metric:
-        return None
-    num_buckets = curriculum.get("num_buckets", 10) if hasattr(curriculum, "get") else getattr(curriculum, "num_buckets", 10)
-    every_stage = curriculum.get("every_stage", ()) if hasattr(curriculum, "get") else getattr(curriculum, "every_stage", ())
-    return curriculum_stages(items, str(metric), int(num_buckets), seed, tuple(every_stage or ()))
+    return curriculum_stages(items, str(section.metric), int(section.num_buckets), seed, tuple(section.every_stage))

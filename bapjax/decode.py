@@ -18,7 +18,9 @@ predictions short; `train.py` tunes the threshold on val and stores it in the ru
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import time
 
 import jax
@@ -32,6 +34,48 @@ from bapjax.models.builder import START, BuilderModel
 
 NEG_INF = -1e9
 STOP_RULES = ("argmax", "mass")
+DECODE_SETTINGS = "decode.json"  # in a run's workdir: the STOP rule chosen on val (written by bapjax.train)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeSettings:
+    """How a run decodes: its length limits, pool size and STOP rule. One reading of a run for
+    its final evaluation, `bapjax.predict` and the benchmarks: `from_run` = config.eval, with
+    the STOP rule the run chose on val (decode.json) when it has chosen one."""
+
+    max_actions: int
+    min_actions: int
+    slots: int
+    stop_rule: str = "argmax"
+    stop_threshold: float = 0.5
+
+    def __post_init__(self):
+        if self.stop_rule not in STOP_RULES:
+            raise ValueError(f"stop rule must be one of {STOP_RULES}, got {self.stop_rule!r}")
+
+    @classmethod
+    def from_eval_config(cls, eval_config) -> "DecodeSettings":
+        """config.eval's settings (a config completed by `run_checks.with_defaults`)."""
+        return cls(int(eval_config.max_actions), int(eval_config.min_actions), int(eval_config.batch_size),
+                   str(eval_config.stop_rule), float(eval_config.stop_threshold))
+
+    @classmethod
+    def from_run(cls, run_dir, config) -> "DecodeSettings":
+        """`from_eval_config(config.eval)` with the STOP rule of <run_dir>/decode.json if present."""
+        settings = cls.from_eval_config(config.eval)
+        path = run_dir / DECODE_SETTINGS
+        if path.exists():
+            chosen = json.loads(path.read_text())
+            settings = settings.replace(stop_rule=chosen["stop_rule"], stop_threshold=float(chosen["stop_threshold"]))
+        return settings
+
+    def replace(self, **changes) -> "DecodeSettings":
+        """A copy with the given fields changed; a None value keeps the field."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def decode_fn(self, model: BuilderModel, mesh=None):
+        return make_decode_fn(model, self.max_actions, self.min_actions, slots=self.slots,
+                              stop_rule=self.stop_rule, stop_threshold=self.stop_threshold, mesh=mesh)
 
 
 def choose_actions(logits: jax.Array, feasible: jax.Array, stop_rule: str, stop_threshold: float = 0.5) -> jax.Array:

@@ -24,7 +24,7 @@ from absl import flags, logging
 
 from bapjax import cli, formats, grid, metrics, sources
 from bapjax.corpus import v2_clean
-from bapjax.corpus.items import BapItem
+from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.grid import Action
 
@@ -185,7 +185,7 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
     cli.flag("string", "corpus", None, "Corpus directory / archive (with --split); @mdc: the MDC as bapjax finds it.")
-    cli.flag("string", "store", None, "An item store directory (with --split; bapjax.corpus.build).")
+    cli.flag("string", "store", None, "An item store directory (with --split; bapjax.build).")
     cli.flag("string", "split", None, "Split of --corpus or --store to evaluate on (train, val, test).")
     cli.flag("string", "dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")
     cli.flag("string", "items", None, "Items JSONL (mdc export or v2_clean output) instead of --corpus.")

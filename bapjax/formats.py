@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import orjson
 
 from bapjax import grid, paths
-from bapjax.corpus.items import BapItem
+from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.grid import Action
 

@@ -35,7 +35,7 @@ import numpy as np
 from absl import logging
 
 from bapjax import grid, paths
-from bapjax.corpus.items import BapItem, ChatTurn
+from bapjax.items import BapItem, ChatTurn
 from bapjax.grid import Action
 from bapjax.text import bert_states, tokenizer
 from bapjax.text.vocab import Vocabulary
@@ -45,13 +45,14 @@ FEATURIZER_VERSION = 1
 
 @dataclasses.dataclass(frozen=True)
 class FeatureConfig:
-    """Static shapes and feature options (read from ``config.features`` or a flat config)."""
+    """Static shapes and feature options: what featurization reads (from ``config.features``;
+    its other fields, e.g. ``recent_decay``, are model options: `world_input.FEATURE_OPTIONS`).
+    These defaults are the ones ``configs.common.base_config`` starts from; `fingerprint` keys the
+    feature cache, so it holds exactly these fields."""
 
     max_text_tokens: int = 256  # L: history tokens kept (the most recent)
     max_actions: int = 20  # T = max_actions + 1 action slots (the last for STOP)
     recent_window: int = 10  # how many of the Builder's last actions the recent channel marks
-    recent_decay: float = 0.5  # weight of the k-th most recent action is decay**k (k = 0 newest)
-    perspective_scale: float = 0.1  # Builder-frame coordinates are multiplied by this
     text_encoder: str = ""  # "": vocabulary token ids; "minilm": frozen MiniLM token states (text_states)
 
     @property
@@ -345,31 +346,22 @@ class DataIterator:
     min(p, last) in a seeded random order; without a schedule every pass is one epoch over all
     items. ``num_epochs`` bounds the number of passes (None: endless). With
     ``drop_remainder=False`` the last batches of a pass are filled with padding rows (weight 0).
-
-    ``shard_mode`` says what each host owns:
-
-    * ``"batch"`` (default): hosts share one global order and host p takes its slice of every
-      global batch, so training sees the same global batches whatever the number of hosts
-      (every host featurizes all items, cheap at BAP sizes);
-    * ``"items"``: host p owns the items with index % process_count == p and featurizes and reads
-      only those; each pass draws the global order and each host keeps its own items of it.
+    Hosts share one global order and host p takes its slice of every global batch, so training
+    sees the same global batches whatever the number of hosts (every host featurizes all items,
+    cheap at BAP sizes).
     """
 
     def __init__(self, items: Sequence[BapItem] | FeaturizedItems, vocab: Vocabulary | None,
                  feature_config: FeatureConfig | None, batch_size: int, seed: int,
                  shuffle: bool = True, process_index: int = 0, process_count: int = 1,
                  schedule: Sequence[np.ndarray] | None = None, drop_remainder: bool = True,
-                 num_epochs: int | None = None, cache_dir: str | os.PathLike | None = None,
-                 shard_mode: str = "batch"):
+                 num_epochs: int | None = None, cache_dir: str | os.PathLike | None = None):
         self.config = feature_config or FeatureConfig()
-        if shard_mode not in ("batch", "items"):
-            raise ValueError(f"shard_mode is {shard_mode!r}; expected 'batch' or 'items'")
         if batch_size % process_count:
             raise ValueError(f"global batch size {batch_size} is not divisible by process_count {process_count}")
         if not 0 <= process_index < process_count:
             raise ValueError(f"process_index {process_index} not in [0, {process_count})")
         self.num_items = len(items)
-        self.shard_mode = shard_mode
         self.batch_size = batch_size
         self.local_batch_size = batch_size // process_count
         self.seed = int(seed)
@@ -378,18 +370,12 @@ class DataIterator:
         self.process_count = process_count
         self.drop_remainder = drop_remainder
         self.num_epochs = num_epochs
-        owned = np.arange(self.num_items)
-        if shard_mode == "items":
-            owned = owned[process_index::process_count]
         if isinstance(items, FeaturizedItems):
-            self.features = items  # a full table: rows are global item ids
-            self._local_table = False
+            self.features = items  # rows are item ids
         else:
             if vocab is None:
                 raise ValueError("DataIterator needs a vocabulary to featurize items")
-            mine = items if shard_mode == "batch" else [items[i] for i in owned]
-            self.features = featurize_items_cached(mine, vocab, self.config, cache_dir)
-            self._local_table = shard_mode == "items"
+            self.features = featurize_items_cached(items, vocab, self.config, cache_dir)
         n = self.num_items
         if schedule is None:
             schedule = [np.arange(n)]
@@ -411,12 +397,11 @@ class DataIterator:
         """JSON-serializable position; store it with the checkpoint."""
         return {"pass": self._pass, "batch": self._batch, "seed": self.seed,
                 "num_items": self.num_items, "batch_size": self.batch_size,
-                "num_stages": len(self.schedule), "shard_mode": self.shard_mode}
+                "num_stages": len(self.schedule)}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         for key, mine in (("seed", self.seed), ("num_items", self.num_items),
-                          ("batch_size", self.batch_size), ("num_stages", len(self.schedule)),
-                          ("shard_mode", self.shard_mode)):
+                          ("batch_size", self.batch_size), ("num_stages", len(self.schedule))):
             if key in state and state[key] != mine:
                 raise ValueError(f"iterator state has {key}={state[key]!r} but this iterator has {mine!r}; "
                                  "it belongs to another data set or configuration")
@@ -434,35 +419,17 @@ class DataIterator:
             return stage
         return stage[np.random.default_rng([self.seed, pass_index]).permutation(len(stage))]
 
-    def _to_table_rows(self, global_ids: np.ndarray) -> np.ndarray:
-        """Table rows of global item ids (-1 = padding)."""
-        rows = global_ids.copy()
-        if self._local_table:  # host p's table holds items p, p + P, p + 2P, ...
-            rows = (global_ids - self.process_index) // self.process_count
-        rows[global_ids < 0] = self.features.padding_row
-        return rows
-
     def pass_rows(self, pass_index: int) -> np.ndarray:
         """This host's table rows for every batch of one pass: int64 [batches, local batch]."""
         if self._rows_cache is not None and self._rows_cache[0] == pass_index:
             return self._rows_cache[1]
         order = self.pass_order(pass_index)
         B, b, P, p = self.batch_size, self.local_batch_size, self.process_count, self.process_index
-        if self.shard_mode == "batch":
-            batches = len(order) // B if self.drop_remainder else -(-len(order) // B)
-            padded = np.full(batches * B, -1, np.int64)
-            take = min(len(order), len(padded))
-            padded[:take] = order[:take]
-            mine = padded.reshape(batches, P, b)[:, p, :]
-        else:
-            counts = np.bincount(order % P, minlength=P)
-            batches = counts.min() // b if self.drop_remainder else -(-counts.max() // b)
-            own = order[order % P == p]
-            mine = np.full(batches * b, -1, np.int64)
-            take = min(len(own), len(mine))
-            mine[:take] = own[:take]
-            mine = mine.reshape(batches, b)
-        rows = self._to_table_rows(mine.reshape(-1)).reshape(mine.shape)
+        batches = len(order) // B if self.drop_remainder else -(-len(order) // B)
+        padded = np.full(batches * B, self.features.padding_row, np.int64)
+        take = min(len(order), len(padded))
+        padded[:take] = order[:take]
+        rows = padded.reshape(batches, P, b)[:, p, :]
         self._rows_cache = (pass_index, rows)
         return rows
 

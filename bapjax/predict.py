@@ -31,14 +31,14 @@ def define_flags() -> None:
     cli.flag("string", "split", None, "Split to predict with --corpus or --store (default test).")
     cli.flag("string", "dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")
     cli.flag("string", "out", None, "Output predictions JSONL.")
-    cli.flag("integer", "batch_size", 64, "Items decoded per compiled batch.")
+    cli.flag("integer", "batch_size", None, "Items decoded at once (default: the run's config.eval.batch_size).")
     cli.flag("integer", "max_actions", None, "Greedy decoding length (default: the run's config.eval.max_actions).")
     cli.flag("integer", "min_actions", None, "STOP is masked before this many actions (default: the run's "
-             "config.eval.min_actions, else 0).")
+             "config.eval.min_actions).")
     cli.flag("string", "stop_rule", None, "argmax or mass (default: the run's decode.json, tuned on val; "
              "else config.eval.stop_rule).")
     cli.flag("float", "stop_threshold", None, "p(STOP) threshold of the mass rule (default: the run's "
-             "decode.json, else config.eval.stop_threshold, else 0.5).")
+             "decode.json, else config.eval.stop_threshold).")
     cli.flag("integer", "limit", 0, "Predict only the first N items (0: all).")
     cli.flag("bool", "evaluate", False, "Also print the v2 tables and the report JSON.")
 
@@ -48,7 +48,7 @@ def check_flags() -> None:
     if not FLAGS.checkpoint or not FLAGS.out:
         raise UserError("--checkpoint and --out are required")
     cli.check_output_file("out", FLAGS.out)
-    if FLAGS.batch_size < 1:
+    if FLAGS.batch_size is not None and FLAGS.batch_size < 1:
         raise UserError(f"--batch_size is {FLAGS.batch_size}; expected an integer >= 1")
     if FLAGS.max_actions is not None and FLAGS.max_actions < 1:
         raise UserError(f"--max_actions is {FLAGS.max_actions}; expected an integer >= 1")
@@ -62,23 +62,22 @@ def check_flags() -> None:
         raise UserError(f"--stop_threshold must be in (0, 1], got {FLAGS.stop_threshold}")
 
 
-def predict_with_run(checkpoint, items: list, batch_size: int, *, max_actions: int | None = None,
+def predict_with_run(checkpoint, items: list, batch_size: int | None = None, *, max_actions: int | None = None,
                      min_actions: int | None = None, stop_rule: str | None = None,
                      stop_threshold: float | None = None, progress: bool = True):
     """Greedy predictions {item_id: [Action]} of a training run's best (else latest) checkpoint,
-    decoded as the run's own final evaluation does: its config's max/min actions and the STOP
-    rule it chose on val (decode.json), each overridable. Returns (predictions, (rule, threshold))."""
-    model, params, config, vocab = checkpoints.load_run(checkpoint)
-    feature_config = input_pipeline.FeatureConfig.from_config(config.features)
-    max_actions = max_actions or int(config.eval.max_actions)
-    min_actions = min_actions if min_actions is not None else int(config.eval.get("min_actions", 0))
-    run_rule, run_threshold = checkpoints.decode_settings(checkpoint, config)
-    stop_rule = stop_rule or run_rule
-    stop_threshold = stop_threshold if stop_threshold is not None else run_threshold
-    predictions = decode.predict_items(model, params, items, vocab, feature_config, batch_size, max_actions,
-                                       progress=progress, min_actions=min_actions, stop_rule=stop_rule,
-                                       stop_threshold=stop_threshold)
-    return predictions, (stop_rule, stop_threshold)
+    decoded as the run's own final evaluation does (`DecodeSettings.from_run`: its config.eval
+    with the STOP rule it chose on val); a value given here (not None) replaces the run's.
+    Returns (predictions, the DecodeSettings used)."""
+    run = checkpoints.load_run(checkpoint)
+    feature_config = input_pipeline.FeatureConfig.from_config(run.config.features)
+    settings = decode.DecodeSettings.from_run(run.run_dir, run.config).replace(
+        slots=batch_size, max_actions=max_actions, min_actions=min_actions, stop_rule=stop_rule,
+        stop_threshold=stop_threshold)
+    predictions = decode.predict_items(run.model, run.params, items, run.vocab, feature_config, settings.slots,
+                                       settings.max_actions, decode_fn=settings.decode_fn(run.model),
+                                       progress=progress)
+    return predictions, settings
 
 
 def main(argv) -> int:

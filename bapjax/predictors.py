@@ -25,7 +25,7 @@ import numpy as np
 from absl import flags
 
 from bapjax import cli, formats, grid, sources
-from bapjax.corpus.items import BapItem
+from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.grid import PLACE, REMOVE, Action
 

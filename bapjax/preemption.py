@@ -3,7 +3,7 @@
 Pods and Slurm preempt with SIGTERM and a grace period; a Ctrl-C is SIGINT. While the training
 loop runs, `PreemptionWatch` turns either signal into a request that `should_stop(step)`
 answers after each step, so the loop saves a checkpoint of exactly that step (as the periodic
-one: iterator position, RNG, early-stopping state) and the same command resumes from it.
+one: iterator position, optimizer state, early-stopping state) and the same command resumes from it.
 
 On several processes (``jax.distributed``) every process must save at the same step. JAX's
 preemption service does that: its notifier catches SIGTERM in any process, and

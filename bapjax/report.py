@@ -36,13 +36,17 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from bapjax import evaluate, formats, metrics, sources
-from bapjax.corpus.items import BapItem, ChatTurn
+from bapjax.items import BapItem, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import Action
 
 THREE_VERSION = "0.187.0"
 ASSETS = Path(__file__).resolve().parent / "report_assets"
 ASSET_FILES = ("report.css", "report.js", f"three-{THREE_VERSION}.min.js", "three-LICENSE.txt")
+# JavaScript conditions on a page being open: its table and first item's dialogue are built
+# (synchronously, while it loads), and its 3D view has drawn (after the first paint).
+PAGE_OPEN = "window.bapjaxReport && window.bapjaxReport.times.open"
+VIEW_DRAWN = "window.bapjaxReport && window.bapjaxReport.times.frame"
 
 
 class ReportError(UserError):
@@ -152,7 +156,7 @@ _PAGE = """<!DOCTYPE html>
 </section>
 <section id="view">
 <div id="itemhead"></div>
-<div id="scenewrap"><canvas id="scene"></canvas><div id="labels"></div>
+<div id="scenewrap"><canvas id="scene"></canvas><div id="labels"></div><div id="scene-wait">3D view: starting WebGL&hellip;</div>
 <div id="legend"><span class="sw" style="border-color:#1a9e3f;background:#9ad0a7"></span>matched
 <span class="sw" style="border-color:#1f5fd6;background:#dbe6fb"></span>missed (reference only)
 <span class="sw" style="border-color:#d92020;background:#f3a3a3"></span>extra (prediction only)<br>
@@ -287,8 +291,9 @@ def make_report(*, out: str, checkpoint: str | None = None, predictions: str | N
     else:
         from bapjax import predict  # loads the model code only when a checkpoint is decoded
 
-        predicted, (rule, threshold) = predict.predict_with_run(checkpoint, items, batch_size)
-        predictions_source = f"--checkpoint {checkpoint} (STOP rule {rule}, threshold {threshold})"
+        predicted, settings = predict.predict_with_run(checkpoint, items, batch_size)
+        predictions_source = (f"--checkpoint {checkpoint} (STOP rule {settings.stop_rule}, "
+                              f"threshold {settings.stop_threshold})")
     title = f"bapjax report: {Path(checkpoint or predictions).name}" + (f" on {split}" if split else "")
     data = report_data(items, predicted, title=title, items_source=items_source,
                        predictions_source=predictions_source, split=split, allow_missing=allow_missing,

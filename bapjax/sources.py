@@ -1,17 +1,20 @@
 """One way from a path or a config to BAP items, and one cache layout for derived corpora.
 
 A path is one of: an MDC-layout corpus directory, its ``.tar.xz`` (or a directory holding one
-archive), ``@mdc`` (``bapjax.paths.MDC``: the MDC wherever ``paths.mdc_path`` finds it), an item store directory (``bapjax.corpus.store``, has ``manifest.json``), or an items
-JSONL file (``bapjax.formats``). `load_split` reads any of them; `items_from_flags` is what the
-CLIs' ``--corpus/--store/--items --split [--dataset]`` flags resolve through; `load_source`
-resolves a training config's ``config.data.sources.<name>`` (used by ``bapjax.train``).
+archive), ``@mdc`` (``bapjax.paths.MDC``: the MDC wherever ``paths.mdc_path`` finds it), an item
+store directory (``bapjax.corpus.store``, has ``manifest.json``), or an items JSONL file
+(``bapjax.formats``). `load_split` reads any of them; `items_from_flags` is what the CLIs'
+``--corpus/--store/--items --split [--dataset]`` flags resolve through (both live in
+``bapjax.corpus.load``, re-exported here); `load_source` resolves a training config's
+``config.data.sources.<name>`` (used by ``bapjax.train``).
 
-Derived corpora are built once into the cache (``bapjax.paths.cache_root()``):
+Derived corpora are built once into the cache (``bapjax.paths.cache_root()``), in folders named
+by `generated_entry` and `augmented_entry` (the one statement of the names):
 
     generated/<dataset>-seed<seed>-<train>-<val>-<test>/   simulated D_bs / D_ss / D_r
     augmented/mc-seed<seed>-copies<copies>-p<paraphrase>/  the augmented MDC training games
 
-Both ``bapjax.train`` and ``bapjax.corpus.build`` use these folders, in-process. An entry counts
+Both ``bapjax.train`` and ``bapjax.build`` use these folders, in-process. An entry counts
 only once its completion record (``bapjax.paths.seal``: every file's size and checksum) is
 written, after the whole corpus is; a folder without it (a killed build) is removed and built
 again. An entry whose files no longer match the record, or whose games fail to parse, is moved
@@ -31,77 +34,16 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
-from bapjax import formats, paths
+from bapjax import paths
 from bapjax.corpus import augment, mdc
-from bapjax.corpus.items import BapItem
+from bapjax.corpus.load import (  # noqa: F401  (the reading half, re-exported: one import for the CLIs)
+    SourceError, is_items_file, is_store, items_from_flags, load_split, split_names)
 from bapjax.corpus.store import ItemStore, StoreError
-from bapjax.errors import UserError
+from bapjax.items import SPLITS, BapItem  # SPLITS: also read here by bapjax.train
 from bapjax.paths import cache_root, resolve_path
 from bapjax.sim import generate
 
-SPLITS = ("train", "val", "test")
 COMPLETE = paths.COMPLETE  # written last into a finished cache entry (what it holds)
-
-
-class SourceError(UserError):
-    """A data source that cannot be resolved; the message names the path or config field."""
-
-
-# --------------------------------------------------------------------------------------------
-# Paths
-
-
-def is_store(path: Path) -> bool:
-    return path.is_dir() and (path / "manifest.json").exists()
-
-
-def is_items_file(path: Path) -> bool:
-    return path.is_file() and path.name.endswith((".jsonl", ".json"))
-
-
-def load_split(path: str | os.PathLike, split: str | None, dataset: str | Sequence[str] | None = None
-               ) -> list[BapItem]:
-    """Items of one split from a corpus (directory or archive), an item store or an items JSONL
-    file (which holds one split already: ``split`` is ignored). ``dataset`` keeps only items
-    of those data sets (mc, bs, ss, r)."""
-    resolved = resolve_path(path)
-    if not resolved.exists():
-        raise SourceError(f"{path}: no such corpus, store or items file")
-    if is_items_file(resolved):
-        items = formats.read_items(resolved)
-    elif split is None:
-        raise SourceError(f"{path}: give a split (train, val or test)")
-    elif is_store(resolved):
-        store = ItemStore(resolved)
-        if split not in store.split_names:
-            raise SourceError(f"{path}: the store has no split {split!r} (it has {', '.join(store.split_names)})")
-        return store.split(split).items(dataset)
-    else:
-        corpus = mdc.load_corpus(resolved)
-        if split not in corpus.items:
-            raise SourceError(f"{path}: no split {split!r} (expected one of {', '.join(corpus.items)})")
-        items = list(corpus.split(split))
-    if dataset:
-        wanted = {dataset} if isinstance(dataset, str) else set(dataset)
-        items = [item for item in items if item.dataset in wanted]
-    return items
-
-
-def items_from_flags(corpus: str | None = None, split: str | None = None, items: str | None = None,
-                     store: str | None = None, dataset: str | None = None) -> list[BapItem]:
-    """The CLIs' item flags: exactly one of --corpus, --store, --items (the first two with --split)."""
-    given = {name: value for name, value in (("--corpus", corpus), ("--store", store), ("--items", items))
-             if value}
-    if len(given) != 1:
-        named = ", ".join(name for name, value in (("--corpus", corpus), ("--store", store), ("--items", items))
-                          if value is not None or name != "--store")
-        raise SourceError(f"give exactly one of {named}" + (f" (got {', '.join(given)})" if given else ""))
-    (flag, path), = given.items()
-    if flag != "--items" and not split:
-        raise SourceError(f"{flag} needs --split (train, val or test)")
-    if flag == "--store" and not is_store(resolve_path(path)):
-        raise SourceError(f"--store {path}: no manifest.json there (build one with python -m bapjax.corpus.build)")
-    return load_split(path, None if flag == "--items" else split, dataset)
 
 
 # --------------------------------------------------------------------------------------------
@@ -159,12 +101,27 @@ def _load_derived(entry: Path, rebuild: Callable[[], tuple[Path, bool]], what: s
         return mdc.load_corpus(rebuild()[0])
 
 
+def generated_entry(dataset: str, seed: int, sizes: Sequence[int], parent: str | os.PathLike | None = None
+                    ) -> Path:
+    """The folder of the generated corpus of `dataset` with (train, val, test) `sizes` for `seed`:
+    under `parent` when given (``bapjax.build --work_dir``), else under the cache's ``generated/``."""
+    train, val, test = (int(n) for n in sizes)
+    return Path(parent or cache_root() / "generated") / f"{dataset}-seed{seed}-{train}-{val}-{test}"
+
+
+def augmented_entry(seed: int, copies: int, paraphrase_prob: float, parent: str | os.PathLike | None = None
+                    ) -> Path:
+    """The folder of the augmented MDC for these settings: under `parent` when given, else under
+    the cache's ``augmented/``."""
+    return Path(parent or cache_root() / "augmented") / f"mc-seed{seed}-copies{copies}-p{paraphrase_prob:g}"
+
+
 def generated_corpus(dataset: str, seed: int, sizes: Sequence[int], processes: int | None = None,
                      out: str | os.PathLike | None = None, progress: bool = True) -> tuple[Path, bool]:
     """The simulated corpus of `dataset` (bs, ss, r) with (train, val, test) items for `seed`,
     generated on first use (``bapjax.sim.generate``). Returns (directory, whether it was reused)."""
     sizes = tuple(int(n) for n in sizes)
-    root = Path(out) if out else cache_root() / "generated" / f"{dataset}-seed{seed}-{sizes[0]}-{sizes[1]}-{sizes[2]}"
+    root = Path(out) if out else generated_entry(dataset, seed, sizes)
 
     def matches(path: Path) -> bool:
         meta = json.loads((path / "data" / "dataset.json").read_text())
@@ -186,7 +143,7 @@ def augmented_corpus(mdc_path: str | os.PathLike, seed: int, copies: int = 3, pa
     """The MDC training games augmented `copies` times (``bapjax.corpus.augment``) plus the
     originals, built on first use. Returns (directory, whether it was reused)."""
     source = mdc.resolve_corpus(resolve_path(mdc_path))
-    root = Path(out) if out else cache_root() / "augmented" / f"mc-seed{seed}-copies{copies}-p{paraphrase_prob:g}"
+    root = Path(out) if out else augmented_entry(seed, copies, paraphrase_prob)
 
     def matches(path: Path) -> bool:
         meta = json.loads((path / "data" / "augmentation.json").read_text())

@@ -16,7 +16,8 @@ Minecraft units with the ground at 0, the frame of the Builder's recorded positi
 
 CLI::
 
-    python -m bapjax.viz item --corpus PATH --item_id ID --out item.png
+    python -m bapjax.viz item (--corpus PATH | --store DIR | --items FILE) [--split S] --item_id ID \\
+        --out item.png
     python -m bapjax.viz structure --gold PATH/C1.xml --out c1.png [--yaw 45]
     python -m bapjax.viz prediction --corpus PATH --split test --predictions preds.jsonl \\
         --item_id ID --out pred.png
@@ -24,16 +25,20 @@ CLI::
     python -m bapjax.viz report (--checkpoint RUN | --predictions FILE) \\
         (--corpus PATH | --store DIR | --items FILE) --split S --out DIR [--limit N]
 
-``report`` writes a self-contained HTML page of a whole split (``bapjax.report``).
+``report`` writes a self-contained HTML page of a whole split (``bapjax.report``). ``item`` and
+``prediction`` read items through ``bapjax.sources.items_from_flags`` (``--corpus`` defaults to
+the MDC; without ``--split`` every split is searched). Mistakes in what was given (flags, files, an ``--out``
+that cannot be written) are ``VizError``s (``errors.UserError``: one line, exit 2); anything
+else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
-import sys
 import textwrap
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -49,12 +54,12 @@ from etils import epath  # noqa: E402
 
 from bapjax import cli, formats, grid, paths  # noqa: E402
 from bapjax.corpus import mdc  # noqa: E402
-from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
+from bapjax.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
 from bapjax.errors import UserError  # noqa: E402
 from bapjax.grid import PLACE, REMOVE, Action  # noqa: E402
 from bapjax import sources  # noqa: E402
 from bapjax.sim import generate, grounding, spatial  # noqa: E402
-from bapjax.sim.structures import grow_random_structure, sample_shape_structure  # noqa: E402
+from bapjax.sim.structures import StructureError, grow_random_structure, sample_shape_structure  # noqa: E402
 
 COLOR_RGB = {
     1: (0.84, 0.15, 0.16),  # red
@@ -294,9 +299,12 @@ def _item_layers(prev: Mapping, action_seq: Sequence[Action]):
 
 def _save(fig, path) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=fig.dpi)
-    plt.close(fig)
+    try:
+        with output_file(path, "the picture"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=fig.dpi)
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -372,37 +380,6 @@ def render_prediction(item: BapItem, predicted_actions: Sequence[Action], path, 
 
 
 # --------------------------------------------------------------------------------------------
-# Training curves
-
-
-def plot_learning_curves(jsonl: epath.Path, out: epath.Path) -> None:
-    """PNG of train/val loss and val micro Overall F1 against steps."""
-    rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
-    train = [(r["step"], r["loss"]) for r in rows if r["kind"] == "train" and "loss" in r]
-    val = [(r["step"], r["loss"]) for r in rows if r["kind"] == "val" and "loss" in r]
-    f1_keys = sorted({k for r in rows if r["kind"] == "val" for k in r if k.endswith("overall_micro_f1")})
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    if train:
-        axes[0].plot(*zip(*train), label="train loss", alpha=0.7)
-    if val:
-        axes[0].plot(*zip(*val), "o-", label="val loss")
-    axes[0].set_xlabel("step")
-    axes[0].set_ylabel("cross entropy")
-    axes[0].legend()
-    for key in f1_keys:
-        pts = [(r["step"], r[key]) for r in rows if r["kind"] == "val" and key in r]
-        axes[1].plot(*zip(*pts), "o-", label=key)
-    axes[1].set_xlabel("step")
-    axes[1].set_ylabel("micro Overall (fairer) F1")
-    if f1_keys:
-        axes[1].legend()
-    fig.tight_layout()
-    with out.open("wb") as f:
-        fig.savefig(f, format="png", dpi=100)
-    plt.close(fig)
-
-
-# --------------------------------------------------------------------------------------------
 # CLI
 
 FLAGS = flags.FLAGS
@@ -412,7 +389,7 @@ def define_flags() -> None:
     """Flags exist only when this module is the program or a test asks (idempotent)."""
     cli.flag("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive "
              "(default: $BAPJAX_MDC, else ../shared/mdc beside the repository).")
-    cli.flag("string", "split", None, "Split to search for --item_id (default: all splits).")
+    cli.flag("string", "split", None, "Split to search for --item_id (default: all splits); report: the split.")
     cli.flag("string", "out", None, "Output PNG file.")
     cli.flag("string", "item_id", None, "Item id, e.g. 'B1-A3-C1-1522435497386:5'.")
     cli.flag("string", "predictions", None, "Predictions JSONL: {item_id, actions: [{type,color,x,y,z}]}.")
@@ -426,8 +403,8 @@ def define_flags() -> None:
     cli.flag("integer", "seed", 0, "sample: random seed.")
     cli.flag("integer", "dpi", 90, "Picture resolution.")
     cli.flag("string", "checkpoint", None, "report: a training workdir whose checkpoint predicts the items.")
-    cli.flag("string", "store", None, "report: an item store directory (with --split).")
-    cli.flag("string", "items", None, "report: an items JSONL file instead of --corpus.")
+    cli.flag("string", "store", None, "item/prediction/report: an item store directory instead of --corpus.")
+    cli.flag("string", "items", None, "item/prediction/report: an items JSONL file instead of --corpus.")
     cli.flag("string", "dataset", None, "report with --store: only items of this data set (mc, bs, ss, r).")
     cli.flag("integer", "limit", 0, "report: only the first N items (0: all).")
     cli.flag("integer", "batch_size", 64, "report --checkpoint: items decoded per compiled batch.")
@@ -466,14 +443,16 @@ def sim_picture_inputs(seed: int = 0) -> dict:
 def render_sim_pictures(out_dir, seed: int = 0, dpi: int = 90) -> list[Path]:
     """docs/img/sim_{r,bs,ss}_item.png and sim_items.json (what they show, to detect staleness)."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with output_file(out_dir, "the picture folder"):
+        out_dir.mkdir(parents=True, exist_ok=True)
     written, records = [], {}
     for dataset, (item, reference, record) in sim_picture_inputs(seed).items():
         written.append(render_item(item, out_dir / f"sim_{dataset}_item.png", dpi=dpi, reference=reference,
                                    compass=True))
         records[dataset] = record
     command = f"python -m bapjax.viz sim-items --out {out_dir} --seed {seed}"
-    (out_dir / "sim_items.json").write_text(json.dumps({"command": command, "pictures": records}, indent=1) + "\n")
+    with output_file(out_dir / "sim_items.json", "the pictures' record"):
+        (out_dir / "sim_items.json").write_text(json.dumps({"command": command, "pictures": records}, indent=1) + "\n")
     return written
 
 
@@ -481,16 +460,39 @@ class VizError(UserError):
     """A picture that cannot be drawn from what was given; names the file, item or flag."""
 
 
-def find_item(corpus_path: str, item_id: str, split: str | None = None) -> BapItem:
-    corpus = mdc.load_corpus(corpus_path)
-    splits = [split] if split else list(corpus.items)
+class OutputError(VizError):
+    """An output path that cannot be written (a missing permission, a file where a folder is
+    needed, ...); names the path."""
+
+
+@contextlib.contextmanager
+def output_file(path, what: str):
+    """Writing `path`: a full disk is ``paths.NoSpaceError``, any other refusal of the file
+    system an ``OutputError`` naming the path."""
+    try:
+        with paths.writing(path, what):
+            yield
+    except paths.NoSpaceError:
+        raise
+    except OSError as err:
+        raise OutputError(f"{path}: cannot write {what} ({err.strerror or err})") from None
+
+
+def find_item(item_id: str, corpus: str | None = None, split: str | None = None, items: str | None = None,
+              store: str | None = None) -> BapItem:
+    """The item `item_id` of the source the CLIs' item flags name (``sources.items_from_flags``:
+    one of `corpus`, `store`, `items`); without `split`, every split of the corpus or store."""
+    where = corpus or store or items
+    if split or items or not (corpus or store):  # (items_from_flags names what is missing)
+        splits = [split]
+    else:
+        splits = sources.split_names(corpus or store)
     for name in splits:
-        if name not in corpus.items:
-            raise VizError(f"{corpus_path}: no split {name!r} (have {sorted(corpus.items)})")
-        for item in corpus.items[name]:
+        for item in sources.items_from_flags(corpus=corpus, split=name, items=items, store=store):
             if item.item_id == item_id:
                 return item
-    raise VizError(f"{corpus_path}: no item {item_id!r} in split(s) {', '.join(splits)}")
+    searched = "" if items else f" in split(s) {', '.join(splits)}"
+    raise VizError(f"{where}: no item {item_id!r}{searched}")
 
 
 def read_prediction(path: str, item_id: str) -> list[Action]:
@@ -528,50 +530,58 @@ def main(argv: Sequence[str]) -> int:
         return 0
     if not FLAGS.out:
         raise VizError("--out is required")
+    if FLAGS.dpi < 1:
+        raise VizError(f"--dpi is {FLAGS.dpi}; expected a positive integer")
     command = argv[1]
-    try:
-        if command in ("item", "prediction"):
-            if not FLAGS.item_id:
-                raise VizError(f"{command} needs --item_id")
-            item = find_item(paths.mdc_path(FLAGS.corpus), FLAGS.item_id, FLAGS.split)
-            if command == "item":
-                out = render_item(item, FLAGS.out, dpi=FLAGS.dpi)
-            else:
-                if not FLAGS.predictions:
-                    raise VizError("prediction needs --predictions")
-                predicted = read_prediction(FLAGS.predictions, FLAGS.item_id)
-                out = render_prediction(item, predicted, FLAGS.out, dpi=FLAGS.dpi)
-        elif command == "sim-items":  # --out is a directory here
-            written = render_sim_pictures(FLAGS.out, seed=FLAGS.seed, dpi=FLAGS.dpi)
-            for path in written:
-                print(f"wrote {path} ({os.path.getsize(path) // 1024} KB)")
-            print(f"wrote {Path(FLAGS.out) / 'sim_items.json'}")
-            return 0
-        elif command == "structure":
-            if FLAGS.gold:
-                structure = read_gold_xml(FLAGS.gold)
-                name = Path(FLAGS.gold).stem
-            elif FLAGS.target:
-                root = mdc.resolve_corpus(paths.mdc_path(FLAGS.corpus))
-                structure = read_gold_xml(str(root / "data" / "gold-configurations" / f"{FLAGS.target}.xml"))
-                name = FLAGS.target
-            else:
-                raise VizError("structure needs --gold XML, or --target (of --corpus, default the MDC)")
-            out = render_structure(structure, FLAGS.out, title=f"{name}: {len(structure)} blocks",
-                                   yaw=FLAGS.yaw, dpi=FLAGS.dpi)
+    if command in ("item", "prediction"):
+        if not FLAGS.item_id:
+            raise VizError(f"{command} needs --item_id")
+        # --corpus defaults to the MDC unless --store or --items names the items.
+        corpus = FLAGS.corpus or (None if FLAGS.store or FLAGS.items else paths.MDC)
+        item = find_item(FLAGS.item_id, corpus=corpus, split=FLAGS.split, items=FLAGS.items, store=FLAGS.store)
+        if command == "item":
+            out = render_item(item, FLAGS.out, dpi=FLAGS.dpi)
         else:
-            rng = np.random.default_rng(FLAGS.seed)
-            if FLAGS.kind == "shapes":
+            if not FLAGS.predictions:
+                raise VizError("prediction needs --predictions")
+            predicted = read_prediction(FLAGS.predictions, FLAGS.item_id)
+            out = render_prediction(item, predicted, FLAGS.out, dpi=FLAGS.dpi)
+    elif command == "sim-items":  # --out is a directory here
+        written = render_sim_pictures(FLAGS.out, seed=FLAGS.seed, dpi=FLAGS.dpi)
+        for path in written:
+            print(f"wrote {path} ({os.path.getsize(path) // 1024} KB)")
+        print(f"wrote {Path(FLAGS.out) / 'sim_items.json'}")
+        return 0
+    elif command == "structure":
+        if FLAGS.gold:
+            structure = read_gold_xml(FLAGS.gold)
+            name = Path(FLAGS.gold).stem
+        elif FLAGS.target:
+            root = mdc.resolve_corpus(paths.mdc_path(FLAGS.corpus))
+            structure = read_gold_xml(str(root / "data" / "gold-configurations" / f"{FLAGS.target}.xml"))
+            name = FLAGS.target
+        else:
+            raise VizError("structure needs --gold XML, or --target (of --corpus, default the MDC)")
+        out = render_structure(structure, FLAGS.out, title=f"{name}: {len(structure)} blocks",
+                               yaw=FLAGS.yaw, dpi=FLAGS.dpi)
+    else:
+        rng = np.random.default_rng(FLAGS.seed)
+        if FLAGS.kind == "shapes":
+            if FLAGS.num_shapes < 1:
+                raise VizError(f"--num_shapes is {FLAGS.num_shapes}; expected an integer >= 1")
+            try:
                 sampled = sample_shape_structure(rng, FLAGS.num_shapes)
-                structure = sampled.blocks
-                title = " + ".join(f"{grid.color_name(s.color)} {s.kind}" for s in sampled.shapes)
-            else:
-                structure = {b[:3]: b.color for b in grow_random_structure(rng, FLAGS.num_blocks)}
-                title = f"random growth, {len(structure)} blocks"
-            out = render_structure(structure, FLAGS.out, title=title, yaw=FLAGS.yaw, dpi=FLAGS.dpi)
-    except (VizError, mdc.CorpusError, ValueError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+            except StructureError as err:  # too many shapes to compose in the region
+                raise VizError(f"--num_shapes {FLAGS.num_shapes}: {err}") from None
+            structure = sampled.blocks
+            title = " + ".join(f"{grid.color_name(s.color)} {s.kind}" for s in sampled.shapes)
+        else:
+            most = grid.NUM_COLORS * grid.INVENTORY_PER_COLOR
+            if not 1 <= FLAGS.num_blocks <= most:
+                raise VizError(f"--num_blocks is {FLAGS.num_blocks}; expected 1 to {most} (the inventory)")
+            structure = {b[:3]: b.color for b in grow_random_structure(rng, FLAGS.num_blocks)}
+            title = f"random growth, {len(structure)} blocks"
+        out = render_structure(structure, FLAGS.out, title=title, yaw=FLAGS.yaw, dpi=FLAGS.dpi)
     print(f"wrote {out} ({os.path.getsize(out) // 1024} KB)")
     return 0
 

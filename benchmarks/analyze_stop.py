@@ -23,7 +23,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
-from bapjax import checkpoints, decode, evaluate, input_pipeline, paths, train
+from bapjax import checkpoints, decode, evaluate, input_pipeline, metric_writer, paths
 from bapjax import grid as G
 from bapjax.corpus import mdc
 from bapjax.models import builder, world_input
@@ -78,7 +78,8 @@ def main():
     parser.add_argument("--out", default="")
     args = parser.parse_args()
 
-    model, params, config, vocab = checkpoints.load_run(args.checkpoint)
+    run = checkpoints.load_run(args.checkpoint)
+    model, params, config, vocab = run.model, run.params, run.config, run.vocab
     feature_config = input_pipeline.FeatureConfig.from_config(config.features)
     items = list(mdc.load_corpus(args.corpus).split(args.split))
     if args.limit:
@@ -93,7 +94,7 @@ def main():
                                            stop_rule=rule)
         report = evaluate.evaluate_predictions(items, predictions)
         result[rule] = {"mean_predicted_length": float(np.mean([len(a) for a in predictions.values()])),
-                        **train.report_scalars(args.split, report)}
+                        **metric_writer.report_scalars(args.split, report)}
         print(f"{rule}: {json.dumps(result[rule])}", flush=True)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -14,9 +14,10 @@ speed compares across versions whatever the model predicts.
 
 `--compare_config PATH` measures a second config alternately with --config in this process
 (e.g. the M' builder against the GRU builder of the CPU experiment) and prints the ratios.
-`--compare_to COMMIT` runs this same script on a copy of that commit (`git archive`) and on this
-tree, alternately for `--rounds` rounds, with the same flags, and prints the best figure of each
-and the ratios. The script only uses the API both versions share (`--repo` picks the tree).
+`--compare_to COMMIT` measures a copy of that commit (`git archive`) with its own
+benchmarks/bench_train.py and this tree with this script, alternately for `--rounds` rounds, with
+the same flags (refused, naming it, if COMMIT's script lacks one), and prints the best figure of
+each and the ratios of the figures both report. Each script imports only its own tree's bapjax.
 Efficiency against the machine itself: `train_gflop_per_item` is XLA's cost analysis of the
 compiled batch-32 train steps that were timed (counted as bench_scaling counts: the model compiled
 with `encode_chunk=0`, since XLA counts a loop body once; the rematerialized chunked step really
@@ -36,6 +37,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -139,8 +141,7 @@ def measure(args) -> dict:
     feature_config = input_pipeline.FeatureConfig.from_config(config.features)
     features = input_pipeline.featurize_items(train_items[:2048], vocab, feature_config)
     model = builder.build_model(config.model, vocab.size, config.features)
-    # The LR schedule does not change a step's cost, and 42333b0's make_optimizer takes no step
-    # count (which a cosine schedule needs): measure every tree with a constant rate.
+    # The LR schedule does not change a step's cost (a cosine one would need the run's step count).
     config.train.schedule = "constant"
     optimizer = train.make_optimizer(config.train)
     print(f"{args.repo}: devices {jax.devices()}  model: world {config.model.world_features}x"
@@ -164,17 +165,15 @@ def measure(args) -> dict:
     if args.decode_items:
         test_items = test_items[:args.decode_items]
     if args.checkpoint:
-        try:
-            from bapjax.checkpoints import load_run
-        except ImportError:  # a tree from before the checkpoints module (--compare_to)
-            from bapjax.predict import load_model as load_run
+        from bapjax.checkpoints import load_run
 
-        model, params, run_config, vocab = load_run(args.checkpoint)
-        feature_config = input_pipeline.FeatureConfig.from_config(run_config.features)
+        run = load_run(args.checkpoint)
+        model, params, vocab = run.model, run.params, run.vocab
+        feature_config = input_pipeline.FeatureConfig.from_config(run.config.features)
     else:
         params = builder.init_params(model, jax.random.PRNGKey(0))
     max_actions = args.fixed_length or int(config.eval.max_actions)
-    min_actions = args.fixed_length or int(config.eval.get("min_actions", 0))
+    min_actions = args.fixed_length or int(config.eval.min_actions)
     decode_fn = decode.make_decode_fn(model, max_actions, min_actions)
     table = input_pipeline.featurize_items(test_items, vocab, feature_config)
     # an untimed pass over the same items compiles every call shape they need
@@ -202,8 +201,22 @@ def best_efficiency(results: list[dict]) -> dict:
     return {key: max(r[key] for r in results) for key in EFFICIENCY if all(key in r for r in results)}
 
 
+def script_flags(tree: Path) -> set[str]:
+    """The flags of a tree's own bench_train.py, read from its --help."""
+    script = tree / "benchmarks" / "bench_train.py"
+    if not script.exists():
+        raise SystemExit(f"error: {tree} has no benchmarks/bench_train.py to measure it with")
+    out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=str(tree),
+                         env={**os.environ, "PYTHONPATH": str(tree)})
+    if out.returncode:
+        raise SystemExit(f"error: {script} --help failed:\n{out.stderr[-2000:]}")
+    return set(re.findall(r"(--[a-z_0-9]+)", out.stdout))
+
+
 def compare(args, argv: list[str]) -> dict:
-    """Run this script on COMMIT's tree and on this one, alternately; best of the rounds each."""
+    """Each tree measured by its own benchmarks/bench_train.py (COMMIT's from `git archive`, this
+    tree's), alternately for --rounds rounds, with the flags given here (a flag COMMIT's script
+    lacks is an error naming it); best of the rounds each, ratios of the figures both report."""
     forwarded = []
     skip = False
     for token in argv:  # drop --compare_to/--rounds/--repo from the flags we pass on
@@ -223,20 +236,27 @@ def compare(args, argv: list[str]) -> dict:
         archive = subprocess.run(["git", "-C", str(REPO), "archive", args.compare_to], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        trees = {"baseline": Path(tmp), "current": REPO}
+        known = script_flags(trees["baseline"])
+        missing = sorted({t.split("=")[0] for t in forwarded if t.startswith("--")} - known)
+        if missing:
+            raise SystemExit(f"error: {args.compare_to}'s benchmarks/bench_train.py has no {', '.join(missing)}")
         runs: dict[str, list[dict]] = {"baseline": [], "current": []}
         for _ in range(args.rounds):
-            for name, repo in (("baseline", tmp), ("current", str(REPO))):
-                out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--repo", repo, *forwarded],
-                                     capture_output=True, text=True, cwd=str(REPO))
+            for name, tree in trees.items():
+                out = subprocess.run([sys.executable, str(tree / "benchmarks" / "bench_train.py"), *forwarded],
+                                     capture_output=True, text=True, cwd=str(tree),
+                                     env={**os.environ, "PYTHONPATH": str(tree)})
                 if out.returncode:
                     raise SystemExit(f"the {name} run failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
                 print(f"--- {name} ({args.compare_to if name == 'baseline' else 'this tree'})\n{out.stdout.strip()}",
                       flush=True)
                 runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    best = {name: {key: max(r[key] for r in rs) for key in METRICS} | {"decode_mean_length": rs[0]["decode_mean_length"]}
+    shared = [key for key in METRICS if all(key in r for rs in runs.values() for r in rs)]
+    best = {name: {key: max(r[key] for r in rs) for key in shared} | {"decode_mean_length": rs[0]["decode_mean_length"]}
             | best_efficiency(rs) for name, rs in runs.items()}
-    ratio = {key: round(best["current"][key] / best["baseline"][key], 3) for key in METRICS}
-    for key in METRICS:
+    ratio = {key: round(best["current"][key] / best["baseline"][key], 3) for key in shared}
+    for key in shared:
         print(f"{key}: {best['current'][key]:.2f} vs {best['baseline'][key]:.2f} at {args.compare_to} "
               f"= {ratio[key]:.2f}x (best of {args.rounds})", flush=True)
     return {"current": best["current"], "baseline": best["baseline"], "baseline_commit": args.compare_to,

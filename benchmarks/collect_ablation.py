@@ -1,4 +1,4 @@
-"""The CPU model options measured on MDC val at one item budget (issue 21 part 2).
+"""The CPU model options measured on MDC val at one item budget.
 
     python benchmarks/collect_ablation.py runs/abl/base runs/abl/film ... [--out results/cpu_ablation]
 

@@ -131,13 +131,13 @@ def by_length(scores: metrics.ItemScores) -> dict:
 
 def analyze_run(run_dir: str, items, batch_size: int) -> dict:
     start = time.time()
-    predictions, (stop_rule, stop_threshold) = predict.predict_with_run(run_dir, items, batch_size)
+    predictions, settings = predict.predict_with_run(run_dir, items, batch_size)
     seconds = time.time() - start
     report, scores, details = evaluate.evaluate_items(items, predictions)
     is_eb = [item.is_empty_board for item in items]
     return {
         "run": run_dir,
-        "stop_rule": [stop_rule, stop_threshold],
+        "stop_rule": [settings.stop_rule, settings.stop_threshold],
         "decode_seconds": round(seconds, 1),
         "micro_overall": report["micro"]["Overall"]["overall"],
         "micro_location": report["micro"]["Overall"]["location"],

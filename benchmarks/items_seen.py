@@ -16,17 +16,16 @@ import collections
 import json
 from pathlib import Path
 
-import ml_collections
 import numpy as np
 
-from bapjax import curriculum, input_pipeline, train
+from bapjax import curriculum, input_pipeline, run_checks, train
 from bapjax.paths import cache_root
 from bapjax.text.vocab import Vocabulary
 
 
 def items_seen(run: Path) -> dict:
-    config = ml_collections.ConfigDict(json.loads((run / "config.json").read_text()))
-    invocations = [json.loads(line) for line in (run / train.RUN_LOG).read_text().splitlines() if line.strip()]
+    config = run_checks.with_defaults(json.loads((run / "config.json").read_text()))
+    invocations = [json.loads(line) for line in (run / run_checks.RUN_LOG).read_text().splitlines() if line.strip()]
     steps = max(i["last_step"] for i in invocations)
     data = train.load_data(config)
     train_items, source_of = [], []
@@ -35,7 +34,7 @@ def items_seen(run: Path) -> dict:
         source_of += [name] * len(splits["train"])
     source_of = np.asarray(source_of)
     schedule = None
-    if config.get("curriculum", None) and config.curriculum.get("metric", ""):
+    if config.curriculum.metric:
         schedule = curriculum.schedule_from_config(train_items, config, int(config.seed))
     iterator = input_pipeline.DataIterator(
         train_items, Vocabulary.load(run / "vocab.json"), input_pipeline.FeatureConfig.from_config(config.features),

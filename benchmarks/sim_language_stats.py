@@ -30,7 +30,7 @@ import numpy as np
 from bapjax import grid, paths, sources
 from bapjax.corpus import mdc
 from bapjax.sim import generate
-from bapjax.corpus.items import ChatTurn
+from bapjax.items import ChatTurn
 from bapjax.text.tokenizer import tokenize
 
 REPO = Path(__file__).resolve().parents[1]

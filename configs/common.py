@@ -5,21 +5,24 @@ command line, e.g. `--config.data.sources.mc.corpus=/data/mdc`. A source is used
 `corpus` (an MDC-layout directory or archive, or "@mdc": `MDC` below), a `store` (an item store, with `dataset` to pick
 one data set) or a `generate` block (simulated on first use into $BAPJAX_CACHE/generated/...);
 `augment` builds the augmented training corpus on first use ($BAPJAX_CACHE/augmented/...; both
-through `bapjax.sources`, the folders `python -m bapjax.corpus.build` uses too); `train_corpus`
+through `bapjax.sources`, the folders `python -m bapjax.build` uses too); `train_corpus`
 points at one already built. Relative paths are taken from the cwd, else the repository root.
 """
 
+import dataclasses
+
 import ml_collections
 
-from bapjax import paths
+from bapjax import input_pipeline, paths
+from bapjax.items import TABLE3
 from bapjax.models import builder
 
 # "@mdc": the MDC wherever bapjax.paths.mdc_path finds it when the data is loaded ($BAPJAX_MDC, else
 # ../shared/mdc beside the repository); override with --config.data.sources.mc.corpus=PATH.
 MDC = paths.MDC
 
-# Paper Table 3 sizes of the synthetic sets.
-PAPER_SIZES = {"bs": (9890, 1186, 1181), "ss": (11868, 1000, 1000), "r": (15825, 1161, 1089)}
+# Paper Table 3 sizes of the synthetic sets (bapjax.items.TABLE3).
+PAPER_SIZES = {name: TABLE3[name] for name in ("bs", "ss", "r")}
 
 
 def mdc_source(augment: bool = True) -> ml_collections.ConfigDict:
@@ -98,13 +101,12 @@ def base_config() -> ml_collections.ConfigDict:
     config.data.vocab_path = ""  # empty: build from the training items, saved as <workdir>/vocab.json
     config.data.min_count = 1
 
-    config.features = ml_collections.ConfigDict()
-    config.features.max_text_tokens = 256
-    config.features.max_actions = 20  # T = 21 decoder steps in training (actions + STOP)
-    config.features.recent_window = 10
-    config.features.recent_decay = 0.5
-    config.features.perspective_scale = 0.1
-    config.features.text_encoder = ""  # "": vocabulary ids (GRU); "minilm": frozen MiniLM states (configs/bert.py)
+    # What featurization reads (`input_pipeline.FeatureConfig`: max_text_tokens 256, max_actions 20
+    # = T 21 decoder steps in training, recent_window 10, text_encoder "": vocabulary ids (GRU) or
+    # "minilm": frozen MiniLM states, configs/bert.py) and the world-input options of the model
+    # (`world_input.FEATURE_OPTIONS`: recent_decay 0.5, perspective_scale 0.1), at their defaults.
+    config.features = ml_collections.ConfigDict(dataclasses.asdict(input_pipeline.FeatureConfig()))
+    config.features.update(builder.feature_option_defaults())
 
     config.model = paper_model()
 
@@ -125,7 +127,6 @@ def base_config() -> ml_collections.ConfigDict:
     config.train.log_every_steps = 50
     config.train.pack_multiple = 32
     config.train.time_budget_minutes = 0.0  # >0: stop training after this long, then the final eval
-    config.train.preempt_after_steps = 0  # testing: stop (as if killed) after this many steps
 
     config.eval = ml_collections.ConfigDict()
     config.eval.batch_size = 64

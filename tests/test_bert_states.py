@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.grid import Action
 from bapjax.text import bert_states, tokenizer
 

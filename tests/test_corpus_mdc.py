@@ -10,7 +10,7 @@ from bapjax import grid
 from bapjax.actions import structure_diff
 from bapjax.grid import as_structure, net_actions
 from bapjax.corpus import mdc
-from bapjax.corpus.items import BapItem, ChatTurn
+from bapjax.items import BapItem, ChatTurn
 from tests.conftest import REPO
 
 
@@ -170,8 +170,7 @@ def test_every_gold_configuration_reads(mdc_path):
 
 
 def test_final_chat_only_state_with_a_block_outside_skips_nothing_more(tmp_path):
-    """Issue 12's last row: a block outside the region that is still there in the final,
-    chat-only state. Only action runs are candidate items, so the skipped count is exactly the
+    """A block outside the region that is still there in the final, chat-only state. Only action runs are candidate items, so the skipped count is exactly the
     runs dropped (the run that placed the outside block), never a chat line."""
     chat = ["<Builder> Mission has started.", "<Architect> put a red block"]
     more = chat + ["<Architect> now a green one"]

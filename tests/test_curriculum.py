@@ -6,8 +6,8 @@ import ml_collections
 import numpy as np
 import pytest
 
-from bapjax import curriculum
-from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax import curriculum, run_checks
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.grid import Action
 from bapjax.text import tokenizer
 
@@ -78,7 +78,7 @@ def test_stage_i_holds_one_nth_of_buckets_1_to_i_and_final_stage_all(items, num_
 
 
 def test_stages_from_config_and_seed(items):
-    config = ml_collections.ConfigDict({"curriculum": {"metric": "D,L_A", "num_buckets": 5}})
+    config = run_checks.with_defaults({"curriculum": {"metric": "D,L_A", "num_buckets": 5}})
     stages = curriculum.schedule_from_config(items, config, seed=1)
     again = curriculum.curriculum_stages(items, "D,L_A", 5, seed=1)
     assert all(np.array_equal(a, b) for a, b in zip(stages, again))

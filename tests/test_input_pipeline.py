@@ -12,14 +12,15 @@ import pytest
 
 from bapjax import grid, input_pipeline
 from bapjax.corpus import augment
-from bapjax.corpus.items import BuilderPose
+from bapjax.items import BuilderPose
 from bapjax.grid import Action
 from bapjax.input_pipeline import DataIterator, FeatureConfig
 from bapjax.models import world_input
 from bapjax.text import tokenizer
 from bapjax.text.vocab import Vocabulary
 
-CONFIG = FeatureConfig(max_text_tokens=64, max_actions=6, recent_window=4, recent_decay=0.5)
+CONFIG = FeatureConfig(max_text_tokens=64, max_actions=6, recent_window=4)
+RECENT_DECAY, PERSPECTIVE_SCALE = 0.5, 0.1  # the model's world-input options (BuilderModel fields)
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +49,12 @@ def test_featurize_shapes_and_dtypes(train, vocab):
     chex.assert_shape(out["actions"], (CONFIG.max_actions + 1,))
 
 
-def _reference_recent(item, config):
+def _reference_recent(item, config, decay=RECENT_DECAY):
     out = np.zeros(grid.GRID_SHAPE, np.float32)
     past = [e for e in item.history if isinstance(e, Action)][::-1][:config.recent_window]
     for age, action in reversed(list(enumerate(past))):
         if grid.in_region(action.x, action.y, action.z):
-            out[grid.cell_to_index(action.x, action.y, action.z)] = config.recent_decay ** age
+            out[grid.cell_to_index(action.x, action.y, action.z)] = decay ** age
     return out
 
 
@@ -78,10 +79,10 @@ def test_featurize_values_match_plain_references(train, vocab):
         assert out["text_mask"].tolist() == [True] * length + [False] * (CONFIG.max_text_tokens - length)
         assert not out["text_tokens"][length:].any()
         np.testing.assert_array_equal(out["grid"], grid.structure_to_grid(item.prev_structure))
-        np.testing.assert_allclose(world_input.recent_weights(jnp.asarray(out["recent_cells"]), CONFIG.recent_decay),
+        np.testing.assert_allclose(world_input.recent_weights(jnp.asarray(out["recent_cells"]), RECENT_DECAY),
                                    _reference_recent(item, CONFIG))
         assert out["pose"].tolist() == pytest.approx(list(item.builder_pose))
-        perspective = np.asarray(world_input.perspective_coordinates(jnp.asarray(out["pose"]), CONFIG.perspective_scale))
+        perspective = np.asarray(world_input.perspective_coordinates(jnp.asarray(out["pose"]), PERSPECTIVE_SCALE))
         ids = [grid.encode_action(a) for a in item.reference_actions][:CONFIG.max_actions + 1]
         want = ids + [grid.STOP] * (CONFIG.max_actions + 1 - len(ids))
         assert out["actions"].tolist() == want
@@ -91,7 +92,7 @@ def test_featurize_values_match_plain_references(train, vocab):
             x, y, z = (int(rng.integers(lo, hi + 1)) for lo, hi in
                        ((grid.X_MIN, grid.X_MAX), (grid.Y_MIN, grid.Y_MAX), (grid.Z_MIN, grid.Z_MAX)))
             np.testing.assert_allclose(perspective[grid.cell_to_index(x, y, z)],
-                                       _reference_perspective(item.builder_pose, x, y, z, CONFIG.perspective_scale),
+                                       _reference_perspective(item.builder_pose, x, y, z, PERSPECTIVE_SCALE),
                                        rtol=1e-4, atol=1e-5)
 
 
@@ -194,7 +195,11 @@ def test_feature_config_from_config():
     cfg = ml_collections.ConfigDict({"features": {"max_text_tokens": 128, "recent_decay": 1}})
     config = FeatureConfig.from_config(cfg)
     assert config.max_text_tokens == 128 and config.max_actions == 20
-    assert isinstance(config.recent_decay, float) and config.recent_decay == 1.0
+    assert not hasattr(config, "recent_decay")  # a model option: featurization never reads it
+    # so changing a model option keeps the cached features (their key is the fingerprint)
+    other = FeatureConfig.from_config(ml_collections.ConfigDict({"max_text_tokens": 128, "recent_decay": 0.2,
+                                                                 "perspective_scale": 2.0}))
+    assert other.fingerprint() == config.fingerprint()
     assert FeatureConfig.from_config(ml_collections.ConfigDict({"max_actions": 10})).max_actions == 10
 
 
@@ -213,7 +218,7 @@ def test_too_small_last_stage_is_an_error(features):
 
 
 def test_items_digest_sees_every_field(train):
-    from bapjax.corpus.items import ChatTurn
+    from bapjax.items import ChatTurn
 
     base = input_pipeline.items_digest(train[:80])
     assert input_pipeline.items_digest(list(train[:80])) == base
@@ -227,48 +232,3 @@ def test_items_digest_sees_every_field(train):
     changed = list(train[:80])
     changed[40] = dataclasses.replace(item, dataset="bs")
     assert input_pipeline.items_digest(changed) != base
-
-
-def test_item_sharded_hosts_read_only_their_items(train, vocab):
-    items = train[:300]
-    position = {item.item_id: n for n, item in enumerate(items)}
-    hosts = [DataIterator(items, vocab, CONFIG, batch_size=24, seed=4, process_index=p, process_count=3,
-                          shard_mode="items") for p in range(3)]
-    for p, host in enumerate(hosts):
-        assert len(host.features) == 100  # featurized only items p, p + 3, ...
-        assert all(position[i] % 3 == p for i in host.features.item_ids)
-    assert len({h.batches_in_pass(0) for h in hosts}) == 1
-    seen = []
-    for p, host in enumerate(hosts):
-        for _ in range(host.batches_in_pass(0)):
-            rows = host.next_rows()
-            ids = [position[host.features.item_ids[r]] for r in rows]
-            assert all(i % 3 == p for i in ids)
-            seen += ids
-    assert len(seen) == len(set(seen)) == hosts[0].batches_in_pass(0) * 24
-    # Exact resume in this mode too.
-    state = hosts[1].get_state()
-    want = [hosts[1].next_rows() for _ in range(5)]
-    again = DataIterator(items, vocab, CONFIG, batch_size=24, seed=4, process_index=1, process_count=3,
-                         shard_mode="items")
-    again.set_state(state)
-    assert all(np.array_equal(again.next_rows(), w) for w in want)
-    with pytest.raises(ValueError, match="shard_mode"):
-        DataIterator(items, vocab, CONFIG, batch_size=24, seed=4, shard_mode="batch").set_state(state)
-
-
-def test_item_sharded_padded_pass_covers_every_item_once(train, vocab):
-    items = train[:250]
-    covered = []
-    batches = set()
-    for p in range(2):
-        it = DataIterator(items, vocab, CONFIG, batch_size=32, seed=0, process_index=p, process_count=2,
-                          drop_remainder=False, num_epochs=1, shard_mode="items")
-        batches.add(it.batches_in_pass(0))
-        for _ in range(it.batches_in_pass(0)):
-            batch_rows = it.next_rows()
-            covered += [it.features.item_ids[r] for r in batch_rows if r != it.features.padding_row]
-        with pytest.raises(StopIteration):
-            it.next_rows()
-    assert len(batches) == 1
-    assert sorted(covered) == sorted(i.item_id for i in items)

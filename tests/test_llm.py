@@ -13,7 +13,7 @@ import pytest
 
 from bapjax import grid
 from bapjax.corpus import mdc
-from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.grid import PLACE, REMOVE, Action, Block
 from bapjax.llm import formats, lengths, parse, retrieval, score
 from bapjax.sim import generate

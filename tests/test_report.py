@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bapjax import browser, evaluate, formats, metrics, predictors, report
-from bapjax.corpus.items import ChatTurn
+from bapjax.items import ChatTurn
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOT_ITEM = "B1-A3-C6-1522433587517:14"  # matched and extra placements (perturbed, seed 0)
@@ -153,12 +153,21 @@ def test_report_in_headless_chromium(full_report, tmp_path):
     assert 0 < result["rows_in_dom"] < 200 and result["last_row_after_scroll"]
     print(f"report of {len(items)} items, {page.stat().st_size / 1e6:.1f} MB: ready in {result['ready_ms']:.0f} ms "
           f"({json.dumps(result['times'])})")
-    assert result["ready_ms"] < 20000  # generous: a loaded CI machine with software GL (2 s target: bench_report.py)
+    # generous: a loaded CI machine with software GL (2 s target for "open": bench_report.py)
+    assert result["ready_ms"] < 20000 and result["times"]["frame"] < 30000
 
     target = (REPO / "docs" / "img" / "report.png" if os.environ.get("BAPJAX_UPDATE_DOCS_IMG") == "1"
               else tmp_path / "report.png")
     item = SCREENSHOT_ITEM if any(it["id"] == SCREENSHOT_ITEM for it in shown) else shown[0]["id"]
-    shot = browser.screenshot(browser.file_url(page, fragment=f"item={item}"), target)
+    # As a person opens a link to an item: the page shows the table and that item's dialogue
+    # first, then makes the WebGL renderer after that first paint; the screenshot waits for it.
+    with browser.Browser() as chromium:
+        chromium.open(browser.file_url(page, fragment=f"item={item}"))
+        assert chromium.evaluate("document.querySelector('#itemhead .id').textContent") == item
+        assert chromium.evaluate("document.querySelectorAll('#dialogue .turn.last').length") == 1
+        times = chromium.wait_for(f"({report.VIEW_DRAWN}) && window.bapjaxReport.times")
+        assert times["open"] <= times["painted"] <= times["view_start"] < times["renderer"] <= times["frame"], times
+        shot = chromium.screenshot(target)
     from PIL import Image
 
     with Image.open(shot) as image:

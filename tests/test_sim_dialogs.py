@@ -20,6 +20,7 @@ from bapjax.grid import as_structure
 from bapjax.corpus import mdc
 from bapjax.grid import PLACE, Action
 from bapjax.sim import generate
+from bapjax.sim.grounding import NUMBERS
 from bapjax.sim.shapes import Shape
 from bapjax.sim.structures import constraint_violations
 from tests.test_sim_spatial import parse_direction_phrase, parse_offset, ref_axes
@@ -85,10 +86,10 @@ def add(a, b, k=1):
 
 
 def number_in(text, n):
-    words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+    """Whether `n` is said in digits or as a number word (grounding's table, without "a")."""
     text = re.sub(r"(\d)x(\d)", r"\1 x \2", text.lower())  # "2x3"
     tokens = set(text.replace("-", " ").replace(",", " ").split())
-    return str(n) in tokens or (n < len(words) and words[n] in tokens)
+    return str(n) in tokens or any(NUMBERS.get(t) == n for t in tokens if t != "a")
 
 
 def records_of(root, item):
@@ -328,7 +329,7 @@ def test_mdc_stats_cli(sim_corpus, tmp_path):
 def test_no_doubled_one_and_middle_only_near_the_centre(sim_corpus):
     """Two template bugs stay fixed: "the purple one one to the right" (a doubled "one"), and
     "somewhere in the middle" for a first block far from the centre."""
-    from bapjax.corpus.items import ChatTurn
+    from bapjax.items import ChatTurn
     from bapjax.sim import language
 
     for item in sim_corpus[3].split("train"):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bapjax.corpus import mdc
+from bapjax.items import SPLITS, TABLE3
 from bapjax.sim import generate
 
 
@@ -109,7 +110,7 @@ def test_full_size_generation(dataset, tmp_path):
 
     stats = generate.generate_corpus(dataset, tmp_path, seed=0, progress=False)
     corpus = mdc.load_corpus(tmp_path, use_cache=False)
-    for split, n in zip(("train", "val", "test"), generate.TABLE3_SIZES[dataset]):
+    for split, n in zip(SPLITS, TABLE3[dataset]):
         assert stats["splits"][split]["items"] == n
         assert len(corpus.split(split)) == n
     # every item of the full corpus through the same checks as the small ones

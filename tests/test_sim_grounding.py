@@ -14,6 +14,7 @@ import pytest
 from bapjax import formats
 from bapjax.corpus import mdc
 from bapjax.grid import Action
+from bapjax.items import TABLE3
 from bapjax.sim import generate, grounding
 
 
@@ -86,7 +87,7 @@ def test_cli_reports_shares_and_names_a_bad_flag(tmp_path):
 @pytest.mark.parametrize("dataset", ["r", "bs", "ss"])
 def test_full_size_train_split_is_grounded(dataset, tmp_path):
     """Table 3 train sizes (D_r 15,825, D_bs 9,890, D_ss 11,868 items), from the JSONL export."""
-    train, _, _ = generate.TABLE3_SIZES[dataset]
+    train, _, _ = TABLE3[dataset]
     items = exported_items(dataset, tmp_path, seed=0, train_items=train, val_items=1, test_items=1)
     summary = grounding.summarize(grounding.check_items(items))
     assert summary["items"] + summary["mistakes_not_checked"] == train

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bapjax.sim import language, spatial
+from bapjax.sim.grounding import DIRECTIONS, NUMBERS
 
 # ----------------------------------------------------------------------------------------------
 # Independent references
@@ -31,20 +32,8 @@ def ref_world_to_builder(delta, yaw):
     return (round(dx * rx + dz * rz), dy, round(dx * fx + dz * fz))
 
 
-DIR_WORDS = {
-    "left": (-1, 0, 0), "right": (1, 0, 0),
-    "above": (0, 1, 0), "top": (0, 1, 0), "up": (0, 1, 0), "upper": (0, 1, 0), "higher": (0, 1, 0),
-    "over": (0, 1, 0), "atop": (0, 1, 0), "upwards": (0, 1, 0),
-    "below": (0, -1, 0), "under": (0, -1, 0), "underneath": (0, -1, 0), "beneath": (0, -1, 0),
-    "bottom": (0, -1, 0), "down": (0, -1, 0), "lower": (0, -1, 0), "downwards": (0, -1, 0),
-    "front": (0, 0, -1), "closer": (0, 0, -1), "nearer": (0, 0, -1), "near": (0, 0, -1),
-    "toward": (0, 0, -1), "towards": (0, 0, -1),
-    "behind": (0, 0, 1), "back": (0, 0, 1), "far": (0, 0, 1), "farther": (0, 0, 1),
-    "further": (0, 0, 1), "away": (0, 0, 1),
-}
-NUMBERS = {w: n for n, w in enumerate(["zero", "one", "two", "three", "four", "five", "six", "seven",
-                                         "eight", "nine", "ten", "eleven", "twelve"])}
-NUMBERS["a"] = 1
+# The word tables are grounding's (word -> unit (right, up, away); number words and "a" = 1).
+DIR_WORDS = DIRECTIONS
 
 
 def parse_direction_phrase(text):

@@ -14,6 +14,14 @@ from bapjax.corpus import store
 REPO = Path(__file__).resolve().parents[1]
 
 
+def test_cache_entry_names(tmp_path, monkeypatch):
+    """One statement of the derived corpora's folder names (sources and build's --work_dir)."""
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path))
+    assert sources.generated_entry("r", 4, (6, 2, 2)) == tmp_path / "generated" / "r-seed4-6-2-2"
+    assert sources.generated_entry("r", 4, (6, 2, 2), tmp_path / "w") == tmp_path / "w" / "r-seed4-6-2-2"
+    assert sources.augmented_entry(0, 3, 0.5) == tmp_path / "augmented" / "mc-seed0-copies3-p0.5"
+
+
 def test_every_path_kind_gives_the_same_items(mdc_path, mdc_corpus, tmp_path):
     """Archive dir, unpacked dir, items JSONL and item store: the same val items."""
     from bapjax.corpus import mdc

@@ -83,7 +83,7 @@ def test_duplicates_and_bad_manifest_are_clear_errors(mdc_splits, tmp_path):
 
 
 def test_build_assembles_tagged_synthetic_sets_and_reuses_sources(tmp_path):
-    from bapjax.corpus import build
+    from bapjax import build
     from bapjax.text.vocab import Vocabulary
 
     sizes = {"bs": (40, 10, 10), "r": (30, 8, 6)}
@@ -96,6 +96,10 @@ def test_build_assembles_tagged_synthetic_sets_and_reuses_sources(tmp_path):
         assert {i.dataset for i in items} == {"bs", "r"}
         assert all(i.split == split for i in items)
     assert manifest["sources"]["bs"]["seed"] == 3 and manifest["sources"]["r"]["requested"] == [30, 8, 6]
+    # --work_dir holds the entries under the cache's names (bapjax.sources names them once).
+    from bapjax import sources
+
+    assert manifest["sources"]["r"]["corpus"] == str(sources.generated_entry("r", 3, (30, 8, 6), tmp_path / "work"))
     assert build.size_table(manifest)["bs"]["train"] == [40, 9890]
     vocab = Vocabulary.load(tmp_path / "store" / "vocab.json")
     assert vocab.size == manifest["vocabulary"]["size"]
@@ -111,7 +115,7 @@ def test_build_assembles_tagged_synthetic_sets_and_reuses_sources(tmp_path):
 
 @pytest.mark.slow
 def test_build_with_augmented_mdc(mdc_path, tmp_path):
-    from bapjax.corpus import build
+    from bapjax import build
 
     manifest = build.build_store(tmp_path / "store", str(mdc_path), seed=0, datasets=("mc", "ss"),
                                  sizes={"ss": (20, 4, 4)}, processes=1)
@@ -122,7 +126,7 @@ def test_build_with_augmented_mdc(mdc_path, tmp_path):
 
 
 def test_fast_decoder_matches_validating_decoder_and_names_bad_fields(mdc_corpus):
-    from bapjax.corpus.items import BapItem
+    from bapjax.items import BapItem
 
     for item in mdc_corpus.split("test")[:300]:
         record = json.loads(store.item_record(item))

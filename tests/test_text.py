@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bapjax.corpus.items import ChatTurn
+from bapjax.items import ChatTurn
 from bapjax.grid import Action
 from bapjax.text import glove, tokenizer
 from bapjax.text.vocab import Vocabulary

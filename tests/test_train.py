@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import configs
-from bapjax import checkpoints, paths, viz
+from bapjax import checkpoints, metric_writer, paths, preemption, run_checks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -120,8 +120,19 @@ def tiny_config(workdir_name):
 
 
 def latest_params(workdir):
-    params, step = checkpoints.load_params(Path(workdir) / "checkpoints" / "latest", None)
+    params, step = checkpoints.load_params(Path(workdir) / "checkpoints" / "latest")
     return params, step
+
+
+def preempted_after(monkeypatch, last_step: int) -> None:
+    """The run is told to stop after `last_step` steps, as by a SIGTERM (the real preemption path:
+    save that step, raise `preemption.Preempted`)."""
+    def should_stop(self, step):
+        if step >= last_step:
+            self.received = "SIGTERM"
+        return self.received is not None
+
+    monkeypatch.setattr(preemption.PreemptionWatch, "should_stop", should_stop)
 
 
 @pytest.mark.slow  # three short runs with compilation: ~1-2 min on an idle 2-core CPU
@@ -136,8 +147,11 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypat
     assert step == 6
 
     killed = config.copy_and_resolve_references()
-    killed.train.preempt_after_steps = 4
-    assert train.train_and_evaluate(killed, tmp_path / "resumed") == {}
+    killed.train.num_epochs = 3  # not run-defining (max_steps still ends the run at step 6)
+    with monkeypatch.context() as patch:
+        preempted_after(patch, 4)
+        with pytest.raises(preemption.Preempted):
+            train.train_and_evaluate(killed, tmp_path / "resumed")
     _, step = latest_params(tmp_path / "resumed")
     assert step == 4
     train.train_and_evaluate(config, tmp_path / "resumed")  # picks up from step 4
@@ -150,9 +164,10 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypat
     assert (tmp_path / "straight" / "learning_curves.png").exists()
     # the resumed run kept its config.json and saved the resume's own config beside it
     assert (tmp_path / "resumed" / "config.resume-1.json").exists()
-    assert json.loads((tmp_path / "resumed" / "config.json").read_text())["train"]["preempt_after_steps"] == 4
+    assert json.loads((tmp_path / "resumed" / "config.json").read_text())["train"]["num_epochs"] == 3
+    assert json.loads((tmp_path / "resumed" / "config.resume-1.json").read_text())["train"]["num_epochs"] == 2
     # every invocation is logged with its code version and the items it trained on
-    invocations = [json.loads(line) for line in (tmp_path / "resumed" / train.RUN_LOG).read_text().splitlines()]
+    invocations = [json.loads(line) for line in (tmp_path / "resumed" / run_checks.RUN_LOG).read_text().splitlines()]
     assert [(r["first_step"], r["last_step"], r["finished"]) for r in invocations] == [(0, 4, False), (4, 6, True)]
     assert sum(r["items_trained"] for r in invocations) == 6 * config.train.batch_size
     assert invocations[0]["commit"] is None or len(invocations[0]["commit"].split("+")[0]) == 40
@@ -221,12 +236,12 @@ def test_workdir_io_goes_through_one_path_abstraction(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     local = paths.workdir_path("runs/x")
     assert str(local) == str(tmp_path / "runs" / "x")
-    writer = train.MetricWriter(local, enabled=True)
+    writer = metric_writer.MetricWriter(local, enabled=True)
     for step in (1, 2):
         writer.write(step, "train", {"loss": 3.0 / step})
     writer.write(2, "val", {"loss": 2.5, "mc_val_overall_micro_f1": 0.1})
     writer.close()
-    viz.plot_learning_curves(writer.jsonl, local / "learning_curves.png")
+    metric_writer.plot_learning_curves(writer.jsonl, local / "learning_curves.png")
     assert (tmp_path / "runs" / "x" / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
     assert len((tmp_path / "runs" / "x" / "metrics.jsonl").read_text().splitlines()) == 3
     from bapjax.text import tokenizer
@@ -262,7 +277,7 @@ def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, fie
     config = load_config("quickstart")
     section, name = field.split(".")
     config[section][name] = value
-    with pytest.raises(train.ConfigError, match=field.replace(".", r"\.")):
+    with pytest.raises(run_checks.ConfigError, match=field.replace(".", r"\.")):
         train.train_and_evaluate(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
@@ -281,12 +296,12 @@ def test_a_refused_resume_leaves_the_workdir_untouched(tmp_path):
     changed = load_config("quickstart")
     changed.model.world_features = 32
     changed.train.batch_size = 64
-    with pytest.raises(train.ConfigError, match=r"model\.world_features=32 \(the run has 16\).*train\.batch_size=64"):
+    with pytest.raises(run_checks.ConfigError, match=r"model\.world_features=32 \(the run has 16\).*train\.batch_size=64"):
         train.train_and_evaluate(changed, run)
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
     same = load_config("quickstart")
     same.train.num_epochs = 9  # not run-defining: training longer is a valid resume
-    assert train.check_resume_config(same, paths.workdir_path(run)) is True
+    assert run_checks.check_resume_config(same, paths.workdir_path(run)) is True
 
 
 def test_train_cli_prints_one_line_and_exits_2_on_a_bad_value(tmp_path):
@@ -316,7 +331,7 @@ def test_frozen_text_needs_its_features(tmp_path):
 
     config = frozen_text_config("unused")
     config.features.text_encoder = ""
-    with pytest.raises(train.ConfigError, match="go together"):
+    with pytest.raises(run_checks.ConfigError, match="go together"):
         train.train_and_evaluate(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
@@ -336,11 +351,30 @@ def test_frozen_text_builder_trains_resumes_and_decodes(tmp_path, mdc_path, monk
     assert 0.0 <= report["mc_test"]["micro"]["Overall"]["overall"] <= 1.0
     assert report["mc_test"]["counts"]["items"] == 8
     assert list((tmp_path / "cache" / "text_states").rglob("*.npy"))  # turn states cached on disk
-    killed = config.copy_and_resolve_references()
-    killed.train.preempt_after_steps = 4
-    assert train.train_and_evaluate(killed, tmp_path / "resumed") == {}
+    with monkeypatch.context() as patch:
+        preempted_after(patch, 4)
+        with pytest.raises(preemption.Preempted):
+            train.train_and_evaluate(config, tmp_path / "resumed")
     train.train_and_evaluate(config, tmp_path / "resumed")
     resumed, step = latest_params(tmp_path / "resumed")
     assert step == 6
     for a, b in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(resumed)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_evals_without_val_loss_never_stop_training():
+    """Without a val split there is no val loss: such evals neither improve nor use up patience
+    (they used to count as "no improvement", so a run without val stopped after `patience` evals)."""
+    from bapjax import train
+
+    meta = train.EarlyStopping.initial()
+    for _ in range(25):
+        assert train.EarlyStopping.update(meta, None, min_delta=0.0, patience=10) is False
+    assert meta == train.EarlyStopping.initial()
+    assert train.EarlyStopping.update(meta, 3.0, min_delta=0.0, patience=3) is True  # best: save it
+    assert train.EarlyStopping.update(meta, 3.0, min_delta=0.0, patience=3) is False
+    assert train.EarlyStopping.update(meta, None, min_delta=0.0, patience=3) is False
+    assert train.EarlyStopping.update(meta, 3.1, min_delta=0.0, patience=3) is False
+    assert not meta["stopped_early"]
+    assert train.EarlyStopping.update(meta, 2.95, min_delta=0.1, patience=3) is False  # within min_delta
+    assert meta["stopped_early"] and meta["best_val_loss"] == 3.0

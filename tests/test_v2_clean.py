@@ -15,7 +15,7 @@ from bapjax import evaluate, formats, predictors
 from bapjax.actions import structure_diff
 from bapjax.grid import as_structure
 from bapjax.corpus import v2_clean
-from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.corpus.v2_clean import Annotation, AnnotationError
 from bapjax.grid import PLACE, Action, Block
 

@@ -18,7 +18,7 @@ from mpl_toolkits.mplot3d import proj3d  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from bapjax import grid, viz  # noqa: E402
-from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
+from bapjax.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
 from bapjax.grid import PLACE, REMOVE, Action, Block  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,8 +142,55 @@ def test_cli_structure_sample_and_errors(tmp_path, capsys):
     assert _cli("sample", "--kind", "random", "--num_blocks", "12", "--out", str(tmp_path / "r.png")) == 0
     assert _cli("sample", "--kind", "shapes", "--num_shapes", "2", "--out", str(tmp_path / "s.png")) == 0
     assert (tmp_path / "r.png").exists() and (tmp_path / "s.png").exists()
-    assert _cli("structure", "--gold", str(tmp_path / "missing.xml"), "--out", str(tmp_path / "x.png")) == 2
-    assert "missing.xml" in capsys.readouterr().err
+    # User mistakes are VizErrors (cli.run: one line, exit 2), named specifically.
+    with pytest.raises(viz.VizError, match="missing.xml"):
+        _cli("structure", "--gold", str(tmp_path / "missing.xml"), "--out", str(tmp_path / "x.png"))
+    with pytest.raises(viz.VizError, match="--num_blocks is 500"):
+        _cli("sample", "--kind", "random", "--num_blocks", "500", "--out", str(tmp_path / "x.png"))
+    with pytest.raises(viz.VizError, match="--num_shapes is 0"):
+        _cli("sample", "--kind", "shapes", "--num_shapes", "0", "--out", str(tmp_path / "x.png"))
+    with pytest.raises(viz.VizError, match="--dpi is 0"):
+        _cli("sample", "--dpi", "0", "--out", str(tmp_path / "x.png"))
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(viz.OutputError, match="a_file/x.png: cannot write the picture"):
+        _cli("sample", "--kind", "random", "--out", str(tmp_path / "a_file" / "x.png"))
+    result = _run("structure", "--gold", str(tmp_path / "missing.xml"), "--out", str(tmp_path / "x.png"))
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'missing.xml'}: no such gold configuration file"]
+
+
+def test_a_bug_is_not_a_user_error(tmp_path, monkeypatch):
+    """Only UserErrors are user mistakes: a ValueError from a bug keeps its type (and traceback)."""
+    def broken(*args, **kwargs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(viz, "render_structure", broken)
+    with pytest.raises(ValueError, match="a bug"):
+        _cli("sample", "--kind", "random", "--out", str(tmp_path / "x.png"))
+
+
+def test_find_item_reads_every_item_source(tmp_path):
+    from bapjax import formats
+    from bapjax.corpus import store
+
+    items = [BapItem(item_id=f"g:{k}", game_id="g", target_id="C1", split=split, history=(ChatTurn("Architect", "hi"),),
+                     prev_structure=(), reference_actions=(Action(PLACE, 1, 0, 1, 0),),
+                     next_structure=(Block(0, 1, 0, 1),), builder_pose=BuilderPose(0, 2, 0, 0, 0), dataset="bs")
+             for k, split in enumerate(("train", "val", "test"))]
+    formats.write_items(tmp_path / "items.jsonl", items[:1])
+    assert viz.find_item("g:0", items=str(tmp_path / "items.jsonl")) == items[0]
+    store.write_store(tmp_path / "store", {item.split: [item] for item in items})
+    assert viz.find_item("g:2", store=str(tmp_path / "store")).item_id == "g:2"  # every split searched
+    assert viz.find_item("g:1", store=str(tmp_path / "store"), split="val").item_id == "g:1"
+    with pytest.raises(viz.VizError, match="no item 'g:1' in split.s. test"):
+        viz.find_item("g:1", store=str(tmp_path / "store"), split="test")
+    with pytest.raises(viz.UserError, match="exactly one of"):
+        viz.find_item("g:1", store=str(tmp_path / "store"), items=str(tmp_path / "items.jsonl"))
+    with pytest.raises(viz.UserError, match="exactly one of"):
+        viz.find_item("g:1")
+    out = tmp_path / "item.png"
+    assert _cli("item", "--store", str(tmp_path / "store"), "--item_id", "g:1", "--out", str(out)) == 0
+    assert out.exists()
 
 
 def test_read_prediction_errors_name_the_line(tmp_path):
@@ -170,8 +217,8 @@ def test_cli_item_and_prediction_on_the_real_corpus(mdc_path, mdc_corpus, tmp_pa
     assert _cli("prediction", "--corpus", str(mdc_path), "--split", "val", "--predictions", str(preds),
                 "--item_id", item.item_id, "--out", str(tmp_path / "pred.png")) == 0
     assert (tmp_path / "item.png").exists() and (tmp_path / "pred.png").exists()
-    assert _cli("item", "--corpus", str(mdc_path), "--item_id", "nope:0", "--out", str(tmp_path / "n.png")) == 2
-    assert "nope:0" in capsys.readouterr().err
+    with pytest.raises(viz.VizError, match="no item 'nope:0' in split.s. train, val, test"):
+        _cli("item", "--corpus", str(mdc_path), "--item_id", "nope:0", "--out", str(tmp_path / "n.png"))
 
 
 def test_compass_matches_the_simulators_frame():

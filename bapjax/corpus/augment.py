@@ -46,7 +46,7 @@ from absl import flags, logging
 
 from bapjax import cli, grid, parallel, paths
 from bapjax.corpus import mdc
-from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import Action, Block
 

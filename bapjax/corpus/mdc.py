@@ -36,7 +36,8 @@ import orjson
 from absl import flags, logging
 
 from bapjax import cli, formats, grid, paths
-from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn, ItemizedCorpus
+from bapjax.corpus.items import ItemizedCorpus
+from bapjax.items import SPLITS, BapItem, BuilderPose, ChatTurn
 from bapjax.grid import PLACE, REMOVE, Action, apply_sequence, as_blocks
 from bapjax.errors import UserError
 from bapjax import paths
@@ -44,7 +45,6 @@ from bapjax.paths import build_lock, cache_root, resolve_path
 
 # Bump when the itemizer's output changes, so stale caches are not reused.
 ITEMIZER_VERSION = 5
-SPLITS = ("train", "val", "test")
 _CHAT_LINE = re.compile(r"^<(\w+)>\s?(.*)$", re.DOTALL)
 _TARGET_IN_GAME = re.compile(r"(?:^|-)(C\d+)(?:-|$)")
 

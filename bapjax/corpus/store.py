@@ -35,7 +35,7 @@ from absl import logging
 
 from bapjax import grid
 from bapjax.corpus.mdc import file_sha256
-from bapjax.corpus.items import BapItem, BuilderPose, ChatTurn
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import Action, Block
 

@@ -30,10 +30,11 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from absl import flags
 
-from bapjax import cli, formats, grid, sources
+from bapjax import cli, formats, grid
 from bapjax.actions import structure_diff
 from bapjax.grid import as_blocks, as_structure
-from bapjax.corpus.items import BapItem
+from bapjax.corpus.load import items_from_flags
+from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.formats import (  # noqa: F401  (the record format; re-exported for this module's users)
     Annotation, AnnotationError, read_annotations, write_annotations)
@@ -278,7 +279,7 @@ def main(argv: Sequence[str]) -> int:
         raise UserError(f"usage: python -m bapjax.corpus.v2_clean {{{'|'.join(commands)}}} ...")
     if not FLAGS.out:
         raise UserError("--out is required")
-    items = sources.items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items)
+    items = items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items)
     if argv[1] == "annotate":
         annotate_items(items, FLAGS.out)
         return 0

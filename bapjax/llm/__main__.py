@@ -36,7 +36,7 @@ USAGE = f"usage: python -m bapjax.llm {{{','.join(COMMANDS)}}} --flags... (see d
 def define_flags() -> None:
     cli.flag("enum", "format", None, "Text layout: nebula, code or rich.", enum_values=list(llm_formats.FORMATS))
     cli.flag("string", "corpus", None, "Corpus directory / archive (with --split).")
-    cli.flag("string", "store", None, "An item store directory (with --split; bapjax.corpus.build).")
+    cli.flag("string", "store", None, "An item store directory (with --split; bapjax.build).")
     cli.flag("string", "items", None, "Items JSONL (mdc export or v2_clean output) instead of --corpus.")
     cli.flag("string", "split", None, "Split of --corpus or --store (train, val, test).")
     cli.flag("string", "dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from bapjax import grid, predictors
-from bapjax.corpus.items import BapItem, ChatTurn
+from bapjax.items import BapItem, ChatTurn
 from bapjax.grid import PLACE, Action
 
 FORMATS = ("nebula", "code", "rich")

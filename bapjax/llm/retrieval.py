@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from bapjax import paths
-from bapjax.corpus.items import BapItem
+from bapjax.items import BapItem
 from bapjax.llm.formats import last_instruction
 
 ENCODER = "minilm"

@@ -12,7 +12,7 @@ import os
 from typing import Mapping, Sequence
 
 from bapjax import evaluate, formats
-from bapjax.corpus.items import BapItem
+from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.grid import Action
 from bapjax.llm.parse import ParseCounts, parse_response

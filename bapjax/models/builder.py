@@ -71,7 +71,7 @@ class BuilderModel(nn.Module):
     world_features: int = 300  # world CNN channels
     world_layers: int = 3  # world CNN layers (the paper model uses 2: configs/common.py)
     kernel_size: int = 3
-    conv_impl: str = "im2col"  # "im2col" (fastest on CPU) or "xla" (nn.Conv; better on GPU/TPU)
+    conv_impl: str = "im2col"  # "im2col" (faster on CPU) or "xla" (nn.Conv; GPU/TPU speed not measured)
     use_perspective: bool = True  # Builder-frame coordinates as 3 more world channels
     use_last_offset: bool = False  # each cell's offset from the newest action as 4 more channels (CPU option)
     world_film: bool = False  # FiLM: every CNN layer scaled/shifted by the decoder state (CPU option)
@@ -304,6 +304,12 @@ def model_defaults() -> dict[str, Any]:
     `config.model` sets (the `world_input.FEATURE_OPTIONS` come from `config.features`)."""
     return {name: f.default for name, f in _module_fields().items()
             if name not in world_input.FEATURE_OPTIONS}
+
+
+def feature_option_defaults() -> dict[str, Any]:
+    """The defaults of the model fields a config sets in `config.features` (`world_input.FEATURE_OPTIONS`)."""
+    fields = _module_fields()
+    return {name: fields[name].default for name in world_input.FEATURE_OPTIONS}
 
 
 def model_kwargs(model_config: Mapping, features: Mapping | None = None) -> dict[str, Any]:

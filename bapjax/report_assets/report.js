@@ -1,10 +1,14 @@
 // The bapjax predictions report: item table with filters, item view with a three.js scene.
 // Data: the JSON in <script id="report-data"> written by bapjax/report.py (its docstring has
-// the fields). Everything runs synchronously while the page loads, so the first item is drawn
-// by the load event (headless Chromium's --dump-dom and --screenshot see it).
+// the fields). The page opens in two steps: while it loads, the header, the item table and the
+// first item's dialogue and actions (synchronously: "open"); after the first paint the WebGL
+// renderer, whose context creation and shader compilation are slow without a GPU, and the 3D view
+// ("frame"). `window.bapjaxReport.times` holds the page's clock (ms from navigation start) at each
+// step; ?selftest builds the 3D view synchronously, as --dump-dom serializes at the load event.
 (function () {
   "use strict";
   const TIMES = { script: performance.now() };
+  window.bapjaxReport = { times: TIMES };
   const DATA = JSON.parse(document.getElementById("report-data").textContent);
   const ITEMS = DATA.items;
   const HISTORIES = DATA.histories;
@@ -154,22 +158,11 @@
 
   const canvas = $("scene");
   const pixelRatio = Math.min(window.devicePixelRatio || 1, 2);
-  // The drawing buffer gets its final size before the context exists: resizing it later costs a
-  // round trip to the GPU process (and a reallocation) while the page opens.
-  canvas.width = Math.floor((canvas.clientWidth || 600) * pixelRatio);
-  canvas.height = Math.floor((canvas.clientHeight || 400) * pixelRatio);
-  TIMES.layout = performance.now();
-  const renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
-  TIMES.renderer = performance.now();
-  renderer.setPixelRatio(pixelRatio);
   const BACKGROUND = 0xf4f6f8;
-  const scene = new THREE.Scene();
-  scene.background = new THREE.Color(BACKGROUND);
-  const camera = new THREE.PerspectiveCamera(38, 1, 0.1, 200);
   const TARGET = new THREE.Vector3(0.5, 2.0, 0.5); // the build region's center column
-  const controls = new THREE.OrbitControls(camera, canvas);
-  controls.target.copy(TARGET);
-  controls.addEventListener("change", draw);
+  // Made by startView(), after the table and the dialogue are on screen (null until then).
+  let renderer = null, scene = null, camera = null, controls = null;
+  let BOX = null, EDGES = null, CROSS = null;
   // Shading is baked into vertex colors (light from above, front right) and drawn with unlit
   // materials: software GL (SwiftShader) compiles their small shaders much faster than lit ones,
   // which is most of the time the page takes to open without a GPU.
@@ -215,28 +208,6 @@
     }
   }
 
-  // The build region: ground 11 x 11 at y = 0 with a grid, axis labels.
-  const ground = new THREE.Mesh(shaded(new THREE.PlaneGeometry(11, 11)), flat(0xe4e8ed));
-  ground.rotation.x = -Math.PI / 2;
-  ground.position.set(0.5, -0.001, 0.5);
-  scene.add(ground);
-  const gridPoints = [];
-  for (let k = -5; k <= 6; k++) gridPoints.push(k, 0.002, -5, k, 0.002, 6, -5, 0.002, k, 6, 0.002, k);
-  const gridGeometry = new THREE.BufferGeometry();
-  gridGeometry.setAttribute("position", new THREE.Float32BufferAttribute(gridPoints, 3));
-  scene.add(new THREE.LineSegments(gridGeometry, new THREE.LineBasicMaterial({ color: 0xffffff })));
-  [["+x", 7.0, 0.5, "#b42318"], ["-x", -6.0, 0.5, "#b42318"], ["+z", 0.5, 7.0, "#1a6fb4"], ["-z", 0.5, -6.0, "#1a6fb4"]]
-    .forEach(([t, x, z, color]) => label(t, color, new THREE.Vector3(x, 0.2, z), false));
-
-  const BOX = shaded(new THREE.BoxGeometry(1, 1, 1));
-  const EDGES = new THREE.EdgesGeometry(BOX);
-  const CROSS = (() => {
-    const g = new THREE.BufferGeometry();
-    const h = 0.5;
-    g.setAttribute("position", new THREE.Float32BufferAttribute(
-      [-h, -h, -h, h, h, h, h, -h, -h, -h, h, h, -h, -h, h, h, h, -h, h, -h, h, -h, h, -h], 3));
-    return g;
-  })();
   const materials = new Map();
   function material(key, make) {
     if (!materials.has(key)) materials.set(key, make());
@@ -249,8 +220,7 @@
   const halo = (s) => material("halo" + s, () => new THREE.MeshBasicMaterial({ color: STATUS_HEX[s], side: THREE.BackSide }));
   const line = (hex) => material("line" + hex, () => new THREE.LineBasicMaterial({ color: hex }));
 
-  let itemGroup = new THREE.Group();
-  scene.add(itemGroup);
+  let itemGroup = null;
 
   function at(obj, x, y, z, size) {
     obj.position.set(x + 0.5, y - 0.5, z + 0.5);
@@ -264,7 +234,7 @@
   // Reference and predicted net actions [type, color, x, y, z, matched] -> drawn objects.
   function drawItem(it, aligned) {
     dropItemLabels();
-    scene.remove(itemGroup);
+    if (itemGroup) scene.remove(itemGroup);
     itemGroup = new THREE.Group();
     scene.add(itemGroup);
     const [r, dx, dz] = it.al;
@@ -327,14 +297,23 @@
     label("Builder", "#24292f", eye.clone().add(new THREE.Vector3(0, 0.7, 0)), true);
   }
 
-  // Camera: behind the Builder (its yaw), looking down on the region center.
+  // Camera: behind the Builder (its yaw), looking down on the region's center column, far enough
+  // that the ground and everything up to the item's highest block (or the Builder's head) fit:
+  // seen from elevation e, ground 11 deep and height H span about 11 sin(e) + H cos(e) of the
+  // view's height, 2 d tan(fov / 2) at distance d.
   function viewFromBuilder(it, top) {
+    let high = it.pose[1] + 0.6; // the Builder's head
+    for (const b of it.prev) high = Math.max(high, b[1]);
+    for (const a of it.ref.concat(it.pred)) high = Math.max(high, a[3]);
+    high = Math.min(high, 14);
     const yr = it.pose[3] * Math.PI / 180;
     const back = new THREE.Vector3(Math.sin(yr), 0, -Math.cos(yr)); // minus the view direction
     const elev = top ? 80 * Math.PI / 180 : 34 * Math.PI / 180;
-    const dist = 17;
-    camera.position.copy(TARGET).addScaledVector(back, dist * Math.cos(elev)).add(new THREE.Vector3(0, dist * Math.sin(elev), 0));
-    controls.target.copy(TARGET);
+    const span = 11 * Math.sin(elev) + high * Math.cos(elev) + 2.5; // + room for the legend and labels
+    const dist = Math.max(17, span / (2 * Math.tan(camera.fov * Math.PI / 360)));
+    const target = TARGET.clone().setY(Math.max(TARGET.y, high / 2));
+    camera.position.copy(target).addScaledVector(back, dist * Math.cos(elev)).add(new THREE.Vector3(0, dist * Math.sin(elev), 0));
+    controls.target.copy(target);
     controls.update();
   }
 
@@ -347,9 +326,63 @@
     camera.updateProjectionMatrix();
   }
 
-  function draw() { renderer.render(scene, camera); placeLabels(); }
+  function draw() { if (renderer) { renderer.render(scene, camera); placeLabels(); } }
 
-  new ResizeObserver(() => { resize(); draw(); }).observe(canvas);
+  // The renderer, the fixed scene (ground, grid, axis labels), the shared geometries, and every
+  // shader program the items use, compiled once here (three.js would otherwise compile a program
+  // in the middle of the first item that needs it); then the current item is drawn.
+  function startView() {
+    if (renderer) return;
+    TIMES.view_start = performance.now();
+    // The drawing buffer gets its final size before the context exists: resizing it later costs
+    // a round trip to the GPU process (and a reallocation).
+    canvas.width = Math.floor((canvas.clientWidth || 600) * pixelRatio);
+    canvas.height = Math.floor((canvas.clientHeight || 400) * pixelRatio);
+    renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
+    TIMES.renderer = performance.now();
+    renderer.setPixelRatio(pixelRatio);
+    scene = new THREE.Scene();
+    scene.background = new THREE.Color(BACKGROUND);
+    camera = new THREE.PerspectiveCamera(38, 1, 0.1, 200);
+    controls = new THREE.OrbitControls(camera, canvas);
+    controls.target.copy(TARGET);
+    controls.addEventListener("change", draw);
+
+    // The build region: ground 11 x 11 at y = 0 with a grid, axis labels.
+    const ground = new THREE.Mesh(shaded(new THREE.PlaneGeometry(11, 11)), flat(0xe4e8ed));
+    ground.rotation.x = -Math.PI / 2;
+    ground.position.set(0.5, -0.001, 0.5);
+    scene.add(ground);
+    const gridPoints = [];
+    for (let k = -5; k <= 6; k++) gridPoints.push(k, 0.002, -5, k, 0.002, 6, -5, 0.002, k, 6, 0.002, k);
+    const gridGeometry = new THREE.BufferGeometry();
+    gridGeometry.setAttribute("position", new THREE.Float32BufferAttribute(gridPoints, 3));
+    scene.add(new THREE.LineSegments(gridGeometry, line(0xffffff)));
+    [["+x", 7.0, 0.5, "#b42318"], ["-x", -6.0, 0.5, "#b42318"], ["+z", 0.5, 7.0, "#1a6fb4"], ["-z", 0.5, -6.0, "#1a6fb4"]]
+      .forEach(([t, x, z, color]) => label(t, color, new THREE.Vector3(x, 0.2, z), false));
+
+    BOX = shaded(new THREE.BoxGeometry(1, 1, 1));
+    EDGES = new THREE.EdgesGeometry(BOX);
+    CROSS = new THREE.BufferGeometry();
+    const h = 0.5;
+    CROSS.setAttribute("position", new THREE.Float32BufferAttribute(
+      [-h, -h, -h, h, h, h, h, -h, -h, -h, h, h, -h, -h, h, h, h, -h, h, -h, h, -h, h, -h], 3));
+
+    // One object per kind of material (opaque and see-through blocks, outlines, lines): their
+    // programs are all the items need.
+    const samples = new THREE.Group();
+    samples.add(new THREE.Mesh(BOX, solid(1)), new THREE.Mesh(BOX, ghost(1, 0.38)),
+      new THREE.Mesh(BOX, halo("matched")), new THREE.LineSegments(EDGES, line(0x8c959f)));
+    scene.add(samples);
+    renderer.compile(scene, camera);
+    scene.remove(samples);
+    TIMES.compiled = performance.now();
+    new ResizeObserver(() => { resize(); draw(); }).observe(canvas);
+    if (current >= 0) showScene(ITEMS[current], false);
+    TIMES.frame = performance.now();
+    $("scene-wait").remove();
+    $("opened").textContent += ` · 3D view in ${Math.round(TIMES.frame)} ms`;
+  }
 
   // ---------------------------------------------------------------------------------------
   // Item view
@@ -418,6 +451,11 @@
     $("actions").innerHTML =
       `<h3>Reference (net)</h3><ul>${actionList(it.ref, (a) => (a[5] ? "matched" : "missed"))}</ul>` +
       `<h3>Prediction (net)</h3><ul>${actionList(it.pred, (a) => (a[5] ? "matched" : "extra"))}</ul>`;
+    showScene(it, keepCamera);
+  }
+
+  function showScene(it, keepCamera) {
+    if (!renderer) return; // startView() draws the current item when it has made the renderer
     drawItem(it, $("aligned").checked);
     if (!keepCamera) viewFromBuilder(it, false);
     resize();
@@ -437,8 +475,8 @@
     else if (e.key === "ArrowUp" || e.key === "k" || e.key === "p") { step(-1); e.preventDefault(); }
   });
   $("aligned").addEventListener("change", () => { if (current >= 0) select(current, true); });
-  $("view-reset").addEventListener("click", () => { if (current >= 0) { viewFromBuilder(ITEMS[current], false); draw(); } });
-  $("view-top").addEventListener("click", () => { if (current >= 0) { viewFromBuilder(ITEMS[current], true); draw(); } });
+  $("view-reset").addEventListener("click", () => { if (current >= 0 && renderer) { viewFromBuilder(ITEMS[current], false); draw(); } });
+  $("view-top").addEventListener("click", () => { if (current >= 0 && renderer) { viewFromBuilder(ITEMS[current], true); draw(); } });
 
   const byId = new Map(ITEMS.map((it, i) => [it.id, i]));
   function fromHash() {
@@ -447,13 +485,12 @@
   }
   window.addEventListener("hashchange", () => { const i = fromHash(); if (i !== null && i !== current) select(i); });
 
-  TIMES.scene = performance.now();
   refresh();
   TIMES.table = performance.now();
   const start = fromHash();
   select(start !== null ? start : (order.length ? order[0] : -1));
   const readyMs = performance.now();
-  TIMES.item = readyMs;
+  TIMES.open = readyMs;
   $("opened").textContent = `opened in ${Math.round(readyMs)} ms`;
 
   // ---------------------------------------------------------------------------------------
@@ -461,6 +498,7 @@
   // as JSON into #selftest-result; tests/test_report.py reads it with headless Chromium.
 
   function canvasStats() {
+    startView();
     draw();
     const gl = renderer.getContext();
     const w = gl.drawingBufferWidth, h = gl.drawingBufferHeight;
@@ -483,6 +521,7 @@
   function rowsCounted() { return Number(/^(\d+) of/.exec($("count").textContent)[1]); }
 
   function selfTest(query) {
+    startView(); // synchronously: --dump-dom serializes the page at its load event
     const out = { ready_ms: readyMs, times: TIMES, items: ITEMS.length, three: THREE.REVISION,
       programs: renderer.info.programs.length };
     const rows = tbody.querySelectorAll("tr[data-i]");
@@ -529,5 +568,12 @@
   const params = new URLSearchParams(location.search);
   if (params.has("selftest")) {
     try { selfTest(params.get("q")); } catch (err) { $("selftest-result").textContent = JSON.stringify({ error: String(err && err.stack || err) }); }
+  } else {
+    // After the first paint of the table and the dialogue: a requestAnimationFrame callback runs
+    // just before that paint, a task it posts just after it.
+    requestAnimationFrame(() => setTimeout(() => {
+      TIMES.painted = performance.now();
+      try { startView(); } catch (err) { $("scene-wait").textContent = `no 3D view: ${err.message || err}`; throw err; }
+    }, 0));
   }
 })();

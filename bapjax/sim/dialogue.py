@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from bapjax import grid
-from bapjax.corpus.items import BuilderPose
+from bapjax.items import BuilderPose
 from bapjax.grid import PLACE, Action
 from bapjax.sim import language, spatial
 from bapjax.sim.planner import plan_actions

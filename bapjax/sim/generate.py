@@ -34,6 +34,7 @@ from absl import flags
 
 from bapjax import cli, parallel, paths
 from bapjax.errors import UserError
+from bapjax.items import SPLITS, TABLE3
 from bapjax.sim import blocks_dialogs, random_dialogs, shape_dialogs, writer
 from bapjax.sim.dialogue import SimGame
 from bapjax.sim.planner import PlanningError
@@ -45,14 +46,8 @@ SIMULATORS: dict[str, Callable[[np.random.Generator], SimGame]] = {
     "ss": shape_dialogs.simulate_game,
 }
 DATASET_CODES = {"r": 1, "bs": 2, "ss": 3}
-SPLITS = ("train", "val", "test")
 SPLIT_CODES = {"train": 0, "val": 1, "test": 2}
 TARGET_BASE = {"train": 100000, "val": 200000, "test": 300000}
-TABLE3_SIZES = {  # paper Table 3: (train, val, test) items
-    "bs": (9890, 1186, 1181),
-    "ss": (11868, 1000, 1000),
-    "r": (15825, 1161, 1089),
-}
 MEAN_ITEMS_PER_GAME = {"r": 9.0, "bs": 12.0, "ss": 2.0}  # only sizes the work batches
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?|\d+|[^\sa-z\d]")
 
@@ -151,7 +146,7 @@ def generate_corpus(dataset: str, out_dir, seed: int = 0, train_items: int | Non
     returns its statistics (see ``corpus_statistics``)."""
     if dataset not in SIMULATORS:
         raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(SIMULATORS)}")
-    defaults = TABLE3_SIZES[dataset]
+    defaults = TABLE3[dataset]
     requested = {s: int(n if n is not None else d)
                  for s, n, d in zip(SPLITS, (train_items, val_items, test_items), defaults)}
     for split, n in requested.items():

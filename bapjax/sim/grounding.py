@@ -37,8 +37,9 @@ from typing import Iterable, Sequence
 
 from absl import flags
 
-from bapjax import cli, grid, sources
-from bapjax.corpus.items import BapItem, ChatTurn
+from bapjax import cli, grid
+from bapjax.corpus.load import items_from_flags
+from bapjax.items import BapItem, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import PLACE, Action
 from bapjax.sim import language, spatial
@@ -514,8 +515,8 @@ def define_flags() -> None:
 def main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    items = sources.items_from_flags(corpus=FLAGS.corpus, split=FLAGS.split if FLAGS.corpus else None,
-                                     items=FLAGS.items)
+    items = items_from_flags(corpus=FLAGS.corpus, split=FLAGS.split if FLAGS.corpus else None,
+                             items=FLAGS.items)
     checks = check_items(items)
     summary = summarize(checks)
     print(f"{summary['items']} instructions: parsed {summary['parsed']} ({100 * summary['parsed_share']:.1f}%), "

@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from bapjax.corpus.items import BuilderPose
+from bapjax.items import BuilderPose
 from bapjax.grid import EYE_HEIGHT
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from absl import logging
 
 from bapjax import paths
-from bapjax.corpus.items import BapItem, ChatTurn
+from bapjax.items import BapItem, ChatTurn
 from bapjax.text import tokenizer
 
 

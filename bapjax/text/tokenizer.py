@@ -8,7 +8,9 @@ special tokens, which the vocabulary always holds.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Iterable, Sequence
+
+import numpy as np
 
 from bapjax import grid
 from bapjax.grid import Action
@@ -99,3 +101,20 @@ def truncate_newest_first(segments_newest_first: Iterable[list], max_tokens: int
 def truncate_history(segments: list[list[str]], max_tokens: int) -> list[str]:
     """The most recent ``max_tokens`` tokens of segments given oldest first (see above)."""
     return truncate_newest_first(reversed(segments), max_tokens)[0]
+
+
+def history_token_counts(items: Sequence) -> np.ndarray:
+    """Tokens of each item's whole history (chat turns and Builder actions), untruncated: the
+    curriculum's metric L_I and the store statistics' history lengths."""
+    cache: dict = {}
+    out = np.empty(len(items), np.int64)
+    for n, item in enumerate(items):
+        total = 0
+        for event in item.history:
+            count = cache.get(event)
+            if count is None:
+                count = len(history_segments([event])[0])
+                cache[event] = count
+            total += count
+        out[n] = total
+    return out

@@ -1,6 +1,6 @@
 """Assemble the BAP v2 training set into an item store.
 
-    python -m bapjax.corpus.build --out STORE --mdc ../shared/mdc --seed 0 \
+    python -m bapjax.build --out STORE --mdc ../shared/mdc --seed 0 \
         [--datasets mc,bs,ss,r] [--sizes bs=9890:1186:1181,...] [--scale 1.0] \
         [--synthetic bs=DIR,ss=DIR,r=DIR] [--work_dir DIR] [--overwrite]
 
@@ -12,10 +12,14 @@
 
 Generated and augmented corpora are built once into the bapjax cache (``bapjax.sources``:
 ``$BAPJAX_CACHE/generated/...`` and ``/augmented/...``, the folders ``bapjax.train`` uses too;
-``--work_dir`` puts them elsewhere) and reused when a later build asks for the same seed and sizes. The store (``bapjax.corpus.store``) gets
+``--work_dir`` puts them elsewhere, under the same entry names) and reused when a later build
+asks for the same seed and sizes. The store (``bapjax.corpus.store``) gets
 splits train / val / test holding every data set's items with their dataset tag, a vocabulary
 built from the training split (``vocab.json``), and a manifest with sources, seeds, sizes and
 content hashes. The last line printed is JSON with the per-dataset sizes next to Table 3's.
+
+This module sits above ``bapjax.sources`` (it builds derived corpora through it); the corpus
+package below only reads and stores items.
 """
 
 from __future__ import annotations
@@ -30,19 +34,12 @@ from typing import Sequence
 import numpy as np
 from absl import flags, logging
 
-from bapjax import cli, curriculum, paths, sources
+from bapjax import cli, paths, sources
 from bapjax.corpus import mdc, store
 from bapjax.errors import UserError
+from bapjax.items import DATASETS, SPLITS, TABLE3
+from bapjax.text.tokenizer import history_token_counts
 from bapjax.text.vocab import Vocabulary
-
-SPLITS = ("train", "val", "test")
-DATASETS = ("mc", "bs", "ss", "r")
-TABLE3 = {  # paper Table 3: (train, val, test) items
-    "bs": (9890, 1186, 1181),
-    "ss": (11868, 1000, 1000),
-    "r": (15825, 1161, 1089),
-    "mc": (14836, 1331, 1616),
-}
 
 
 def parse_sizes(text: str) -> dict[str, tuple[int, int, int]]:
@@ -98,7 +95,7 @@ def build_store(out: str | os.PathLike, mdc_path: str | None, seed: int = 0,
     for dataset in datasets:
         if dataset == "mc":
             mdc_path = paths.mdc_path(mdc_path)  # --mdc, else $BAPJAX_MDC, else ../shared/mdc
-            aug_out = work / f"mc-seed{seed}-copies{copies}-p{paraphrase_prob:g}" if work else None
+            aug_out = sources.augmented_entry(seed, copies, paraphrase_prob, work) if work else None
             aug_root, _ = sources.augmented_corpus(mdc_path, seed, copies, paraphrase_prob, aug_out, processes)
             aug_stats = json.loads((aug_root / "data" / "augmentation.json").read_text())
             original = mdc.load_corpus(mdc_path)
@@ -119,7 +116,7 @@ def build_store(out: str | os.PathLike, mdc_path: str | None, seed: int = 0,
                 info = {"kind": "synthetic (given directory)"}
             else:
                 want = sizes.get(dataset, tuple(max(1, round(n * scale)) for n in TABLE3[dataset]))
-                gen_out = work / f"{dataset}-seed{seed}-{want[0]}-{want[1]}-{want[2]}" if work else None
+                gen_out = sources.generated_entry(dataset, seed, want, work) if work else None
                 root, reused = sources.generated_corpus(dataset, seed, want, processes, gen_out)
                 info = {"kind": "synthetic (generated)", "requested": list(want), "reused": reused}
             corpus = mdc.load_corpus(root)
@@ -163,7 +160,7 @@ def store_statistics(path: str | os.PathLike) -> dict:
     for split in opened.split_names:
         part = opened.split(split)
         items = list(part)
-        tokens = curriculum.history_token_counts(items)
+        tokens = history_token_counts(items)
         datasets = part.datasets
         for dataset in sorted(set(datasets.tolist()), key=lambda d: DATASETS.index(d) if d in DATASETS else 9):
             keep = np.nonzero(datasets == dataset)[0]

@@ -1,0 +1,65 @@
+"""A user's whole path in the fast test run: train a tiny model, then `python -m bapjax.predict`
+on its checkpoint and `python -m bapjax.evaluate` on the predictions. The predict CLI decodes as
+the run's final evaluation did (`DecodeSettings.from_run`: the run's config and the STOP rule it
+chose on val, decode.json), so the evaluator's figures equal the run's own, to the last digit."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import configs
+from bapjax import formats
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_run_config(mdc_path):
+    config = configs.load("cpu")
+    mc = config.data.sources.mc
+    mc.corpus = str(mdc_path)
+    mc.augment.enabled = False
+    mc.max_train_items, mc.max_val_items, mc.max_test_items = 32, 8, 8
+    config.model.update(dict(glove=False, embedding_dim=8, text_hidden=16, world_features=8, world_layers=1,
+                             action_embedding=16, decoder_hidden=16, head_hidden=16))
+    config.features.max_text_tokens = 24
+    config.features.max_actions = 3
+    config.train.update(dict(batch_size=8, num_epochs=1, max_steps=4, eval_every_steps=2, log_every_steps=2))
+    # the STOP rule is chosen on MDC val (decode.json), then used by the final eval and by predict
+    config.eval.update(dict(val_decode_items=-1, final_splits=("mc:test",), batch_size=8, max_actions=4,
+                            stop_thresholds=(0.3,), stop_rule_val="mc"))
+    return config
+
+
+def run_cli(module, *args, env):
+    result = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, f"{module} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+def test_train_then_predict_then_evaluate(tmp_path, mdc_path, mdc_corpus, monkeypatch):
+    from bapjax import train
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    final = train.train_and_evaluate(tiny_run_config(mdc_path), run)
+    decode_json = json.loads((run / "decode.json").read_text())
+    assert decode_json["chosen_on"] == "mc:val" and decode_json["val_items"] == 8
+    assert (run / "checkpoints" / "best").is_dir() and (run / "final_eval.json").exists()
+
+    items = list(mdc_corpus.split("test"))[:8]  # the run's mc:test (max_test_items keeps the first 8)
+    formats.write_items(tmp_path / "items.jsonl", items)
+    env = {**os.environ, "BAPJAX_CACHE": str(tmp_path / "cache")}
+    predicted = run_cli("bapjax.predict", f"--checkpoint={run / 'checkpoints' / 'best'}",
+                        f"--items={tmp_path / 'items.jsonl'}", f"--out={tmp_path / 'predictions.jsonl'}", env=env)
+    assert "wrote 8 predictions" in predicted.stderr
+    assert set(formats.read_predictions(tmp_path / "predictions.jsonl")) == {it.item_id for it in items}
+    evaluated = run_cli("bapjax.evaluate", f"--items={tmp_path / 'items.jsonl'}",
+                        f"--predictions={tmp_path / 'predictions.jsonl'}", "--format=json", env=env)
+    report = json.loads(evaluated.stdout.strip().splitlines()[-1])
+    expected = json.loads((run / "final_eval.json").read_text())["mc_test"]
+    assert expected == json.loads(json.dumps(final["mc_test"]))
+    for key in ("counts", "micro", "macro", "strict_micro"):
+        assert report[key] == expected[key], key
