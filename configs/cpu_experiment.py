@@ -25,12 +25,12 @@ change a result; the final evaluation uses the checkpoint with the lowest val lo
 chosen on MDC val alone (`eval.stop_rule_val`), and every MDC test item (1,616) plus each
 synthetic test split.
 
-Runtime, measured on the 2-core CPU of this workspace for the runs in docs/results.md (made at
-c506d54 with configs/cpu.py's model, before FiLM and the seeds; one run at a time, `nice -n 5`):
-mc 28.9 min (its first ~8 min shared the CPU with another training), agg 24.8 min, cl 25.1 min,
-each = 1,500 steps at ~35-55 items/s, five evals with val loss and decoded val F1 (~1 min
-each), the STOP-rule choice (~1.5 min) and the final decode of the four test splits (~1.5 min).
-Two trainings at once are slower in total than one after the other.
+Runtime, measured on the 2-core CPU of this workspace with this model (at 3b301ad, one run at a
+time, light `nice -n 19` work beside it; docs/results.md, "The experiment with the chosen CPU
+model"): mc,0 41.3 min, agg,0 39.0 min, cl,0 40.1 min, each = 1,500 steps at 21-23 items/s, five
+evals with val loss and decoded val F1, the STOP-rule choice on MDC val (~2 min) and the final
+decode of the four test splits (~2 min). (configs/cpu.py's model without FiLM at lr 1e-3 took
+~25 min at c506d54.) Two trainings at once are slower in total than one after the other.
 """
 
 from configs import common, cpu
