@@ -9,26 +9,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-import configs
 from bapjax import formats
+from tests.test_train import tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def tiny_run_config(mdc_path):
-    config = configs.load("cpu")
+    """test_train's tiny run, with the MDC test split decoded at the end and a STOP rule to choose."""
+    config = tiny_config("unused")
     mc = config.data.sources.mc
     mc.corpus = str(mdc_path)
-    mc.augment.enabled = False
-    mc.max_train_items, mc.max_val_items, mc.max_test_items = 32, 8, 8
-    config.model.update(dict(glove=False, embedding_dim=8, text_hidden=16, world_features=8, world_layers=1,
-                             action_embedding=16, decoder_hidden=16, head_hidden=16))
-    config.features.max_text_tokens = 24
-    config.features.max_actions = 3
-    config.train.update(dict(batch_size=8, num_epochs=1, max_steps=4, eval_every_steps=2, log_every_steps=2))
+    mc.max_train_items = 32
+    config.train.update(dict(num_epochs=1, max_steps=4, eval_every_steps=2, log_every_steps=2))
     # the STOP rule is chosen on MDC val (decode.json), then used by the final eval and by predict
-    config.eval.update(dict(val_decode_items=-1, final_splits=("mc:test",), batch_size=8, max_actions=4,
-                            stop_thresholds=(0.3,), stop_rule_val="mc"))
+    config.eval.update(dict(final_splits=("mc:test",), max_actions=4, stop_thresholds=(0.3,), stop_rule_val="mc"))
     return config
 
 
