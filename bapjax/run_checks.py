@@ -14,8 +14,9 @@ import jax
 import ml_collections
 from etils import epath
 
-from bapjax import decode, sharding, sources
+from bapjax import decode, sharding
 from bapjax.errors import UserError
+from bapjax.items import SPLITS
 from bapjax.models import builder
 from bapjax.paths import REPO_ROOT
 
@@ -82,10 +83,10 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
     ]
     for key in ec.final_splits:
         source_name, _, split = str(key).partition(":")
-        if source_name not in config.data.sources or split not in sources.SPLITS:
+        if source_name not in config.data.sources or split not in SPLITS:
             raise ConfigError(f"--config.eval.final_splits entry {key!r}: expected <source>:<split> with a "
                               f"source of config.data.sources ({', '.join(config.data.sources)}) and a split "
-                              f"of {', '.join(sources.SPLITS)}")
+                              f"of {', '.join(SPLITS)}")
     if ec.stop_rule_val and ec.stop_rule_val not in config.data.sources:
         raise ConfigError(f"--config.eval.stop_rule_val={ec.stop_rule_val!r}: expected '' (all val items) or a "
                           f"source of config.data.sources ({', '.join(config.data.sources)})")
