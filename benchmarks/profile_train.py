@@ -1,12 +1,15 @@
-"""Where a training step's time goes: the whole compiled step against its world part (CNN and
-per-cell head over the packed worlds, forward and backward, chunked as training runs it) and the
-CNN alone, on the same real MDC batches, each with the GFLOP/s XLA's cost analysis implies and
-a jitted fp32 matmul's GFLOP/s measured in the same process.
+"""Where a training step's time goes, on the same real MDC batch: the whole compiled step; its
+world part (CNN and per-cell head over the packed worlds, forward and backward, chunked as
+training runs it); the CNN alone; and the text encoder with the action decoder (forward and
+backward over the batch, as the step runs them). Each with the GFLOP/s XLA's cost analysis
+implies, beside a jitted fp32 matmul's GFLOP/s measured in the same process.
 
-    python benchmarks/profile_train.py [--config configs/cpu.py] [--steps 4] [--rounds 3]
+    python benchmarks/profile_train.py [--config configs/cpu.py] [--rounds 5]
 
-The rest of the step (text encoder, action decoder, softmax over 7624 actions, AdamW) is the
-difference. The last line is JSON: {"step_s", "world_s", "cnn_s", ..._gflops_per_s, "matmul_gflops_per_s"}.
+The rest of the step (gathering the packed worlds, AdamW) is the difference. XLA's cost analysis
+counts a scan's body once, so the recurrent part's GFLOP are those of one token and one decoder
+step: its GFLOP/s is a lower bound. The last line is JSON: {"step_s", "world_s", "cnn_s",
+"rnn_s", ..._gflop, ..._gflops_per_s, "matmul_gflops_per_s"}.
 """
 
 from __future__ import annotations
@@ -64,9 +67,15 @@ def main() -> None:
     local, k = trainer.prepare(batch)
     out = {"pack": k, "targets": int(batch["action_mask"].sum())}
 
-    step = lambda s: trainer.train(s, batch)[0]["step"]  # noqa: E731
-    out["step_s"] = best_time(step, (state,), args.rounds)
     step_flops = flops(train.Trainer(whole, optimizer, mesh).compile_train(state, batch))
+    live = {"state": state}  # the train step donates its state: each call takes the last one's
+
+    def step():
+        live["state"] = trainer.train(live["state"], batch)[0]
+        return live["state"]["step"]
+
+    out["step_s"] = best_time(step, (), args.rounds)
+    state = live["state"]
 
     # The world part alone: the packed worlds and decoder outputs the step feeds it.
     params = state["params"]
@@ -88,17 +97,33 @@ def main() -> None:
             return m.apply({"params": p}, w, d, method=builder.BuilderModel.encode_world).sum()
         return jax.jit(jax.grad(loss, argnums=(0, 2)))
 
+    def rnn_loss(m):  # text encoder and action decoder over the whole batch, as the step runs them
+        actions = dev["actions"].astype(jnp.int32)
+        prev = jnp.concatenate([jnp.full((actions.shape[0], 1), builder.START, jnp.int32), actions[:, :-1]], 1)
+
+        def text_and_decoder(module, text, mask):
+            token_states, summary = module.encode_text(text, mask)
+            state0 = module.init_decoder(summary, token_states, mask, actions.shape[1])
+            return module.decoder_sequence(state0, prev, token_states, mask)
+
+        def loss(p, text, mask):
+            return m.apply({"params": p}, text, mask, method=text_and_decoder).sum()
+        return jax.jit(jax.grad(loss))
+
     for name, make in (("world", world_loss), ("cnn", cnn_loss)):
         fn = make(model)
         out[f"{name}_s"] = best_time(fn, (params, packed, dec_out), args.rounds)
         out[f"{name}_gflop"] = flops(make(whole).lower(params, packed, dec_out).compile()) / 1e9
+    rnn_args = (params, dev[model.text_key], dev["text_mask"])
+    out["rnn_s"] = best_time(rnn_loss(model), rnn_args, args.rounds)
+    out["rnn_gflop"] = flops(rnn_loss(model).lower(*rnn_args).compile()) / 1e9
     out["step_gflop"] = step_flops / 1e9
-    for name in ("step", "world", "cnn"):
+    for name in ("step", "world", "cnn", "rnn"):
         out[f"{name}_gflops_per_s"] = round(out[f"{name}_gflop"] / out[f"{name}_s"], 1)
     out["matmul_gflops_per_s"] = round(matmul_gflops_per_s(), 1)
     print(f"{args.config}: pack {k} ({out['targets']} targets) of a batch of 32")
     for name, label in (("step", "whole train step"), ("world", "world part (CNN + head, fwd+bwd)"),
-                        ("cnn", "world CNN alone (fwd+bwd)")):
+                        ("cnn", "world CNN alone (fwd+bwd)"), ("rnn", "text GRU + action decoder (fwd+bwd)")):
         print(f"  {label:36s} {1e3 * out[f'{name}_s']:8.1f} ms  {out[f'{name}_gflop']:7.2f} GFLOP "
               f"{out[f'{name}_gflops_per_s']:7.1f} GFLOP/s  ({out[f'{name}_s'] / out['step_s']:.2f} of the step)")
     print(f"  jitted fp32 2048^2 matmul: {out['matmul_gflops_per_s']:.1f} GFLOP/s")
