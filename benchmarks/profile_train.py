@@ -1,15 +1,18 @@
 """Where a training step's time goes, on the same real MDC batch: the whole compiled step; its
 world part (CNN and per-cell head over the packed worlds, forward and backward, chunked as
 training runs it); the CNN alone; and the text encoder with the action decoder (forward and
-backward over the batch, as the step runs them). Each with the GFLOP/s XLA's cost analysis
-implies, beside a jitted fp32 matmul's GFLOP/s measured in the same process.
+backward over the batch, as the step runs them); then one hidden CNN layer on the packed rows,
+split into its im2col (forming the patch matrix) and its GEMM, and the layer forward and
+backward. Each with the GFLOP/s XLA's cost analysis implies, beside a jitted fp32 matmul's GFLOP/s
+measured in the same process.
 
     python benchmarks/profile_train.py [--config configs/cpu.py] [--rounds 5]
 
 The rest of the step (gathering the packed worlds, AdamW) is the difference. XLA's cost analysis
 counts a scan's body once, so the recurrent part's GFLOP are those of one token and one decoder
 step: its GFLOP/s is a lower bound. The last line is JSON: {"step_s", "world_s", "cnn_s",
-"rnn_s", ..._gflop, ..._gflops_per_s, "matmul_gflops_per_s"}.
+"rnn_s", "layer_im2col_s", "layer_gemm_s", "layer_fwd_bwd_s", ..._gflop, ..._gflops_per_s,
+"matmul_gflops_per_s"}.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import optax
 import configs
 from bapjax import input_pipeline, sharding, train
 from bapjax.corpus import mdc
-from bapjax.models import builder, world_input
+from bapjax.models import builder, world_cnn, world_input
 from bapjax.text.vocab import Vocabulary
 from bench_train import flops, matmul_gflops_per_s  # noqa: E402 (benchmarks/ is the script's directory)
 
@@ -118,6 +121,23 @@ def main() -> None:
     out["rnn_s"] = best_time(rnn_loss(model), rnn_args, args.rounds)
     out["rnn_gflop"] = flops(rnn_loss(model).lower(*rnn_args).compile()) / 1e9
     out["step_gflop"] = step_flops / 1e9
+
+    # One hidden CNN layer on the packed rows, split into its im2col (forming the patch matrix)
+    # and its GEMM (patches @ kernel), forward only, and the whole layer forward and backward.
+    feats, ksize = model.world_features, model.kernel_size
+    x = jax.random.normal(jax.random.PRNGKey(2), (k,) + packed["grid"].shape[1:] + (feats,), jnp.float32)
+    kernel = jax.random.normal(jax.random.PRNGKey(3), (ksize ** 3 * feats, feats), jnp.float32) * 0.1
+    im2col = jax.jit(lambda v: world_cnn.patches(v, ksize).reshape(-1, ksize ** 3 * feats))
+    patch_matrix = jax.block_until_ready(im2col(x))
+    gemm = jax.jit(lambda a, b: a @ b)
+    layer = jax.jit(jax.grad(lambda v, w: jax.nn.relu(world_cnn.patches(v, ksize) @ w).sum(), argnums=(0, 1)))
+    out["layer_im2col_s"] = best_time(im2col, (x,), args.rounds)
+    out["layer_gemm_s"] = best_time(gemm, (patch_matrix, kernel), args.rounds)
+    out["layer_fwd_bwd_s"] = best_time(layer, (x, kernel), args.rounds)
+    out["layer_patch_mb"] = round(patch_matrix.size * 4 / 1e6, 1)
+    out["layer_gemm_gflop"] = 2 * patch_matrix.shape[0] * patch_matrix.shape[1] * feats / 1e9
+    out["layer_gemm_gflops_per_s"] = round(out["layer_gemm_gflop"] / out["layer_gemm_s"], 1)
+    out["layer_fwd_bwd_gflops_per_s"] = round(3 * out["layer_gemm_gflop"] / out["layer_fwd_bwd_s"], 1)
     for name in ("step", "world", "cnn", "rnn"):
         out[f"{name}_gflops_per_s"] = round(out[f"{name}_gflop"] / out[f"{name}_s"], 1)
     out["matmul_gflops_per_s"] = round(matmul_gflops_per_s(), 1)
@@ -126,6 +146,12 @@ def main() -> None:
                         ("cnn", "world CNN alone (fwd+bwd)"), ("rnn", "text GRU + action decoder (fwd+bwd)")):
         print(f"  {label:36s} {1e3 * out[f'{name}_s']:8.1f} ms  {out[f'{name}_gflop']:7.2f} GFLOP "
               f"{out[f'{name}_gflops_per_s']:7.1f} GFLOP/s  ({out[f'{name}_s'] / out['step_s']:.2f} of the step)")
+    print(f"  one hidden CNN layer, {k} rows x {feats} -> {feats} features:")
+    print(f"    im2col (the {out['layer_patch_mb']} MB patch matrix)  {1e3 * out['layer_im2col_s']:8.1f} ms")
+    print(f"    GEMM patches @ kernel               {1e3 * out['layer_gemm_s']:8.1f} ms  "
+          f"{out['layer_gemm_gflop']:7.2f} GFLOP {out['layer_gemm_gflops_per_s']:7.1f} GFLOP/s")
+    print(f"    the layer fwd+bwd                   {1e3 * out['layer_fwd_bwd_s']:8.1f} ms  "
+          f"{3 * out['layer_gemm_gflop']:7.2f} GFLOP {out['layer_fwd_bwd_gflops_per_s']:7.1f} GFLOP/s")
     print(f"  jitted fp32 2048^2 matmul: {out['matmul_gflops_per_s']:.1f} GFLOP/s")
     print(json.dumps(out))
 
