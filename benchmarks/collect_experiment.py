@@ -78,7 +78,9 @@ def model_label(config: dict) -> str:
     curriculum = config.get("curriculum", {}) or {}
     label = f"M{prime}_" + ("agg" if synthetic else "mc")
     if curriculum.get("metric"):
-        label += f"+cl ({curriculum['metric']}, {curriculum.get('num_buckets')} buckets)"
+        every = ", ".join(curriculum.get("every_stage") or ())
+        label += (f"+cl ({curriculum['metric']}, {curriculum.get('num_buckets')} buckets"
+                  + (f", {every} in every stage)" if every else ")"))
     return label
 
 

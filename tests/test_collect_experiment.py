@@ -89,3 +89,11 @@ def test_seeds_of_a_variant_are_listed_with_their_mean(tmp_path, mdc_corpus):
     assert variants["cl"]["seed_mean"]["strict_micro"] == (oracle["strict_micro"] + empty["strict_micro"]) / 2
     line = next(l for l in collect_experiment.seeds_table(variants).splitlines() if l.startswith("| `cl`"))
     assert "| 2 | 50.0 (100.0, 0.0) |" in line
+
+
+def test_model_label_names_the_data_sets_kept_in_every_stage():
+    config = {"data": {"sources": {"mc": {}, "bs": {"splits": ["train", "val", "test"]}}},
+              "curriculum": {"metric": "D", "num_buckets": 10, "every_stage": ["mc"]}}
+    assert collect_experiment.model_label(config) == "M_agg+cl (D, 10 buckets, mc in every stage)"
+    config["curriculum"]["every_stage"] = []
+    assert collect_experiment.model_label(config) == "M_agg+cl (D, 10 buckets)"
