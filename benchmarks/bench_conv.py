@@ -1,4 +1,5 @@
-"""The world CNN's convolution computed five ways, timed against each other as a training step
+"""The world CNN's convolution computed six ways (`world_cnn`'s im2col and five without its full
+patch matrix, XLA's own convolution among them), timed against each other as a training step
 runs the CNN: `--layers` SAME 3x3x3 layers with ReLU over `--rows` packed worlds (11 x 9 x 11
 cells), forward and backward, in rematerialized chunks of `--chunk` rows
 (`BuilderModel.encode_chunk`; 0: all rows at once).
@@ -30,13 +31,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from bapjax.models import world_cnn
-
-
-def conv3d_im2col(x: jax.Array, kernel: jax.Array) -> jax.Array:
-    """SAME 3D convolution [N, X, Y, Z, C] * [k, k, k, C, F] -> [N, X, Y, Z, F] as one GEMM of the
-    k^3 * C patch matrix (materialized: k^3 times the input): what `world_cnn.Conv3DIm2Col` runs."""
-    k, f = kernel.shape[0], kernel.shape[-1]
-    return world_cnn.patches(x, k) @ kernel.reshape(-1, f)
 
 
 def conv3d_shift_in(x: jax.Array, kernel: jax.Array) -> jax.Array:
@@ -118,7 +112,7 @@ def conv3d_xla(x: jax.Array, kernel: jax.Array) -> jax.Array:
                                         dimension_numbers=("NDHWC", "DHWIO", "NDHWC"))
 
 
-CONV_IMPLS = {"im2col": conv3d_im2col, "shift_in": conv3d_shift_in, "shift_out": conv3d_shift_out,
+CONV_IMPLS = {"im2col": world_cnn.conv3d_im2col, "shift_in": conv3d_shift_in, "shift_out": conv3d_shift_out,
               "zpatch_out": conv3d_zpatch_out, "zband_out": conv3d_zband_out, "xla": conv3d_xla}
 
 
@@ -168,7 +162,8 @@ def main() -> None:
 
     fns = {f"{name}@{chunk}": cnn_loss(CONV_IMPLS[name], chunk)
            for chunk in chunks for name in args.impls.split(",")}
-    want = jax.tree.leaves(jax.block_until_ready(cnn_loss(conv3d_im2col, chunks[0])(kernels, x)))
+    reference = fns.get(f"im2col@{chunks[0]}") or cnn_loss(world_cnn.conv3d_im2col, chunks[0])
+    want = jax.tree.leaves(jax.block_until_ready(reference(kernels, x)))
     scale = max(float(jnp.abs(w).max()) for w in want)
     out = {"rows": args.rows, "chunks": chunks, "features": args.features, "in_channels": args.in_channels,
            "layers": args.layers, "rounds": args.rounds}

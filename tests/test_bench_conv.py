@@ -22,7 +22,7 @@ def test_chunked_loss_and_gradients_do_not_depend_on_the_chunk():
     x = rng.normal(size=(4, 11, 9, 11, 3)).astype(np.float32)
     kernels = [rng.normal(size=(3, 3, 3, 3, 4)).astype(np.float32) * 0.2,
                rng.normal(size=(3, 3, 3, 4, 4)).astype(np.float32) * 0.2]
-    whole = bench_conv.cnn_loss(bench_conv.conv3d_im2col, 0)(kernels, x)
+    whole = bench_conv.cnn_loss(bench_conv.CONV_IMPLS["im2col"], 0)(kernels, x)
     chunked = bench_conv.cnn_loss(bench_conv.conv3d_shift_in, 2)(kernels, x)
     for got, want in zip(jax.tree.leaves(chunked), jax.tree.leaves(whole)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

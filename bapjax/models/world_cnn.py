@@ -21,6 +21,12 @@ def patches(x: jax.Array, k: int) -> jax.Array:
                             for l in range(k)], axis=-1)
 
 
+def conv3d_im2col(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """SAME 3D convolution [N, X, Y, Z, C] * [k, k, k, C, F] -> [N, X, Y, Z, F] as one GEMM of the
+    k^3 * C patch matrix (no bias)."""
+    return patches(x, kernel.shape[0]) @ kernel.reshape(-1, kernel.shape[-1])
+
+
 class Conv3DIm2Col(nn.Module):
     """A SAME 3D convolution computed as patches @ kernel: the same function as `nn.Conv`
     (kernel [k, k, k, C, F] flattened); XLA's 3D convolution measured ~10x slower on the 2-core CPU."""
@@ -34,8 +40,7 @@ class Conv3DIm2Col(nn.Module):
         k, cin = self.kernel_size, x.shape[-1]
         kernel = self.param("kernel", nn.initializers.lecun_normal(), (k, k, k, cin, self.features))
         bias = self.param("bias", nn.initializers.zeros, (self.features,))
-        flat = kernel.reshape(k * k * k * cin, self.features).astype(self.dtype)
-        return patches(x.astype(self.dtype), k) @ flat + bias.astype(self.dtype)
+        return conv3d_im2col(x.astype(self.dtype), kernel.astype(self.dtype)) + bias.astype(self.dtype)
 
 
 class WorldCNN(nn.Module):
