@@ -80,7 +80,8 @@ def cpu_model() -> ml_collections.ConfigDict:
     model.transformer_layers = 2
     model.head_hidden = 64
     # cache-sized CNN buffers: ~1.6x faster per step than one big pack on CPU; 2 rather than 4: the CNN
-    # 1.13x (results/bench_conv_chunks.json), the train step 1.17x (results/bench_train_chunk2_vs_chunk4.json)
+    # 1.13x (results/bench_conv_chunks.json); the train step 1.17x best of 4 paired rounds, 0.94-1.20x
+    # per round, within this host's noise (results/bench_train_chunk2_vs_chunk4.json)
     model.encode_chunk = 2
     return model
 

@@ -26,12 +26,14 @@ change a result; the final evaluation uses the checkpoint with the lowest val lo
 chosen on MDC val alone (`eval.stop_rule_val`), and every MDC test item (1,616) plus each
 synthetic test split.
 
-Runtime, measured on the 2-core CPU of this workspace with this model (one run at a time;
-docs/results.md, "The experiment with the chosen CPU model"): mc,0 41.3 min, agg,0 39.0 min,
-cl,0 40.1 min (light `nice -n 19` work beside them), mc,1 34.8 min, agg,1 28.9 min, cl,1 37.1 min
-(quiet), cl_mc,0 37.8 min, cl_mc,1 39.5 min, each = 1,500 steps at 21-31 items/s, five evals with val loss and decoded val F1, the
-STOP-rule choice on MDC val (~2 min) and the final decode of the four test splits (~2 min). (configs/cpu.py's model without FiLM at lr 1e-3 took
-~25 min at c506d54.) Two trainings at once are slower in total than one after the other.
+Runtime, measured on the 2-core CPU of this workspace with this model (one run at a time, at
+encode_chunk 4, the CPU default until e413518; docs/results.md, "The experiment with the chosen
+CPU model"): mc,0 41.3 min, agg,0 39.0 min, cl,0 40.1 min (light `nice -n 19` work beside them),
+mc,1 34.8 min, agg,1 28.9 min, cl,1 37.1 min (quiet), cl_mc,0 37.8 min, cl_mc,1 39.5 min, each =
+1,500 steps at 21-31 items/s, five evals with val loss and decoded val F1, the STOP-rule choice
+on MDC val (~2 min) and the final decode of the four test splits (~2 min). (configs/cpu.py's
+model without FiLM at lr 1e-3 took ~25 min at c506d54.) Two trainings at once are slower in
+total than one after the other.
 """
 
 from configs import common, cpu
