@@ -164,7 +164,7 @@ def load_run(checkpoint: str | os.PathLike) -> TrainedRun:
     run_dir = find_run_dir(checkpoint)
     config = run_checks.with_defaults(json.loads((run_dir / "config.json").read_text()))
     vocab = Vocabulary.load(run_dir / "vocab.json")
-    model = builder.build_model(config.model, vocab.size, config.features)
+    model = builder.build_model(config.model, vocab.size)
     params, step = load_params(workdir_path(checkpoint))
     print(f"loaded {run_dir} step {step}", file=sys.stderr)
     return TrainedRun(model, params, config, vocab, run_dir, step)

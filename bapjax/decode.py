@@ -13,14 +13,14 @@ STOP rules: "argmax" takes the most likely of STOP and every single feasible act
 stops when p(STOP) >= `stop_threshold` (0.5: STOP more likely than continuing at all, i.e. than
 the summed probability of the feasible actions), else takes the most likely action. Greedy argmax
 over 7,623 actions favours STOP whenever the model is unsure *where* to build, which makes
-predictions short; `train.py` tunes the threshold on val and stores it in the run's decode.json.
+predictions short; a run chooses its rule on val after training and keeps it in its decode.json
+(`bapjax.predict`, where a run's decoding is written and read).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import time
 
 import jax
@@ -34,14 +34,21 @@ from bapjax.models.builder import START, BuilderModel
 
 NEG_INF = -1e9
 STOP_RULES = ("argmax", "mass")
-DECODE_SETTINGS = "decode.json"  # in a run's workdir: the STOP rule chosen on val (written by bapjax.train)
+
+
+def check_stop_rule(stop_rule: str, stop_threshold: float = 0.5) -> None:
+    """The one check of a STOP rule (`STOP_RULES`) and its threshold (in (0, 1]): ValueError."""
+    if stop_rule not in STOP_RULES:
+        raise ValueError(f"the STOP rule must be {' or '.join(STOP_RULES)}, got {stop_rule!r}")
+    if not 0.0 < float(stop_threshold) <= 1.0:
+        raise ValueError(f"the STOP threshold must be in (0, 1], got {stop_threshold!r}")
 
 
 @dataclasses.dataclass(frozen=True)
 class DecodeSettings:
-    """How a run decodes: its length limits, pool size and STOP rule. One reading of a run for
-    its final evaluation, `bapjax.predict` and the benchmarks: `from_run` = config.eval, with
-    the STOP rule the run chose on val (decode.json) when it has chosen one."""
+    """How a run decodes: its length limits, pool size and STOP rule (checked on construction).
+    A run's own settings are `bapjax.predict.run_decode_settings` (config.eval with the STOP rule
+    the run chose on val)."""
 
     max_actions: int
     min_actions: int
@@ -50,8 +57,10 @@ class DecodeSettings:
     stop_threshold: float = 0.5
 
     def __post_init__(self):
-        if self.stop_rule not in STOP_RULES:
-            raise ValueError(f"stop rule must be one of {STOP_RULES}, got {self.stop_rule!r}")
+        check_stop_rule(self.stop_rule, self.stop_threshold)
+        if self.max_actions < 1 or not 0 <= self.min_actions <= self.max_actions or self.slots < 1:
+            raise ValueError(f"decoding needs max_actions >= 1, 0 <= min_actions <= max_actions and slots >= 1, "
+                             f"got {self.max_actions}, {self.min_actions}, {self.slots}")
 
     @classmethod
     def from_eval_config(cls, eval_config) -> "DecodeSettings":
@@ -59,32 +68,28 @@ class DecodeSettings:
         return cls(int(eval_config.max_actions), int(eval_config.min_actions), int(eval_config.batch_size),
                    str(eval_config.stop_rule), float(eval_config.stop_threshold))
 
-    @classmethod
-    def from_run(cls, run_dir, config) -> "DecodeSettings":
-        """`from_eval_config(config.eval)` with the STOP rule of <run_dir>/decode.json if present."""
-        settings = cls.from_eval_config(config.eval)
-        path = run_dir / DECODE_SETTINGS
-        if path.exists():
-            chosen = json.loads(path.read_text())
-            settings = settings.replace(stop_rule=chosen["stop_rule"], stop_threshold=float(chosen["stop_threshold"]))
-        return settings
-
     def replace(self, **changes) -> "DecodeSettings":
         """A copy with the given fields changed; a None value keeps the field."""
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def decode_fn(self, model: BuilderModel, mesh=None):
-        return make_decode_fn(model, self.max_actions, self.min_actions, slots=self.slots,
-                              stop_rule=self.stop_rule, stop_threshold=self.stop_threshold, mesh=mesh)
+        """A jitted `(params, batch) -> ids [N, max_actions]`. With a `mesh`, the batch's rows are
+        split over its 'data' axis and each device decodes its rows with `slots / devices` slots."""
+        devices = 1 if mesh is None else mesh.size
+        fn = functools.partial(decode_pool, model, slots=max(1, self.slots // devices), max_actions=self.max_actions,
+                               min_actions=self.min_actions, stop_rule=self.stop_rule,
+                               stop_threshold=float(self.stop_threshold))
+        if mesh is None:
+            return jax.jit(fn)
+        return jax.jit(sharding.per_device(fn, mesh, out_specs=sharding.DATA_SPEC))
 
 
 def choose_actions(logits: jax.Array, feasible: jax.Array, stop_rule: str, stop_threshold: float = 0.5) -> jax.Array:
-    """Greedy choice [N] from logits [N, 7624] and a feasibility mask (STOP column included)."""
+    """Greedy choice [N] from logits [N, 7624] and a feasibility mask (STOP column included);
+    `stop_rule` "argmax", else "mass" (names checked by `check_stop_rule`)."""
     masked = jnp.where(feasible, logits, NEG_INF)
     if stop_rule == "argmax":
         return jnp.argmax(masked, axis=-1).astype(jnp.int32)
-    if stop_rule != "mass":
-        raise ValueError(f"stop rule must be one of {STOP_RULES}, got {stop_rule!r}")
     best_action = jnp.argmax(masked[:, :G.STOP], axis=-1).astype(jnp.int32)
     log_p_stop = masked[:, G.STOP] - jax.nn.logsumexp(masked, axis=-1)
     stop = feasible[:, G.STOP] & (log_p_stop >= jnp.log(jnp.float32(stop_threshold)))
@@ -170,16 +175,9 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
 
 def make_decode_fn(model: BuilderModel, max_actions: int = 20, min_actions: int = 0, *, slots: int = 64,
                    stop_rule: str = "argmax", stop_threshold: float = 0.5, mesh=None):
-    """A jitted `(params, batch) -> ids [N, max_actions]`. With a `mesh`, the batch's rows are
-    split over its 'data' axis and each device decodes its rows with `slots / devices` slots."""
-    if stop_rule not in STOP_RULES:
-        raise ValueError(f"stop rule must be one of {STOP_RULES}, got {stop_rule!r}")
-    devices = 1 if mesh is None else mesh.size
-    fn = functools.partial(decode_pool, model, slots=max(1, int(slots) // devices), max_actions=max_actions,
-                           min_actions=min_actions, stop_rule=stop_rule, stop_threshold=float(stop_threshold))
-    if mesh is None:
-        return jax.jit(fn)
-    return jax.jit(sharding.per_device(fn, mesh, out_specs=sharding.DATA_SPEC))
+    """`DecodeSettings(...).decode_fn(model, mesh)`: a jitted `(params, batch) -> ids [N, max_actions]`."""
+    return DecodeSettings(int(max_actions), int(min_actions), int(slots), stop_rule, float(stop_threshold)).decode_fn(
+        model, mesh)
 
 
 def ids_to_actions(ids: np.ndarray, grid: np.ndarray | None = None) -> list[G.Action]:

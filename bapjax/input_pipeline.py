@@ -45,10 +45,11 @@ FEATURIZER_VERSION = 1
 
 @dataclasses.dataclass(frozen=True)
 class FeatureConfig:
-    """Static shapes and feature options: what featurization reads (from ``config.features``;
-    its other fields, e.g. ``recent_decay``, are model options: `world_input.FEATURE_OPTIONS`).
-    These defaults are the ones ``configs.common.base_config`` starts from; `fingerprint` keys the
-    feature cache, so it holds exactly these fields."""
+    """Static shapes and feature options: what featurization reads. Its config fields live in
+    ``config.features`` (`feature_defaults`, where `bapjax.run_config.base_config` takes them
+    from); `text_encoder` follows the model's (``config.model.text_encoder``: the model reads
+    frozen-encoder states only if the features make them). `fingerprint` keys the feature cache,
+    so it holds exactly these fields."""
 
     max_text_tokens: int = 256  # L: history tokens kept (the most recent)
     max_actions: int = 20  # T = max_actions + 1 action slots (the last for STOP)
@@ -60,23 +61,25 @@ class FeatureConfig:
         return self.max_actions + 1
 
     @classmethod
-    def from_config(cls, cfg: Any | None) -> "FeatureConfig":
-        """From an ml_collections ConfigDict (or mapping); missing fields keep their default."""
-        if cfg is None:
+    def from_config(cls, config: Any | None) -> "FeatureConfig":
+        """From a run config (its ``features`` section and ``model.text_encoder``), or from a
+        features mapping alone (vocabulary ids); missing fields keep their default."""
+        if config is None:
             return cls()
-        if hasattr(cfg, "get") and cfg.get("features", None) is not None and not hasattr(cfg, "max_text_tokens"):
-            cfg = cfg.get("features")
-        values = {}
-        for field in dataclasses.fields(cls):
-            value = cfg.get(field.name, None) if hasattr(cfg, "get") else getattr(cfg, field.name, None)
+        text_encoder = ""
+        if _get(config, "features") is not None:
+            model = _get(config, "model")
+            text_encoder = text_encoder_features(_get(model, "text_encoder") or GRU_TEXT) if model is not None else ""
+            config = _get(config, "features")
+        values = {"text_encoder": text_encoder}
+        for name in feature_defaults():
+            value = _get(config, name)
             if value is not None:
-                values[field.name] = type(field.default)(value)
-        config = cls(**values)
-        if config.max_text_tokens < 1 or config.max_actions < 1:
-            raise ValueError(f"feature config needs max_text_tokens >= 1 and max_actions >= 1, got {config}")
-        if config.text_encoder not in TEXT_ENCODERS:
-            raise ValueError(f"features.text_encoder must be one of {sorted(TEXT_ENCODERS)}, got {config.text_encoder!r}")
-        return config
+                values[name] = type(getattr(cls, name))(value)
+        feature_config = cls(**values)
+        if feature_config.max_text_tokens < 1 or feature_config.max_actions < 1:
+            raise ValueError(f"feature config needs max_text_tokens >= 1 and max_actions >= 1, got {feature_config}")
+        return feature_config
 
     def fingerprint(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -232,7 +235,30 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
                            [item.item_id for item in items], truncated_actions, truncated_text, pool)
 
 
-TEXT_ENCODERS = {"": None, "minilm": "all-MiniLM-L6-v2"}  # features.text_encoder -> cache name
+GRU_TEXT = "gru"  # config.model.text_encoder of the models that read vocabulary ids (GloVe + GRU)
+# The frozen encoders a model may read instead (config.model.text_encoder) -> their states' cache name.
+TEXT_ENCODERS = {"minilm": "all-MiniLM-L6-v2"}
+
+
+def text_encoder_features(model_text_encoder: str) -> str:
+    """FeatureConfig.text_encoder for a model's text encoder: "" (token ids) for the GRU, else the
+    frozen encoder's name; the one check of the name."""
+    if model_text_encoder == GRU_TEXT:
+        return ""
+    if model_text_encoder not in TEXT_ENCODERS:
+        raise ValueError(f"config.model.text_encoder must be {GRU_TEXT!r} or one of {sorted(TEXT_ENCODERS)}, "
+                         f"got {model_text_encoder!r}")
+    return model_text_encoder
+
+
+def feature_defaults() -> dict[str, Any]:
+    """The ``config.features`` fields and their defaults (FeatureConfig's, less `text_encoder`,
+    which follows ``config.model.text_encoder``)."""
+    return {f.name: f.default for f in dataclasses.fields(FeatureConfig) if f.name != "text_encoder"}
+
+
+def _get(mapping: Any, name: str):
+    return mapping.get(name, None) if hasattr(mapping, "get") else getattr(mapping, name, None)
 
 
 def text_state_store(name: str) -> bert_states.TurnStateStore:

@@ -14,7 +14,7 @@ import jax
 import ml_collections
 from etils import epath
 
-from bapjax import decode, sharding
+from bapjax import decode, input_pipeline, optimizer, run_config, sharding
 from bapjax.errors import UserError
 from bapjax.items import SPLITS
 from bapjax.models import builder
@@ -24,7 +24,7 @@ RUN_LOG = "runs.jsonl"  # one line per invocation of train on a workdir (the com
 # What fixes a run: changing any of these makes the checkpoints, the vocabulary or the data order of
 # an existing workdir meaningless, so a resume with other values is refused before anything is written.
 RUN_DEFINING_FIELDS = ("seed", "model", "features", "data.sources", "data.vocab_path", "data.min_count",
-                       "curriculum", "train.batch_size", "train.schedule", "train.warmup_steps")
+                       "curriculum", "train.glove", "train.batch_size", "train.schedule", "train.warmup_steps")
 
 
 class ConfigError(UserError):
@@ -42,43 +42,39 @@ def _overlay(defaults: dict, values: Mapping) -> dict:
 
 
 def with_defaults(config: ml_collections.ConfigDict | Mapping) -> ml_collections.ConfigDict:
-    """`config` over `configs.common.base_config()`, the one home of the run defaults: every field
+    """`config` over `run_config.base_config()`, the one home of the run defaults: every field
     a run reads is then present (a config written by hand, or a run's config.json from before a
-    field existed, gets the default). Values `config` sets win; unknown fields are kept (so
-    validation can name them)."""
-    from configs import common  # configs/ is installed with bapjax; it imports bapjax, not the reverse at import
-
+    field existed or moved, `run_config.upgrade`, gets the default). Values `config` sets win;
+    unknown fields are kept (so validation can name them)."""
     values = config.to_dict() if isinstance(config, ml_collections.ConfigDict) else dict(config)
-    return ml_collections.ConfigDict(_overlay(common.base_config().to_dict(), values))
+    return ml_collections.ConfigDict(_overlay(run_config.base_config().to_dict(), run_config.upgrade(values)))
 
 
 def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
-    """Out-of-range values and unknown model fields of a completed config (`with_defaults`),
-    caught before anything is read or written."""
+    """Out-of-range values and unknown fields of a completed config (`with_defaults`), caught
+    before anything is read or written. The model, features, decoding and optimizer sections are
+    checked by building what owns them; the rest (counts and sources) here."""
     tc, ec = config.train, config.eval
-    builder.model_kwargs(config.model, config.features)  # ModelConfigError naming an unknown field
-    if (config.model.text_encoder == "frozen") != bool(config.features.text_encoder):
-        raise ConfigError("config.model.text_encoder='frozen' and config.features.text_encoder (e.g. 'minilm') "
-                          "go together: the model reads frozen-encoder states only if the features make them")
+    builder.model_kwargs(config.model)  # ModelConfigError naming an unknown field or text encoder
+    owners = [
+        ("features", lambda: input_pipeline.FeatureConfig.from_config(config)),
+        ("eval", lambda: decode.DecodeSettings.from_eval_config(ec)),
+        ("eval.stop_thresholds", lambda: [decode.check_stop_rule("mass", t) for t in ec.stop_thresholds]),
+        ("train", lambda: optimizer.make_optimizer(tc, total_steps=1)),
+    ]
+    for section, build in owners:
+        try:
+            build()
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"--config.{section}: {err}") from None
     checks = [
         ("train.batch_size", tc.batch_size, int(tc.batch_size) >= 1, ">= 1"),
         ("train.num_epochs", tc.num_epochs, int(tc.num_epochs) >= 1, ">= 1"),
         ("train.max_steps", tc.max_steps, int(tc.max_steps) >= 0, ">= 0 (0: no cap)"),
         ("train.learning_rate", tc.learning_rate, float(tc.learning_rate) > 0, "> 0"),
         ("train.warmup_steps", tc.warmup_steps, int(tc.warmup_steps) >= 0, ">= 0"),
-        ("train.schedule", tc.schedule, tc.schedule in ("constant", "cosine"), "'constant' or 'cosine'"),
         ("train.pack_multiple", tc.pack_multiple, int(tc.pack_multiple) >= 1, ">= 1"),
         ("train.patience", tc.patience, int(tc.patience) >= 0, ">= 0 (0: no early stopping)"),
-        ("eval.batch_size", ec.batch_size, int(ec.batch_size) >= 1, ">= 1"),
-        ("eval.max_actions", ec.max_actions, int(ec.max_actions) >= 1, ">= 1"),
-        ("eval.min_actions", ec.min_actions, 0 <= int(ec.min_actions) <= int(ec.max_actions),
-         "in [0, eval.max_actions]"),
-        ("eval.stop_rule", ec.stop_rule, ec.stop_rule in decode.STOP_RULES, " or ".join(decode.STOP_RULES)),
-        ("eval.stop_thresholds", tuple(ec.stop_thresholds), all(0.0 < float(t) <= 1.0 for t in ec.stop_thresholds),
-         "values in (0, 1]"),
-        ("features.max_actions", config.features.max_actions, int(config.features.max_actions) >= 1, ">= 1"),
-        ("features.max_text_tokens", config.features.max_text_tokens, int(config.features.max_text_tokens) >= 1,
-         ">= 1"),
         ("model.encode_chunk", config.model.encode_chunk, int(config.model.encode_chunk) >= 0, ">= 0 (0: no chunks)"),
     ]
     for key in ec.final_splits:

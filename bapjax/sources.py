@@ -220,3 +220,17 @@ def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
         for split, items in splits.items():
             splits[split] = [dataclasses.replace(it, dataset=tag) if it.dataset != tag else it for it in items]
     return splits
+
+
+def load_config_sources(config, log: Callable[..., None] = lambda message, *args: print(message % args)
+                        ) -> dict[str, dict[str, list[BapItem]]]:
+    """{source name: {split: items}} for every source of ``config.data.sources`` with a corpus,
+    store or generate block (what training, `bapjax.llm finetune-set` and the benchmarks read)."""
+    data = {}
+    for name, source in config.data.sources.items():
+        if source_is_set(source):
+            data[name] = load_source(name, source)
+            log("source %s: %s", name, {k: len(v) for k, v in data[name].items()})
+        else:
+            log("data source %s has no corpus: skipped", name)
+    return data

@@ -6,8 +6,9 @@ mesh's 'data' axis, params replicated, `jax.jit` with shardings), evaluation on 
 metrics, early stopping on val loss, best + latest Orbax checkpoints (params, optimizer, step,
 the data iterator's position, early-stopping counters) so a killed run resumes to the same
 result, TensorBoard + JSONL metrics (`metric_writer`), a progress line with rate and ETA, and a
-learning-curve PNG. The config is completed from `configs.common.base_config` and checked before
-anything is written (`run_checks`). The last line printed is the final evaluation: one JSON
+learning-curve PNG. The config is completed from `bapjax.run_config.base_config` and checked before
+anything is written (`run_checks`); decoding and scoring a run (the STOP rule chosen on val, its
+decode.json) is `bapjax.predict`'s. The last line printed is the final evaluation: one JSON
 object keyed "<source>_<split>".
 """
 
@@ -28,10 +29,11 @@ from absl import flags
 from etils import epath
 from ml_collections import config_flags
 
-from bapjax import checkpoints, cli, curriculum, evaluate, input_pipeline, preemption, run_checks, sharding, sources
-from bapjax import decode as decoding
+from bapjax import checkpoints, cli, curriculum, decode, evaluate, input_pipeline, predict, preemption, run_checks
+from bapjax import sharding, sources
 from bapjax.items import BapItem
 from bapjax.errors import UserError
+from bapjax.optimizer import make_optimizer
 from bapjax.metric_writer import MetricWriter, plot_learning_curves, report_scalars
 from bapjax.models import builder
 from bapjax.paths import cache_root, resolve_path, workdir_path
@@ -50,18 +52,6 @@ def log(message: str, *args) -> None:
         print(time.strftime("%H:%M:%S ") + (message % args if args else message), flush=True)
 
 
-def load_data(config) -> dict[str, dict[str, list[BapItem]]]:
-    """{source name: {split: items}} for every source with a corpus, store or generate block."""
-    data = {}
-    for name, source in config.data.sources.items():
-        if sources.source_is_set(source):
-            data[name] = sources.load_source(name, source)
-            log("source %s: %s", name, {k: len(v) for k, v in data[name].items()})
-        else:
-            log("data source %s has no corpus: skipped", name)
-    return data
-
-
 def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath.Path):
     """The vocabulary (saved in the workdir so predict/resume use the same ids) and its GloVe matrix."""
     vocab_path = workdir / "vocab.json"
@@ -75,38 +65,13 @@ def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath
         workdir.mkdir(parents=True, exist_ok=True)
         vocab.save(vocab_path)
     matrix = None
-    if config.model.glove:
+    if config.train.glove:
         matrix = vocab.embedding_matrix(load_glove_50d())
     return vocab, matrix
 
 
 # ------------------------------------------------------------------------------------------------
 # Train state and steps
-
-
-def learning_rate_schedule(train_config, total_steps: int | None = None):
-    """config.train.schedule: "constant" or "cosine" (to final_lr_fraction x lr at total_steps),
-    both after `warmup_steps` of linear warmup from 0."""
-    lr = float(train_config.learning_rate)
-    warmup = int(train_config.warmup_steps)
-    kind = train_config.schedule
-    if kind == "cosine":
-        if not total_steps:
-            raise ValueError("config.train.schedule='cosine' needs the total number of steps")
-        return optax.warmup_cosine_decay_schedule(
-            0.0, lr, warmup, max(int(total_steps), warmup + 1),
-            end_value=lr * float(train_config.final_lr_fraction))
-    if kind != "constant":
-        raise ValueError(f"config.train.schedule must be 'constant' or 'cosine', got {kind!r}")
-    return optax.warmup_constant_schedule(0.0, lr, warmup) if warmup else lr
-
-
-def make_optimizer(train_config, total_steps: int | None = None) -> optax.GradientTransformation:
-    return optax.chain(
-        optax.clip_by_global_norm(float(train_config.grad_clip)),
-        optax.adamw(learning_rate_schedule(train_config, total_steps),
-                    weight_decay=float(train_config.weight_decay)),
-    )
 
 
 def create_state(model, optimizer, rng, embedding_matrix) -> dict:
@@ -193,58 +158,26 @@ class Trainer:
 
 
 # ------------------------------------------------------------------------------------------------
-# Evaluation with the v2 metrics
-
-
-class Evaluator:
-    """Greedy decoding of items and the v2 evaluator's report, on this host only (over its local
-    devices, with a local copy of the replicated params), so it also works when the training
-    mesh spans hosts. One compiled decoder per `DecodeSettings`."""
-
-    def __init__(self, model, vocab, feature_config):
-        self.model, self.vocab, self.feature_config = model, vocab, feature_config
-        self.mesh = sharding.data_mesh(jax.local_devices())
-        self._decode_fns = {}
-
-    def decode_fn(self, settings: decoding.DecodeSettings):
-        if settings not in self._decode_fns:
-            self._decode_fns[settings] = settings.decode_fn(self.model, self.mesh)
-        return self._decode_fns[settings]
-
-    def split(self, params, items, settings: decoding.DecodeSettings) -> dict:
-        local = sharding.replicate(jax.tree_util.tree_map(lambda x: x.addressable_data(0), params), self.mesh)
-        predictions = decoding.predict_items(self.model, local, items, self.vocab, self.feature_config,
-                                             batch_size=settings.slots, max_actions=settings.max_actions,
-                                             decode_fn=self.decode_fn(settings), mesh=self.mesh)
-        return evaluate.evaluate_predictions(items, predictions, drop_infeasible=False)
-
-    def tune_stop_rule(self, params, val_items, eval_config, workdir, chosen_on: str = "val") -> dict:
-        """Pick the STOP rule on val: "argmax" and "mass" at each of `config.eval.stop_thresholds`,
-        the highest val micro Overall (fairer) F1 wins; written to <workdir>/decode.json.
-        `chosen_on` names the items ("val": every source's val; "mc:val": one source's)."""
-        base = decoding.DecodeSettings.from_eval_config(eval_config)
-        candidates = [("argmax", 0.5)] + [("mass", float(t)) for t in eval_config.stop_thresholds]
-        rows = []
-        for rule, threshold in candidates:
-            report = self.split(params, val_items, base.replace(stop_rule=rule, stop_threshold=threshold))
-            rows.append({"stop_rule": rule, "stop_threshold": threshold,
-                         "val_overall_micro_f1": float(report["micro"]["Overall"]["overall"]),
-                         "mean_predicted_net_actions": report["counts"]["predicted_net_actions"] / max(report["counts"]["items"], 1)})
-            log("val with stop rule %s (threshold %.2f): micro Overall F1 %.4f, %.2f net actions per item",
-                rule, threshold, rows[-1]["val_overall_micro_f1"], rows[-1]["mean_predicted_net_actions"])
-        best = max(rows, key=lambda r: r["val_overall_micro_f1"])
-        settings = {"stop_rule": best["stop_rule"], "stop_threshold": best["stop_threshold"], "chosen_on": chosen_on,
-                    "val_items": len(val_items), "candidates": rows}
-        (workdir / decoding.DECODE_SETTINGS).write_text(json.dumps(settings, indent=1))
-        return settings
-
-
-# ------------------------------------------------------------------------------------------------
 # Main loop
 
 
 def total_steps(iterator: input_pipeline.DataIterator, num_passes: int) -> int:
     return sum(iterator.batches_in_pass(p) for p in range(num_passes))
+
+
+def describe_budget(iterator: input_pipeline.DataIterator, steps: int, num_stages: int) -> str:
+    """What `steps` cover: the curriculum stages, then passes over all the data (fractions
+    where the step budget ends one)."""
+    stage_steps = total_steps(iterator, num_stages)
+    if num_stages and steps <= stage_steps:
+        done, covered = 0, 0
+        while covered + iterator.batches_in_pass(done) <= steps:
+            covered += iterator.batches_in_pass(done)
+            done += 1
+        return f"{done + (steps - covered) / max(iterator.batches_in_pass(done), 1):.1f} of {num_stages} curriculum stages"
+    passes = (steps - stage_steps) / max(iterator.batches_in_pass(num_stages), 1)
+    stages = f"{num_stages} curriculum stages, then " if num_stages else ""
+    return f"{stages}{passes:.1f} passes over all training items"
 
 
 class EarlyStopping:
@@ -287,7 +220,7 @@ class TrainingRun:
         """Read the data, write the run's config and vocabulary, build the model and its state,
         and restore the latest checkpoint if there is one."""
         config, workdir, tc = self.config, self.workdir, self.config.train
-        self.data = load_data(config)
+        self.data = sources.load_config_sources(config, log)
         train_items = [it for splits in self.data.values() for it in splits["train"]]
         self.val_items = [it for splits in self.data.values() for it in splits["val"]]
         if not train_items:
@@ -299,7 +232,7 @@ class TrainingRun:
                 (workdir / f"config.resume-{k}.json").write_text(config.to_json_best_effort(indent=1))
             else:
                 (workdir / "config.json").write_text(config.to_json_best_effort(indent=1))
-        self.feature_config = input_pipeline.FeatureConfig.from_config(config.features)
+        self.feature_config = input_pipeline.FeatureConfig.from_config(config)
         feature_cache = cache_root() / "features"
         schedule = None
         if config.curriculum.metric:
@@ -318,10 +251,11 @@ class TrainingRun:
             self.steps_total = min(self.steps_total, int(tc.max_steps))
         self.eval_every = int(tc.eval_every_steps) or self.train_iter.batches_in_pass(num_passes - 1)
         self.checkpoint_every = int(tc.checkpoint_every_steps) or self.eval_every
-        log("training %d steps (%d passes), batch %d over %d devices, eval every %d steps",
-            self.steps_total, num_passes, tc.batch_size, self.mesh.size, self.eval_every)
+        log("training %d steps (%s), batch %d over %d devices, eval every %d steps", self.steps_total,
+            describe_budget(self.train_iter, self.steps_total, num_passes - int(tc.num_epochs)),
+            tc.batch_size, self.mesh.size, self.eval_every)
 
-        self.model = builder.build_model(config.model, self.vocab.size, config.features)
+        self.model = builder.build_model(config.model, self.vocab.size)
         optimizer = make_optimizer(tc, self.steps_total)
         self.trainer = Trainer(self.model, optimizer, self.mesh, int(tc.pack_multiple))
         state = create_state(self.model, optimizer, jax.random.PRNGKey(int(config.seed)), embedding_matrix)
@@ -335,8 +269,8 @@ class TrainingRun:
             log("resumed from step %d", self.step)
         self.first_step = self.step
         self.writer = MetricWriter(workdir, self.is_main)
-        self.evaluator = Evaluator(self.model, self.vocab, self.feature_config)
-        self.eval_settings = decoding.DecodeSettings.from_eval_config(config.eval)
+        self.evaluator = predict.Evaluator(self.model, self.vocab, self.feature_config)
+        self.eval_settings = decode.DecodeSettings.from_eval_config(config.eval)
 
     @property
     def step(self) -> int:
@@ -427,7 +361,7 @@ class TrainingRun:
 
     def final_evaluation(self) -> dict:
         """The best checkpoint (lowest val loss, else the last state) decoded as `bapjax.predict`
-        decodes a run (`DecodeSettings.from_run`), after choosing its STOP rule on val."""
+        decodes a run (`predict.run_decode_settings`), after choosing its STOP rule on val."""
         ec = self.config.eval
         params = self.state["params"]
         if self.ckpts.best.latest_step() is not None:
@@ -437,9 +371,9 @@ class TrainingRun:
             return results
         stop_val_items = self.data[ec.stop_rule_val]["val"] if ec.stop_rule_val else self.val_items
         if len(ec.stop_thresholds) and stop_val_items:
-            self.evaluator.tune_stop_rule(params, stop_val_items, ec, self.workdir,
+            self.evaluator.tune_stop_rule(params, stop_val_items, ec, self.workdir, log_fn=log,
                                           chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")
-        settings = decoding.DecodeSettings.from_run(self.workdir, self.config)
+        settings = predict.run_decode_settings(self.workdir, self.config)
         for key in ec.final_splits:
             source_name, _, split = key.partition(":")
             items = self.data.get(source_name, {}).get(split)
@@ -461,7 +395,7 @@ class TrainingRun:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict:
-    """Train per `config` (completed with the defaults of `configs.common.base_config`),
+    """Train per `config` (completed with the defaults of `bapjax.run_config.base_config`),
     checkpointing into `workdir`; return the final evaluation {"<source>_<split>": report}.
     Resuming keeps the run's config.json (the resumed run's config goes to
     config.resume-<k>.json); a config that contradicts the run is refused first. A SIGTERM or

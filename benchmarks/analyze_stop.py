@@ -80,7 +80,7 @@ def main():
 
     run = checkpoints.load_run(args.checkpoint)
     model, params, config, vocab = run.model, run.params, run.config, run.vocab
-    feature_config = input_pipeline.FeatureConfig.from_config(config.features)
+    feature_config = input_pipeline.FeatureConfig.from_config(config)
     items = list(mdc.load_corpus(args.corpus).split(args.split))
     if args.limit:
         items = items[:args.limit]

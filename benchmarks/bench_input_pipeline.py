@@ -55,6 +55,7 @@ def train_step_rate(args, vocab, iterator, batch_size):
     try:
         import jax
         from bapjax import sharding, train
+        from bapjax import optimizer as optim
         from bapjax.models import builder
     except ImportError as err:
         return None, f"bapjax.train not importable ({err})"
@@ -63,8 +64,8 @@ def train_step_rate(args, vocab, iterator, batch_size):
     spec.loader.exec_module(module)
     config = module.get_config()
     mesh = sharding.data_mesh()
-    model = builder.build_model(config.model, vocab.size, config.features)
-    optimizer = train.make_optimizer(config.train, total_steps=1000)
+    model = builder.build_model(config.model, vocab.size)
+    optimizer = optim.make_optimizer(config.train, total_steps=1000)
     trainer = train.Trainer(model, optimizer, mesh, int(config.train.get("pack_multiple", 32)))
     state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)
     batches = [next(iterator) for _ in range(args.train_steps + 2)]

@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 import configs
 from bapjax import decode, input_pipeline, paths, sharding, train
+from bapjax import optimizer as optim
 from bapjax.corpus import mdc
 from bapjax.models import builder
 from bapjax.text.vocab import Vocabulary
@@ -59,14 +60,14 @@ def main():
     corpus = mdc.load_corpus(args.corpus)
     train_items = list(corpus.split("train"))
     vocab = Vocabulary.build(train_items)
-    feature_config = input_pipeline.FeatureConfig.from_config(config.features)
+    feature_config = input_pipeline.FeatureConfig.from_config(config)
     features = input_pipeline.featurize_items(train_items[:512], vocab, feature_config)
     batch = next(input_pipeline.DataIterator(features, None, feature_config, args.batch_size, seed=0))
     test_items = list(corpus.split("test"))[:args.decode_items]
     test_table = input_pipeline.featurize_items(test_items, vocab, feature_config)
     config.model.encode_chunk = 0  # see the module docstring
-    model = builder.build_model(config.model, vocab.size, config.features)
-    optimizer = train.make_optimizer(config.train, total_steps=1000)
+    model = builder.build_model(config.model, vocab.size)
+    optimizer = optim.make_optimizer(config.train, total_steps=1000)
     state = train.create_state(model, optimizer, jax.random.PRNGKey(0), None)
     print(f"{jax.device_count()} {jax.devices()[0].platform} devices; model world "
           f"{config.model.world_features}x{config.model.world_layers}, batch {args.batch_size} "

@@ -130,6 +130,7 @@ def measure(args) -> dict:
     import numpy as np
 
     from bapjax import decode, input_pipeline, train
+    from bapjax import optimizer as optim
     from bapjax.corpus import mdc
     from bapjax.models import builder
     from bapjax.text.vocab import Vocabulary
@@ -138,12 +139,12 @@ def measure(args) -> dict:
     corpus = mdc.load_corpus(args.corpus)
     train_items = list(corpus.split("train"))
     vocab = Vocabulary.build(train_items)
-    feature_config = input_pipeline.FeatureConfig.from_config(config.features)
+    feature_config = input_pipeline.FeatureConfig.from_config(config)
     features = input_pipeline.featurize_items(train_items[:2048], vocab, feature_config)
-    model = builder.build_model(config.model, vocab.size, config.features)
+    model = builder.build_model(config.model, vocab.size)
     # The LR schedule does not change a step's cost (a cosine one would need the run's step count).
     config.train.schedule = "constant"
-    optimizer = train.make_optimizer(config.train)
+    optimizer = optim.make_optimizer(config.train)
     print(f"{args.repo}: devices {jax.devices()}  model: world {config.model.world_features}x"
           f"{config.model.world_layers}, rnn {config.model.text_hidden}, decoder {config.model.decoder}", flush=True)
 
@@ -169,7 +170,7 @@ def measure(args) -> dict:
 
         run = load_run(args.checkpoint)
         model, params, vocab = run.model, run.params, run.vocab
-        feature_config = input_pipeline.FeatureConfig.from_config(run.config.features)
+        feature_config = input_pipeline.FeatureConfig.from_config(run.config)
     else:
         params = builder.init_params(model, jax.random.PRNGKey(0))
     max_actions = args.fixed_length or int(config.eval.max_actions)

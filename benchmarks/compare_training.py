@@ -29,8 +29,9 @@ import configs
 from bapjax import checkpoints, train
 config_name, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 config = configs.load(config_name)
-config.model.update(dict(glove=False, embedding_dim=8, text_hidden=16, world_features=8, world_layers=1,
+config.model.update(dict(embedding_dim=8, text_hidden=16, world_features=8, world_layers=1,
                          action_embedding=16, decoder_hidden=16, head_hidden=16))
+(config.model if "glove" in config.model else config.train).glove = False  # model.glove before 2026-11-24
 for source in config.data.sources.values():
     source.max_train_items, source.max_val_items, source.max_test_items = 48, 8, 8
 if "augment" in config.data.sources.get("mc", {}):

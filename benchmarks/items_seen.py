@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bapjax import curriculum, input_pipeline, run_checks, train
+from bapjax import curriculum, input_pipeline, run_checks, sources
 from bapjax.paths import cache_root
 from bapjax.text.vocab import Vocabulary
 
@@ -27,7 +27,7 @@ def items_seen(run: Path) -> dict:
     config = run_checks.with_defaults(json.loads((run / "config.json").read_text()))
     invocations = [json.loads(line) for line in (run / run_checks.RUN_LOG).read_text().splitlines() if line.strip()]
     steps = max(i["last_step"] for i in invocations)
-    data = train.load_data(config)
+    data = sources.load_config_sources(config)
     train_items, source_of = [], []
     for name, splits in data.items():
         train_items += splits["train"]
@@ -37,7 +37,7 @@ def items_seen(run: Path) -> dict:
     if config.curriculum.metric:
         schedule = curriculum.schedule_from_config(train_items, config, int(config.seed))
     iterator = input_pipeline.DataIterator(
-        train_items, Vocabulary.load(run / "vocab.json"), input_pipeline.FeatureConfig.from_config(config.features),
+        train_items, Vocabulary.load(run / "vocab.json"), input_pipeline.FeatureConfig.from_config(config),
         int(config.train.batch_size), seed=int(config.seed), shuffle=True, schedule=schedule,
         drop_remainder=True, cache_dir=cache_root() / "features")
     rows, stage_of_step = [], []

@@ -29,6 +29,7 @@ import optax
 
 import configs
 from bapjax import input_pipeline, sharding, train
+from bapjax import optimizer as optim
 from bapjax.corpus import mdc
 from bapjax.models import builder, world_cnn, world_input
 from bapjax.text.vocab import Vocabulary
@@ -57,12 +58,12 @@ def main() -> None:
     corpus = mdc.load_corpus(args.corpus)
     items = list(corpus.split("train"))
     vocab = Vocabulary.build(items)
-    fc = input_pipeline.FeatureConfig.from_config(config.features)
+    fc = input_pipeline.FeatureConfig.from_config(config)
     features = input_pipeline.featurize_items(items[:512], vocab, fc)
     batch = next(input_pipeline.DataIterator(features, None, fc, 32, seed=0))
     config.train.schedule = "constant"
-    optimizer = train.make_optimizer(config.train)
-    model = builder.build_model(config.model, vocab.size, config.features)
+    optimizer = optim.make_optimizer(config.train)
+    model = builder.build_model(config.model, vocab.size)
     whole = model.clone(encode_chunk=0)  # what XLA's cost analysis can count (see bench_scaling)
     mesh = sharding.data_mesh(jax.devices()[:1])
     state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)

@@ -7,15 +7,15 @@ accelerator job; no accelerator has been lent to this project yet. On the 2-core
 workspace one pass over its data would take days (see configs/cpu.py for the measured CPU run).
 """
 
-from configs import common
+from bapjax import run_config
 
 
 def get_config():
-    config = common.base_config()
+    config = run_config.base_config()
     config.workdir = "runs/agg"
-    for name, (train, val, test) in common.PAPER_SIZES.items():
-        config.data.sources[name] = common.generated_source(name, train, val, test)
-    config.data.sources.mc = common.mdc_source(augment=True)
+    for name, (train, val, test) in run_config.PAPER_SIZES.items():
+        config.data.sources[name] = run_config.generated_source(name, train, val, test)
+    config.data.sources.mc = run_config.mdc_source(augment=True)
     config.eval.final_splits = ("bs:test", "ss:test", "r:test", "mc:test")
     config.eval.val_decode_items = 300  # per source, to keep evals affordable
     return config

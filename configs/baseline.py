@@ -7,12 +7,12 @@ accelerator job; no accelerator has been lent to this project yet. On the 2-core
 workspace one pass over its data would take days (see configs/cpu.py for the measured CPU run).
 """
 
-from configs import common
+from bapjax import run_config
 
 
 def get_config():
-    config = common.base_config()
+    config = run_config.base_config()
     config.workdir = "runs/baseline"
-    config.data.sources.mc = common.mdc_source(augment=True)
+    config.data.sources.mc = run_config.mdc_source(augment=True)
     config.eval.final_splits = ("mc:test",)
     return config

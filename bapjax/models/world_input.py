@@ -15,8 +15,8 @@ The world state of one item at a decoder step is a dict of arrays:
 it over the gold actions (`worlds_before_each_step`) and decoding applies it to the chosen action,
 so both feed the CNN identical inputs for the same sequence (tested). `world_channels` is the one
 place the CNN's input channels are built from a world state (`BuilderModel.encode_world`, used by
-both). Its options: `use_perspective` is a model field (`config.model`); `FEATURE_OPTIONS`
-(`recent_decay`, `perspective_scale`) are BuilderModel fields read from `config.features`.
+both). Its options (`use_perspective`, `use_last_offset`, `recent_decay`, `perspective_scale`)
+are BuilderModel fields (`config.model`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ _CELL_CENTERS = np.stack(np.meshgrid(
 
 
 WORLD_KEYS = ("grid", "recent_cells", "pose")  # the batch keys a world state is read from
-FEATURE_OPTIONS = ("recent_decay", "perspective_scale")  # BuilderModel fields set from config.features
 
 
 def start_world(batch: dict) -> dict:
