@@ -68,7 +68,7 @@ class BuilderModel(nn.Module):
     text_hidden: int = 300  # GRU text encoder width
     bidirectional: bool = False
     world_features: int = 300  # world CNN channels
-    world_layers: int = 3  # world CNN layers (the paper model uses 2: configs/common.py)
+    world_layers: int = 3  # world CNN layers (the paper model uses 2: run_config.paper_model)
     kernel_size: int = 3
     conv_impl: str = "im2col"  # "im2col" (faster on CPU) or "xla" (nn.Conv; GPU/TPU speed not measured)
     use_perspective: bool = True  # Builder-frame coordinates as 3 more world channels
@@ -318,7 +318,7 @@ def build_model(model_config: Mapping, vocab_size: int) -> BuilderModel:
 def dummy_batch(batch_size: int = 2, text_len: int = 8, steps: int = 4, window: int = 4,
                 text_dim: int = 384) -> dict[str, Any]:
     """Zero batch with the input pipeline's keys and shapes (for init and tests); `text_states`
-    (frozen-encoder states of width `text_dim`) is read only by a "frozen" text encoder."""
+    (frozen-encoder states of width `text_dim`) is read only by a frozen text encoder (text_encoder "minilm")."""
     return {
         "text_states": np.zeros((batch_size, text_len, text_dim), np.float32),
         "text_tokens": np.zeros((batch_size, text_len), np.int32),
