@@ -49,7 +49,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from absl import flags
+from absl import flags, logging
 
 from bapjax import cli, formats, grid, paths
 from bapjax.corpus import mdc
@@ -147,9 +147,12 @@ def parse_edit(body: Mapping, structure: Mapping) -> Action:
     color of the block it removes)."""
     record = {k: body[k] for k in ("type", "x", "y", "z")}
     record["color"] = body.get("color")
-    cell = tuple(body[k] for k in ("x", "y", "z"))
-    if body["type"] == "remove" and record["color"] is None and all(type(v) is int for v in cell):
-        record["color"] = grid.color_name(structure[cell]) if cell in structure else grid.COLORS[0]
+    if record["color"] is None:
+        if body["type"] == "place":
+            raise RequestError(400, "edit: a placement needs field 'color'")
+        cell = tuple(body[k] for k in ("x", "y", "z"))
+        known = all(type(v) is int for v in cell) and cell in structure
+        record["color"] = grid.color_name(structure[cell]) if known else grid.COLORS[0]  # else refused below
     try:
         action = grid.action_from_dict(record, "edit")
     except ValueError as err:
@@ -358,6 +361,7 @@ class PlayServer:
         self.decoder = decoder
         settings = decoder.settings
         self.meta = {"checkpoint": str(checkpoint), "run_dir": str(decoder.run.run_dir), "step": int(decoder.run.step),
+                     "parameters": _count_parameters(getattr(decoder.run, "params", None)),
                      "decode": dataclasses.asdict(settings)}
         self.games: dict[str, PlayedGame] = {}
         self.games_lock = threading.Lock()
@@ -482,6 +486,12 @@ class PlayServer:
         return game.view()
 
 
+def _count_parameters(params) -> int:
+    import jax  # loaded with the model already
+
+    return int(sum(leaf.size for leaf in jax.tree_util.tree_leaves(params))) if params is not None else 0
+
+
 def load_decoder(checkpoint: str):
     """The run, loaded once (`bapjax.predict.RunDecoder`, the run's own decoding settings); one
     item is decoded at a time, so one slot."""
@@ -489,8 +499,8 @@ def load_decoder(checkpoint: str):
 
     try:
         decoder = predict.RunDecoder.load(checkpoint, 1)
-    except UserError as err:
-        raise PlayError(f"--checkpoint {checkpoint}: {err}") from None
+    except UserError as err:  # names the run's path already
+        raise PlayError(f"--checkpoint: {err}" if str(checkpoint) in str(err) else f"--checkpoint {checkpoint}: {err}") from None
     except Exception as err:  # noqa: BLE001 (a damaged run raises many types; one line names it)
         raise PlayError(f"--checkpoint {checkpoint}: cannot load the run ({type(err).__name__}: "
                         f"{str(err).splitlines()[0] if str(err) else ''})") from None
@@ -651,8 +661,9 @@ class Server(http.server.ThreadingHTTPServer):
     request_queue_size = 64
 
 
-def make_server(play: PlayServer, host: str = "127.0.0.1", port: int = 0) -> Server:
-    """The HTTP server (not yet serving) for `play`; port 0 takes a free port."""
+def make_server(play: PlayServer | None, host: str = "127.0.0.1", port: int = 0) -> Server:
+    """The HTTP server (bound, not yet serving) for `play` (or for the one set later as
+    ``server.RequestHandlerClass.play``); port 0 takes a free port."""
     handler = type("PlayHandler", (Handler,), {"play": play})
     try:
         return Server((host, port), handler)
@@ -681,13 +692,19 @@ def main(argv) -> int:
     if not 0 <= FLAGS.port <= 65535:
         raise UserError(f"--port {FLAGS.port}: expected 0 to 65535")
     cli.enable_compilation_cache()
+    logging.set_verbosity(logging.WARNING)  # Orbax's notes on restoring; the server logs its requests
     start = time.perf_counter()
-    play = PlayServer(FLAGS.checkpoint, FLAGS.out, FLAGS.split)
-    server = make_server(play, FLAGS.host, FLAGS.port)
+    server = make_server(None, FLAGS.host, FLAGS.port)  # the address first: a taken port is named at once
+    try:
+        play = PlayServer(FLAGS.checkpoint, FLAGS.out, FLAGS.split)
+    except BaseException:
+        server.server_close()
+        raise
+    server.RequestHandlerClass.play = play
     host, port = server.server_address[:2]
     shown = f"[{host}]" if ":" in host else host
     settings = play.decoder.settings
-    print(f"loaded {play.meta['run_dir']} step {play.meta['step']} (STOP rule {settings.stop_rule}, threshold "
+    print(f"loaded {play.meta['run_dir']} step {play.meta['step']} ({play.meta['parameters']:,} parameters; STOP rule {settings.stop_rule}, threshold "
           f"{settings.stop_threshold}, at most {settings.max_actions} actions) and decoded a first item in "
           f"{play.warm_ms:.0f} ms; ready in {time.perf_counter() - start:.1f} s", flush=True)
     print(f"games are written to {play.out} (split {play.split})", flush=True)
