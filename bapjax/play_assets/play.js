@@ -552,7 +552,9 @@
       PLAY.info = await api("GET", "/api/info");
       const info = PLAY.info;
       const last = (path) => String(path).replace(/\/+$/, "").split("/").pop();
-      $("meta").textContent = `run ${last(info.run_dir)} step ${info.step} (${(info.parameters / 1e6).toFixed(2)} M parameters) · STOP rule ${info.decode.stop_rule} ` +
+      const n = info.parameters;
+      const size = n >= 1e6 ? `${(n / 1e6).toFixed(1)} M` : `${Math.round(n / 1e3)} k`;
+      $("meta").textContent = `checkpoint ${last(info.run_dir)}, step ${info.step} (${size} parameters) · STOP rule ${info.decode.stop_rule} ` +
         `(threshold ${info.decode.stop_threshold}) · at most ${info.decode.max_actions} actions · games in ${last(info.out)}/ (${info.split})`;
       $("meta").title = `run ${info.run_dir}, games in ${info.out}`;
       startView();
