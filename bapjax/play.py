@@ -608,8 +608,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return {}
         try:
             body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as err:
-            raise RequestError(400, f"the request body is not valid JSON ({err})") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as err:
+            raise RequestError(400, f"the request body is not valid JSON ({type(err).__name__}: {err})") from None
         if not isinstance(body, dict):
             raise RequestError(400, "the request body must be a JSON object")
         return body
