@@ -13,6 +13,7 @@ or a checkpoints/best or /latest directory inside one. Then score with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -123,22 +124,47 @@ def check_flags() -> None:
         raise UserError(f"--stop_rule/--stop_threshold: {err}") from None
 
 
+@dataclasses.dataclass
+class RunDecoder:
+    """A training run loaded once, with its decoding settings and compiled decoder kept: what
+    `predict_with_run` does per call, split so a long-lived process (``bapjax.play``) loads the
+    checkpoint and compiles once and decodes many times (`predict`)."""
+
+    run: checkpoints.TrainedRun
+    settings: decode.DecodeSettings
+    feature_config: input_pipeline.FeatureConfig
+    decode_fn: object  # the jitted decoder; it keeps its compiled programs between calls
+
+    @classmethod
+    def load(cls, checkpoint, batch_size: int | None = None, *, max_actions: int | None = None,
+             min_actions: int | None = None, stop_rule: str | None = None,
+             stop_threshold: float | None = None) -> "RunDecoder":
+        """The run's best (else latest) checkpoint with `run_decode_settings` (its config.eval
+        with the STOP rule it chose on val); a value given here (not None) replaces the run's."""
+        run = checkpoints.load_run(checkpoint)
+        settings = run_decode_settings(run.run_dir, run.config).replace(
+            slots=batch_size, max_actions=max_actions, min_actions=min_actions, stop_rule=stop_rule,
+            stop_threshold=stop_threshold)
+        return cls(run, settings, input_pipeline.FeatureConfig.from_config(run.config),
+                   settings.decode_fn(run.model))
+
+    def predict(self, items: list, progress: bool = False) -> dict:
+        """Greedy predictions {item_id: [Action]} of `items`."""
+        run, settings = self.run, self.settings
+        return decode.predict_items(run.model, run.params, items, run.vocab, self.feature_config, settings.slots,
+                                    settings.max_actions, decode_fn=self.decode_fn, progress=progress)
+
+
 def predict_with_run(checkpoint, items: list, batch_size: int | None = None, *, max_actions: int | None = None,
                      min_actions: int | None = None, stop_rule: str | None = None,
                      stop_threshold: float | None = None, progress: bool = True):
     """Greedy predictions {item_id: [Action]} of a training run's best (else latest) checkpoint,
     decoded as the run's own final evaluation does (`run_decode_settings`: its config.eval
     with the STOP rule it chose on val); a value given here (not None) replaces the run's.
-    Returns (predictions, the DecodeSettings used)."""
-    run = checkpoints.load_run(checkpoint)
-    feature_config = input_pipeline.FeatureConfig.from_config(run.config)
-    settings = run_decode_settings(run.run_dir, run.config).replace(
-        slots=batch_size, max_actions=max_actions, min_actions=min_actions, stop_rule=stop_rule,
-        stop_threshold=stop_threshold)
-    predictions = decode.predict_items(run.model, run.params, items, run.vocab, feature_config, settings.slots,
-                                       settings.max_actions, decode_fn=settings.decode_fn(run.model),
-                                       progress=progress)
-    return predictions, settings
+    Returns (predictions, the DecodeSettings used). `RunDecoder` keeps the loaded run for more calls."""
+    decoder = RunDecoder.load(checkpoint, batch_size, max_actions=max_actions, min_actions=min_actions,
+                              stop_rule=stop_rule, stop_threshold=stop_threshold)
+    return decoder.predict(items, progress=progress), decoder.settings
 
 
 def main(argv) -> int:

@@ -332,6 +332,26 @@ def _out_of_region_count(structure: dict) -> int:
 
 def itemize_game(game: Game, split: str, dataset: str = "mc") -> tuple[list[BapItem], int]:
     """BAP items of one game, and how many were skipped for blocks outside the build region."""
+    items, skipped, _ = _itemize(game, split, dataset)
+    return items, skipped
+
+
+def next_item(game: Game, split: str, dataset: str = "mc") -> BapItem | None:
+    """The item the Builder's next actions would make, if they were logged after the game's
+    last event: its history, structure and pose as `itemize_game` will give them, its id the one
+    it will get; no reference actions yet (``bapjax.play`` decodes it). None when the structure
+    has a block outside the build region (`itemize_game` would skip the item)."""
+    items, _, (history, structure, pose) = _itemize(game, split, dataset)
+    if _out_of_region_count(structure):
+        return None
+    blocks = as_blocks(structure)
+    return BapItem(item_id=f"{game.game_id}:{len(items)}", game_id=game.game_id, target_id=game.target_id,
+                   split=split, history=history, prev_structure=blocks, reference_actions=(),
+                   next_structure=blocks, builder_pose=pose, dataset=dataset)
+
+
+def _itemize(game: Game, split: str, dataset: str):
+    """(items, skipped, (history, structure, pose) after the game's last event)."""
     events = game_timeline(game)
     items: list[BapItem] = []
     skipped = 0
@@ -373,7 +393,7 @@ def itemize_game(game: Game, split: str, dataset: str = "mc") -> tuple[list[BapI
             ))
         history.extend(run)
         n = end
-    return items, skipped
+    return items, skipped, (tuple(history), structure, pose)
 
 
 # --------------------------------------------------------------------------------------------

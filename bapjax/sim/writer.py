@@ -33,7 +33,7 @@ START_LINE = "<Builder> Mission has started."
 GOLD_OFFSET = 100
 
 
-def _pose_json(pose) -> dict:
+def pose_json(pose) -> dict:
     return {"X": float(pose.x), "Y": float(pose.y), "Z": float(pose.z), "Yaw": float(pose.yaw),
             "Pitch": float(pose.pitch)}
 
@@ -41,17 +41,24 @@ def _pose_json(pose) -> dict:
 _BLOCK_TYPES = ("",) + tuple(grid.mdc_block_type(c) for c in range(1, grid.NUM_COLORS + 1))
 
 
-def _blocks_json(structure: dict) -> list:
+def blocks_json(structure: dict) -> list:
     return [{"AbsoluteCoordinates": {"X": x, "Y": y, "Z": z}, "Type": _BLOCK_TYPES[color]}
             for (x, y, z), color in sorted(structure.items())]
 
 
-def _inventory_json(structure: dict) -> list:
+def inventory_json(structure: dict) -> list:
     counts = [0] * (grid.NUM_COLORS + 1)
     for color in structure.values():
         counts[color] += 1
     return [{"Index": c - 1, "Type": _BLOCK_TYPES[c], "Quantity": grid.INVENTORY_PER_COLOR - counts[c]}
             for c in range(1, grid.NUM_COLORS + 1)]
+
+
+def world_state(pose, chat: list[str], blocks: list, inventory: list, timestamp: str) -> dict:
+    """One entry of a log's WorldStates: the pose, the whole chat so far, the blocks (`blocks_json`),
+    the inventory (`inventory_json`) and the time (also what ``bapjax.play`` writes)."""
+    return {"BuilderPosition": pose_json(pose), "ChatHistory": list(chat), "BlocksInGrid": blocks,
+            "BuilderInventory": inventory, "Timestamp": timestamp}
 
 
 def _timestamp(second: int) -> str:
@@ -72,15 +79,9 @@ def game_world_states(game: SimGame) -> list[dict]:
     def emit(pose):
         nonlocal clock
         if cached["structure"] is not structure:  # the lists are shared until the world changes
-            cached.update(structure=structure, blocks=_blocks_json(structure),
-                          inventory=_inventory_json(structure))
-        states.append({
-            "BuilderPosition": _pose_json(pose),
-            "ChatHistory": list(chat),
-            "BlocksInGrid": cached["blocks"],
-            "BuilderInventory": cached["inventory"],
-            "Timestamp": _timestamp(clock),
-        })
+            cached.update(structure=structure, blocks=blocks_json(structure),
+                          inventory=inventory_json(structure))
+        states.append(world_state(pose, chat, cached["blocks"], cached["inventory"], _timestamp(clock)))
         clock += 3
 
     emit(game.start_pose)
