@@ -175,10 +175,10 @@ JOB_SCRIPT = textwrap.dedent('''
     import jax
     from etils import epath
     from bapjax import workdir_claim
-    workdir, port, process_id, hold = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    workdir, port, process_id, hold, wait = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
     jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2, process_id=process_id)
     try:
-        with workdir_claim.claimed(epath.Path(workdir)):
+        with workdir_claim.claimed(epath.Path(workdir), wait=wait == "wait", poll_seconds=0.2):
             print("claimed", flush=True)
             time.sleep(hold)
     except workdir_claim.WorkdirClaimedError as err:
@@ -187,23 +187,32 @@ JOB_SCRIPT = textwrap.dedent('''
 ''')
 
 
-def _job(workdir, hold: float):
+def _job(workdir, hold: float, wait: bool = False):
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    return [subprocess.Popen([sys.executable, "-c", JOB_SCRIPT, str(workdir), str(port), str(p), str(hold)],
+    return [subprocess.Popen([sys.executable, "-c", JOB_SCRIPT, str(workdir), str(port), str(p), str(hold),
+                              "wait" if wait else "no"],
                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for p in range(2)]
 
 
-@pytest.mark.slow  # ~20-40 s on a 2-core CPU: two 2-process jobs joined by jax.distributed
+def _wait_for(proc, text: str) -> list[str]:
+    lines = []
+    while not lines or not (lines[-1].startswith(text) or lines[-1] == ""):  # (Gloo prints a line first)
+        lines.append(proc.stdout.readline())
+    assert lines[-1].startswith(text), "".join(lines)[-3000:]
+    return lines
+
+
 def test_the_processes_of_one_job_share_the_claim_and_a_second_job_is_refused(tmp_path):
+    """Process 0 claims, process 1 joins; a second job is refused in both its processes; a third
+    with --wait waits in step and takes the claim over when the first job dies."""
     workdir = tmp_path / "run"
     first = _job(workdir, hold=300)
     for proc in first:
-        line = proc.stdout.readline()
-        assert line.strip() == "claimed", line + proc.communicate(timeout=60)[0][-3000:]
+        _wait_for(proc, "claimed")
     described = json.loads((workdir / workdir_claim.CLAIM_FILE).read_text())
     assert described["pid"] == first[0].pid and described["processes"] == 2
     second = _job(workdir, hold=0)
@@ -212,9 +221,14 @@ def test_the_processes_of_one_job_share_the_claim_and_a_second_job_is_refused(tm
         assert proc.returncode == 2 and "refused:" in output, output[-3000:]
     assert f"pid {first[0].pid} on host" in outputs[0] and "process 0 of 2" in outputs[0]
     assert "process 0 of this job" in outputs[1]
+    third = _job(workdir, hold=0, wait=True)
+    assert f"pid {first[0].pid}" in _wait_for(third[0], "waiting for")[-1]
     for proc in first:
         proc.kill()
         proc.wait()
+    outputs = [proc.communicate(timeout=300)[0] for proc in third]
+    for proc, output in zip(third, outputs):
+        assert proc.returncode == 0 and "claimed" in output, output[-3000:]
 
 
 # ------------------------------------------------------------------------------------------------
