@@ -11,7 +11,8 @@ run. So `bapjax.train` claims the workdir before it writes anything and releases
   a holder on this host whose pid still runs with the same start time (pid reuse is not mistaken
   for it) keeps the claim even where `flock` is not honoured. A description left by a run on
   another host is not taken over (bapjax cannot tell from here whether it still runs): the
-  refusal says who holds it and which file to remove if it is gone.
+  refusal says who holds it and which file to remove if it is gone. A filesystem without file
+  locks (ENOLCK) gets the remote kind of claim, with one warning.
 - Remote workdirs (`gs://...`, any scheme): there is no lock, only the description object,
   written at the start and read back a moment later; a second run started after the first wrote
   it is refused, two started within that moment are not reliably told apart (docs/training.md).
@@ -158,6 +159,10 @@ class _Held(Exception):
         self.holder, self.state = holder, state
 
 
+class _NoLocks(Exception):
+    """Internal: the filesystem refuses `flock`."""
+
+
 class LocalClaim(Claim):
     """`flock` on <workdir>/claim.json, held open until `release()` (or the process's death)."""
 
@@ -165,6 +170,7 @@ class LocalClaim(Claim):
         self.workdir, self.processes = workdir, processes
         self.path = os.path.join(os.fspath(workdir), CLAIM_FILE)
         self.fd: int | None = None
+        self.fallback: RemoteClaim | None = None  # where the filesystem has no locks
 
     def _open_locked(self) -> int | None:
         """An fd of the claim file holding its lock, or None when another process holds it."""
@@ -178,8 +184,7 @@ class LocalClaim(Claim):
             except OSError as err:
                 os.close(fd)
                 if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
-                    raise UserError(f"{self.path}: this filesystem does not support file locks ({err.strerror}), "
-                                    f"so bapjax cannot claim the workdir; train into a local --workdir") from err
+                    raise _NoLocks(err.strerror) from err
                 raise
             try:  # its previous holder may have removed the file after we opened it: lock the one at the path
                 here = os.stat(self.path)
@@ -205,7 +210,15 @@ class LocalClaim(Claim):
     def try_take(self) -> None:
         """Take the claim or raise `_Held` (nothing written in that case)."""
         os.makedirs(os.fspath(self.workdir), exist_ok=True)
-        fd = self._open_locked()
+        if self.fallback is not None:
+            return self.fallback.try_take()
+        try:
+            fd = self._open_locked()
+        except _NoLocks as err:
+            print(f"warning: {self.path}: this filesystem has no file locks ({err}); the claim on {self.workdir} is "
+                  f"only its description, as on a remote workdir (docs/training.md)", file=sys.stderr, flush=True)
+            self.fallback = RemoteClaim(self.workdir, self.processes)
+            return self.fallback.try_take()
         if fd is None:
             raise _Held(self._read_holder(), "running")
         try:
@@ -225,6 +238,8 @@ class LocalClaim(Claim):
         self.fd = fd
 
     def release(self) -> None:
+        if self.fallback is not None:
+            self.fallback.release()
         if self.fd is None:
             return
         try:
@@ -248,9 +263,10 @@ class RemoteClaim(Claim):
 
     def _read(self) -> tuple[bool, dict | None]:
         try:
-            return True, _parse(self.path.read_text())
+            text = self.path.read_text()
         except FileNotFoundError:
             return False, None
+        return bool(text.strip()), _parse(text)  # an empty file (a failed lock's) claims nothing
 
     def try_take(self) -> None:
         exists, left = self._read()
@@ -292,7 +308,7 @@ def _agree(status: int) -> int:
     return int(multihost_utils.process_allgather(np.asarray([status], np.int32)).reshape(-1)[0])
 
 
-TAKEN, HELD = 0, 1
+TAKEN, HELD, FAILED = 0, 1, 2
 
 
 @contextlib.contextmanager
@@ -310,14 +326,21 @@ def claimed(workdir: epath.Path, wait: bool = False, poll_seconds: float = POLL_
         claim = (RemoteClaim if is_remote(workdir) else LocalClaim)(workdir, processes)
     said_waiting = False
     while True:
-        held = None
+        held = failure = None
         if main:
             try:
                 claim.try_take()
             except _Held as err:
                 held = err
-        if _agree(HELD if held else TAKEN) == TAKEN:
+            except Exception as err:  # noqa: BLE001 (raised below, once the other processes know)
+                failure = err
+        status = _agree(FAILED if failure else HELD if held else TAKEN)
+        if status == TAKEN:
             break
+        if status == FAILED:
+            if failure:
+                raise failure
+            raise WorkdirClaimedError(f"{workdir}: process 0 of this job could not claim it (its output says why)")
         if not wait:
             if held:
                 raise _refusal(workdir, held.holder, held.state, claim.path)

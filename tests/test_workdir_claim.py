@@ -353,3 +353,22 @@ def test_a_run_killed_with_sigkill_is_taken_over_and_resumed(tmp_path, mdc_path)
     assert len(warnings) == 1 and f"pid {first.pid}" in warnings[0] and "taking the claim over" in warnings[0]
     assert f"resumed from step {saved}" in rerun.stdout
     assert not (workdir / workdir_claim.CLAIM_FILE).exists()
+
+
+def test_a_filesystem_without_locks_gets_the_description_claim_with_one_warning(tmp_path, monkeypatch, capfd):
+    import errno
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(workdir_claim, "READ_BACK_SECONDS", 0.01)
+    monkeypatch.setattr(workdir_claim.fcntl, "flock", no_locks)
+    workdir = epath.Path(tmp_path / "run")
+    with workdir_claim.claimed(workdir):
+        assert json.loads((workdir / workdir_claim.CLAIM_FILE).read_text())["pid"] == os.getpid()
+        with pytest.raises(workdir_claim.WorkdirClaimedError, match=f"pid {os.getpid()} on host"):
+            with workdir_claim.claimed(workdir):
+                pass
+    assert not (workdir / workdir_claim.CLAIM_FILE).exists()
+    err = capfd.readouterr().err
+    assert err.count("warning:") == 2 and "no file locks" in err  # one per claim attempt
