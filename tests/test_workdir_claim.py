@@ -3,6 +3,7 @@ refused with one line naming the holder and writes nothing, `--wait` waits for t
 left by a killed process is taken over with one warning, one left by another host is described
 with the file to remove, and the processes of one `jax.distributed` job share one claim."""
 
+import hashlib
 import json
 import os
 import signal
@@ -235,26 +236,27 @@ def test_the_processes_of_one_job_share_the_claim_and_a_second_job_is_refused(tm
 # The training CLI: the double launch of the issue, --wait, kill -9
 
 
-def _tiny_run_args(workdir, mdc_path, **train) -> list[str]:
-    """`python -m bapjax.train` with tests/test_train.py's tiny config, as flags over configs/cpu.py."""
-    import configs
+TINY_CONFIG = textwrap.dedent('''
+    """tests/test_train.py's tiny config on the real MDC, with the test's train settings."""
     from tests.test_train import tiny_config
 
-    def flat(config, prefix="--config"):
-        for key, value in config.items():
-            if hasattr(value, "items"):
-                yield from flat(value, f"{prefix}.{key}")
-            else:
-                yield f"{prefix}.{key}", value
 
-    base = dict(flat(configs.load("cpu")))
-    tiny = tiny_config("unused")
-    tiny.train.update(dict(log_every_steps=1, **train))
-    tiny.eval.stop_thresholds = ()
-    args = [f"{key}={value!r}" if isinstance(value, tuple) else f"{key}={value}"
-            for key, value in flat(tiny) if key != "--config.workdir" and base.get(key) != value]
-    return [sys.executable, "-m", "bapjax.train", "--config=configs/cpu.py", f"--workdir={workdir}",
-            f"--config.data.sources.mc.corpus={mdc_path}", *args]
+    def get_config():
+        config = tiny_config("unused")
+        config.data.sources.mc.corpus = {corpus!r}
+        config.train.update({train!r})
+        config.eval.stop_thresholds = ()
+        return config
+''')
+
+
+def _tiny_run_args(workdir, mdc_path, **train) -> list[str]:
+    """`python -m bapjax.train` with tests/test_train.py's tiny config (a config file beside the
+    workdir: run from the repository, it imports the tests' config)."""
+    train = dict(log_every_steps=1, **train)
+    config_file = Path(workdir).parent / f"tiny_{hashlib.sha256(repr(sorted(train.items())).encode()).hexdigest()[:8]}.py"
+    config_file.write_text(TINY_CONFIG.format(corpus=str(mdc_path), train=train))
+    return [sys.executable, "-m", "bapjax.train", f"--config={config_file}", f"--workdir={workdir}"]
 
 
 def _start(command) -> subprocess.Popen:
