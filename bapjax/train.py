@@ -30,7 +30,7 @@ from etils import epath
 from ml_collections import config_flags
 
 from bapjax import checkpoints, cli, curriculum, decode, evaluate, input_pipeline, predict, preemption, run_checks
-from bapjax import sharding, sources
+from bapjax import sharding, sources, workdir_claim
 from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.optimizer import make_optimizer
@@ -394,21 +394,24 @@ class TrainingRun:
                                      int(self.config.train.batch_size), finished=finished)
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict:
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike, wait: bool = False) -> dict:
     """Train per `config` (completed with the defaults of `bapjax.run_config.base_config`),
     checkpointing into `workdir`; return the final evaluation {"<source>_<split>": report}.
     Resuming keeps the run's config.json (the resumed run's config goes to
     config.resume-<k>.json); a config that contradicts the run is refused first. A SIGTERM or
-    SIGINT saves the step and raises `preemption.Preempted`."""
+    SIGINT saves the step and raises `preemption.Preempted`. The run claims `workdir` before
+    writing to it (`workdir_claim`: another run's claim refuses this one, or with `wait` waits)."""
     run = TrainingRun(run_checks.with_defaults(config), workdir_path(workdir))
-    run.setup()
-    try:
-        run.train()
-    except preemption.Preempted:
-        run.close(finished=False)
-        raise
-    results = run.final_evaluation()
-    run.close(finished=True)
+    with workdir_claim.claimed(run.workdir, wait=wait):
+        run.resuming = run_checks.check_resume_config(run.config, run.workdir)  # again: as the claim found it
+        run.setup()
+        try:
+            run.train()
+        except preemption.Preempted:
+            run.close(finished=False)
+            raise
+        results = run.final_evaluation()
+        run.close(finished=True)
     return results
 
 
@@ -418,6 +421,7 @@ FLAGS = flags.FLAGS
 def define_flags() -> None:
     config_flags.DEFINE_config_file("config", None, "Training config file (configs/*.py).")
     cli.flag("string", "workdir", None, "Overrides config.workdir.")
+    cli.flag("bool", "wait", False, "When another run holds the workdir, wait for it to end (else exit 2).")
 
 
 def main(argv) -> int:
@@ -427,7 +431,7 @@ def main(argv) -> int:
     if config is None:
         raise UserError("--config=configs/<name>.py is required")
     try:
-        results = train_and_evaluate(config, workdir_path(FLAGS.workdir or config.workdir))
+        results = train_and_evaluate(config, workdir_path(FLAGS.workdir or config.workdir), wait=FLAGS.wait)
     except preemption.Preempted:
         return preemption.EXIT_STATUS  # the checkpoint is saved and the line printed
     if jax.process_index() == 0 and results:
