@@ -2,8 +2,9 @@
 
 Each CLI module defines its flags in a `define_flags()` that only runs when the module is the
 program (``cli.run(main, define_flags)`` under ``__main__``), so CLIs can import each other's
-modules freely; shared names (--corpus, --split, --out, ...) are defined by whichever CLI
-asks first (`flag`). A user mistake (`bapjax.errors.UserError`, a bad flag value, a usage error)
+modules freely; a name several CLIs share (--out, --seed, ...) is defined by whichever asks
+first (`flag`), and the item-source flags (--corpus, --store, --items, --split, --dataset) have
+their one definition and help text here (`define_item_source_flags`). A user mistake (`bapjax.errors.UserError`, a bad flag value, a usage error)
 prints one line, ``error: <what and where>``, and exits 2; so does a write that meets a full
 disk or a file-size limit (`bapjax.paths.NoSpaceError` names what could not be written; an
 OSError of that kind from elsewhere names its file). Anything else is a bug and keeps its
@@ -28,9 +29,32 @@ FLAGS = flags.FLAGS
 
 def flag(kind: str, name: str, default, help_text: str, **kwargs) -> None:
     """Define ``--name`` (``kind``: string, integer, float, bool, enum, list) unless a module of
-    this program already did (several CLIs share --corpus, --split, --out)."""
+    this program already did (several CLIs share --out, --seed, ...). The flag belongs to the
+    program's main module, so ``--help`` lists it."""
     if name not in FLAGS:
-        getattr(flags, f"DEFINE_{kind}")(name, default, help=help_text, **kwargs)
+        getattr(flags, f"DEFINE_{kind}")(name, default, help=help_text, module_name=sys.argv[0], **kwargs)
+
+
+# The flags that name where a CLI's items come from (resolved by
+# ``bapjax.corpus.load.items_from_flags``): their one definition. A command whose default differs
+# (the MDC for --corpus, test or train for --split) applies it in its own code and says so in its usage.
+ITEM_SOURCE_FLAGS = {
+    "corpus": "A corpus (with --split): an MDC-layout directory, its .tar.xz, or a directory with one "
+              "archive; @mdc: the MDC as bapjax finds it ($BAPJAX_MDC, else ../shared/mdc).",
+    "store": "An item store directory (python -m bapjax.build), with --split.",
+    "items": "An items JSONL file (corpus.mdc export, v2_clean build): one split already, no --split.",
+    "split": "The split of --corpus or --store: train, val or test.",
+    "dataset": "With --store: only items of this data set (mc, bs, ss, r).",
+}
+
+
+def define_item_source_flags(*names: str) -> None:
+    """Define the item-source flags a CLI reads (``names``; default: all of `ITEM_SOURCE_FLAGS`)."""
+    unknown = [name for name in names if name not in ITEM_SOURCE_FLAGS]
+    if unknown:
+        raise ValueError(f"not item-source flags: {unknown} (known: {', '.join(ITEM_SOURCE_FLAGS)})")
+    for name in names or ITEM_SOURCE_FLAGS:
+        flag("string", name, None, ITEM_SOURCE_FLAGS[name])
 
 
 def fail(message: str) -> NoReturn:

@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from bapjax import evaluate, formats, metrics, sources
+from bapjax import evaluate, formats, metrics
+from bapjax.corpus import load
 from bapjax.items import BapItem, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import Action
@@ -268,7 +269,7 @@ def make_report(*, out: str, checkpoint: str | None = None, predictions: str | N
     """Load the items, predict (``--checkpoint``) or read the predictions, evaluate, write."""
     start = time.perf_counter()
     check_flags(out, checkpoint, predictions, limit, batch_size)
-    every = sources.items_from_flags(corpus, split, items_file, store, dataset)
+    every = load.items_from_flags(corpus, split, items_file, store, dataset)
     given = [("--corpus", corpus), ("--store", store), ("--items", items_file)]
     items_source = " ".join(f"{flag} {value}" for flag, value in given if value)
     if split and not items_file:

@@ -26,7 +26,7 @@ CLI::
         (--corpus PATH | --store DIR | --items FILE) --split S --out DIR [--limit N]
 
 ``report`` writes a self-contained HTML page of a whole split (``bapjax.report``). ``item`` and
-``prediction`` read items through ``bapjax.sources.items_from_flags`` (``--corpus`` defaults to
+``prediction`` read items through ``bapjax.corpus.load.items_from_flags`` (``--corpus`` defaults to
 the MDC; without ``--split`` every split is searched). Mistakes in what was given (flags, files, an ``--out``
 that cannot be written) are ``VizError``s (``errors.UserError``: one line, exit 2); anything
 else is a bug and keeps its traceback.
@@ -53,7 +53,7 @@ from absl import flags  # noqa: E402
 from etils import epath  # noqa: E402
 
 from bapjax import cli, formats, grid, paths  # noqa: E402
-from bapjax.corpus import mdc  # noqa: E402
+from bapjax.corpus import load, mdc  # noqa: E402
 from bapjax.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
 from bapjax.errors import UserError  # noqa: E402
 from bapjax.grid import PLACE, REMOVE, Action  # noqa: E402
@@ -387,9 +387,7 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
     """Flags exist only when this module is the program or a test asks (idempotent)."""
-    cli.flag("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive "
-             "(default: $BAPJAX_MDC, else ../shared/mdc beside the repository).")
-    cli.flag("string", "split", None, "Split to search for --item_id (default: all splits); report: the split.")
+    cli.define_item_source_flags()  # structure/item/prediction: --corpus defaults to the MDC, item: --split to all
     cli.flag("string", "out", None, "Output PNG file.")
     cli.flag("string", "item_id", None, "Item id, e.g. 'B1-A3-C1-1522435497386:5'.")
     cli.flag("string", "predictions", None, "Predictions JSONL: {item_id, actions: [{type,color,x,y,z}]}.")
@@ -403,9 +401,6 @@ def define_flags() -> None:
     cli.flag("integer", "seed", 0, "sample: random seed.")
     cli.flag("integer", "dpi", 90, "Picture resolution.")
     cli.flag("string", "checkpoint", None, "report: a training workdir whose checkpoint predicts the items.")
-    cli.flag("string", "store", None, "item/prediction/report: an item store directory instead of --corpus.")
-    cli.flag("string", "items", None, "item/prediction/report: an items JSONL file instead of --corpus.")
-    cli.flag("string", "dataset", None, "report with --store: only items of this data set (mc, bs, ss, r).")
     cli.flag("integer", "limit", 0, "report: only the first N items (0: all).")
     cli.flag("integer", "batch_size", 64, "report --checkpoint: items decoded per compiled batch.")
     cli.flag("bool", "allow_missing", False, "report: score items without a prediction as empty predictions.")
@@ -480,15 +475,15 @@ def output_file(path, what: str):
 
 def find_item(item_id: str, corpus: str | None = None, split: str | None = None, items: str | None = None,
               store: str | None = None) -> BapItem:
-    """The item `item_id` of the source the CLIs' item flags name (``sources.items_from_flags``:
+    """The item `item_id` of the source the CLIs' item flags name (``corpus.load.items_from_flags``:
     one of `corpus`, `store`, `items`); without `split`, every split of the corpus or store."""
     where = corpus or store or items
     if split or items or not (corpus or store):  # (items_from_flags names what is missing)
         splits = [split]
     else:
-        splits = sources.split_names(corpus or store)
+        splits = load.split_names(corpus or store)
     for name in splits:
-        for item in sources.items_from_flags(corpus=corpus, split=name, items=items, store=store):
+        for item in load.items_from_flags(corpus=corpus, split=name, items=items, store=store):
             if item.item_id == item_id:
                 return item
     searched = "" if items else f" in split(s) {', '.join(splits)}"

@@ -506,16 +506,14 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.flag("string", "corpus", None, "A simulated corpus directory (bapjax.sim.generate --out).")
-    cli.flag("string", "items", None, "Or: exported items JSONL (python -m bapjax.corpus.mdc export).")
-    cli.flag("string", "split", "train", "Split to check (with --corpus).")
+    cli.define_item_source_flags("corpus", "items", "split")  # --split defaults to train here (main)
     cli.flag("integer", "examples", 5, "Unparsed and incorrect examples to print (stderr).")
 
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    items = items_from_flags(corpus=FLAGS.corpus, split=FLAGS.split if FLAGS.corpus else None,
+    items = items_from_flags(corpus=FLAGS.corpus, split=(FLAGS.split or "train") if FLAGS.corpus else None,
                              items=FLAGS.items)
     checks = check_items(items)
     summary = summarize(checks)
