@@ -10,8 +10,8 @@ from bapjax import cli
 
 REPO = Path(__file__).resolve().parents[1]
 # The CLIs that read items through the item-source flags (each module's define_flags()).
-ITEM_CLIS = ("bapjax.evaluate", "bapjax.predict", "bapjax.predictors", "bapjax.corpus.v2_clean", "bapjax.viz",
-             "bapjax.llm.__main__", "bapjax.sim.grounding", "bapjax.corpus.mdc", "bapjax.corpus.augment")
+ITEM_CLIS = ("bapjax.evaluate", "bapjax.predict", "bapjax.predictors", "bapjax.report", "bapjax.corpus.v2_clean",
+             "bapjax.viz", "bapjax.llm.__main__", "bapjax.sim.grounding", "bapjax.corpus.mdc", "bapjax.corpus.augment")
 
 
 def flag_definitions(path: Path) -> list[tuple[str, int]]:
