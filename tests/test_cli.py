@@ -1,10 +1,13 @@
-"""The shared command-line pieces (bapjax.cli): the item-source flags have one definition."""
+"""The shared command-line pieces (bapjax.cli): the item-source flags have one definition; --config
+takes a file or an installed config by name, and a missing one is one line, exit 2."""
 
 import ast
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from bapjax import cli
 
@@ -62,3 +65,34 @@ def test_every_item_cli_gets_the_one_help_text():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == cli.ITEM_SOURCE_FLAGS
+
+
+# --------------------------------------------------------------------------------------------
+# --config: a file, or an installed config by name
+
+
+def test_a_config_loads_by_name_as_from_its_file(monkeypatch, tmp_path):
+    by_file = cli.load_config(str(REPO / "configs" / "cpu_experiment.py") + ":mc,3")
+    monkeypatch.chdir(tmp_path)  # no configs/ here: the name is looked up in the installed package
+    assert cli.load_config("cpu_experiment:mc,3").to_dict() == by_file.to_dict()
+    assert by_file.seed == 3 and cli.load_config("quickstart").workdir == "runs/quickstart"
+    assert {"quickstart", "cpu", "cpu_experiment", "cl"} <= set(cli.config_names())
+    assert "common" not in cli.config_names()  # shared pieces, no get_config
+
+
+def test_a_missing_config_names_the_flag_and_the_names(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(cli.ConfigNotFoundError) as raised:
+        cli.load_config("configs/quickstrat.py")
+    message = str(raised.value)
+    assert message.startswith("--config=configs/quickstrat.py: no such config file or config name (names: ")
+    assert "quickstart" in message
+
+
+def test_a_missing_config_file_is_one_line_and_exit_2():
+    """The most common mistake, a typo in the path: one line, status 2 (was two tracebacks, 1)."""
+    done = subprocess.run([sys.executable, "-m", "bapjax.train", "--config=configs/quickstrat.py"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith("error: --config=configs/quickstrat.py: no such config file or config name "
+                                  "(names: ") and done.stderr.count("\n") == 1, done.stderr

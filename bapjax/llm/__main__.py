@@ -20,7 +20,6 @@ from typing import Sequence
 
 import numpy as np
 from absl import flags, logging
-from ml_collections import config_flags
 
 from bapjax import cli, curriculum, evaluate, formats
 from bapjax.corpus import load
@@ -49,8 +48,7 @@ def define_flags() -> None:
              "prompt-length report (empty: no report).")
     cli.flag("bool", "compilation_cache", True, "Reuse compiled programs across runs "
              "(on disk under $BAPJAX_CACHE/jax).")
-    if "config" not in FLAGS:
-        config_flags.DEFINE_config_file("config", None, "finetune-set: training config (configs/*.py).")
+    cli.define_config_flag("finetune-set: the training config:")
 
 
 def _progress(done: int, total: int, began: float, what: str, last: list) -> None:
@@ -144,7 +142,7 @@ def curriculum_order(items, config) -> list[tuple[int, int]]:
 def finetune_set(argv_flags=FLAGS) -> dict:
     config = argv_flags.config
     if config is None:
-        raise UserError("--config=configs/<name>.py is required")
+        raise UserError("--config is required: a config file (--config=configs/cl.py) or an installed config's name (--config=cl)")
     _need("format", argv_flags.format)
     _need("out", argv_flags.out)
     unknown = [f for f in argv_flags.length_formats if f not in llm_formats.FORMATS]
