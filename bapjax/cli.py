@@ -2,8 +2,9 @@
 
 Each CLI module defines its flags in a `define_flags()` that only runs when the module is the
 program (``cli.run(main, define_flags)`` under ``__main__``), so CLIs can import each other's
-modules freely; shared names (--corpus, --split, --out, ...) are defined by whichever CLI
-asks first (`flag`). A user mistake (`bapjax.errors.UserError`, a bad flag value, a usage error)
+modules freely; a name several CLIs share (--out, --seed, ...) is defined by whichever asks
+first (`flag`), and the item-source flags (--corpus, --store, --items, --split, --dataset) have
+their one definition and help text here (`define_item_source_flags`). A user mistake (`bapjax.errors.UserError`, a bad flag value, a usage error)
 prints one line, ``error: <what and where>``, and exits 2; so does a write that meets a full
 disk or a file-size limit (`bapjax.paths.NoSpaceError` names what could not be written; an
 OSError of that kind from elsewhere names its file). Anything else is a bug and keeps its
@@ -12,13 +13,18 @@ traceback.
 
 from __future__ import annotations
 
+import importlib
+import importlib.machinery
+import importlib.util
 import logging as std_logging
+import re
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 import jax
 from absl import app, flags
+from ml_collections import config_flags
 
 from bapjax.errors import UserError
 from bapjax.paths import cache_root, describe_no_space, no_space_error
@@ -28,9 +34,103 @@ FLAGS = flags.FLAGS
 
 def flag(kind: str, name: str, default, help_text: str, **kwargs) -> None:
     """Define ``--name`` (``kind``: string, integer, float, bool, enum, list) unless a module of
-    this program already did (several CLIs share --corpus, --split, --out)."""
+    this program already did (several CLIs share --out, --seed, ...). The flag belongs to the
+    program's main module, so ``--help`` lists it."""
     if name not in FLAGS:
-        getattr(flags, f"DEFINE_{kind}")(name, default, help=help_text, **kwargs)
+        getattr(flags, f"DEFINE_{kind}")(name, default, help=help_text, module_name=sys.argv[0], **kwargs)
+
+
+# The flags that name where a CLI's items come from (resolved by
+# ``bapjax.corpus.load.items_from_flags``): their one definition. A command whose default differs
+# (the MDC for --corpus, test or train for --split) applies it in its own code and says so in its usage.
+ITEM_SOURCE_FLAGS = {
+    "corpus": "A corpus (with --split): an MDC-layout directory, its .tar.xz, or a directory with one "
+              "archive; @mdc: the MDC as bapjax finds it ($BAPJAX_MDC, else ../shared/mdc).",
+    "store": "An item store directory (python -m bapjax.build), with --split.",
+    "items": "An items JSONL file (corpus.mdc export, v2_clean build): one split already, no --split.",
+    "split": "The split of --corpus or --store: train, val or test.",
+    "dataset": "With --store: only items of this data set (mc, bs, ss, r).",
+}
+
+
+def define_item_source_flags(*names: str) -> None:
+    """Define the item-source flags a CLI reads (``names``; default: all of `ITEM_SOURCE_FLAGS`)."""
+    unknown = [name for name in names if name not in ITEM_SOURCE_FLAGS]
+    if unknown:
+        raise ValueError(f"not item-source flags: {unknown} (known: {', '.join(ITEM_SOURCE_FLAGS)})")
+    for name in names or ITEM_SOURCE_FLAGS:
+        flag("string", name, None, ITEM_SOURCE_FLAGS[name])
+
+
+# --------------------------------------------------------------------------------------------
+# Configs: a file, or a config installed with bapjax by name
+
+CONFIG_PACKAGE = "configs"  # installed beside bapjax (pyproject.toml), e.g. configs/quickstart.py
+
+
+class ConfigNotFoundError(UserError):
+    """--config names neither a file nor an installed config."""
+
+
+def config_names() -> list[str]:
+    """The configs installed with bapjax, by name (``configs/<name>.py`` files with a ``get_config``)."""
+    spec = importlib.util.find_spec(CONFIG_PACKAGE)
+    folders = spec.submodule_search_locations if spec and spec.submodule_search_locations else []
+    return sorted({path.stem for folder in folders for path in Path(folder).glob("*.py")
+                   if not path.name.startswith("_") and "def get_config(" in path.read_text(encoding="utf-8")})
+
+
+def load_config(spec: str, flag_name: str = "config"):
+    """``get_config()`` of a config: ``FILE[:arg]`` when the file exists (relative to the working
+    directory), else the installed ``NAME[:arg]`` (``configs/NAME.py``, wherever bapjax is
+    installed); ``arg`` is passed to ``get_config``. Neither: `ConfigNotFoundError`, naming the
+    flag and listing the names."""
+    target, colon, arg = str(spec).partition(":")
+    path = Path(target).expanduser()
+    if path.is_file():
+        name = f"config_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}"
+        loader = importlib.machinery.SourceFileLoader(name, str(path))
+        module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
+        loader.exec_module(module)
+    else:
+        names = config_names()
+        if target not in names:
+            raise ConfigNotFoundError(f"--{flag_name}={spec}: no such config file or config name "
+                                      f"(names: {', '.join(names) or 'none installed'})")
+        module = importlib.import_module(f"{CONFIG_PACKAGE}.{target}")
+    return module.get_config(arg) if colon else module.get_config()
+
+
+class _ConfigFileOrNameParser(flags.ArgumentParser):
+    """The config flag's value: `load_config`'s lookup (a file, else a name), locked as
+    ml_collections locks a config file's; a missing config is refused while the flags are
+    parsed (ml_collections' own parser defers that error to the config's first use)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def parse(self, argument):
+        config = load_config(argument, self.name)
+        if callable(getattr(config, "lock", None)):
+            config.lock()
+        return config
+
+    def flag_type(self) -> str:
+        return "config object"
+
+
+def define_config_flag(help_text: str, name: str = "config") -> None:
+    """``--config=FILE[:arg]`` or ``--config=NAME[:arg]`` with ``--config.field=value`` overrides:
+    the one definition of a config flag, for every command that takes a config."""
+    if name not in FLAGS:
+        config_flags.DEFINE_config_file(name, None, help_text + " FILE.py[:arg], or the name of a config "
+                                        "installed with bapjax (NAME[:arg], e.g. quickstart, cpu_experiment:mc).")
+        FLAGS[name].parser = _ConfigFileOrNameParser(name)
+        FLAGS.register_flag_by_module(sys.argv[0], FLAGS[name])  # listed by the program's --help
+
+
+# --------------------------------------------------------------------------------------------
+# The one-line error
 
 
 def fail(message: str) -> NoReturn:
@@ -43,6 +143,8 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
     try:
         return FLAGS(argv)
     except flags.Error as err:  # unknown flag, bad value, a config override that does not parse
+        if isinstance(err.__context__, UserError):  # a flag's parser named the mistake (ConfigNotFoundError)
+            fail(str(err.__context__))
         fail(str(err).splitlines()[0] if str(err) else repr(err))
     except (AttributeError, KeyError) as err:  # ml_collections: a --config.<field> the config lacks
         name = str(err).strip("\"'")

@@ -22,7 +22,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from absl import flags, logging
 
-from bapjax import cli, formats, grid, metrics, sources
+from bapjax import cli, formats, grid, metrics
+from bapjax.corpus import load
 from bapjax.corpus import v2_clean
 from bapjax.items import BapItem
 from bapjax.errors import UserError
@@ -184,11 +185,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split); @mdc: the MDC as bapjax finds it.")
-    cli.flag("string", "store", None, "An item store directory (with --split; bapjax.build).")
-    cli.flag("string", "split", None, "Split of --corpus or --store to evaluate on (train, val, test).")
-    cli.flag("string", "dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")
-    cli.flag("string", "items", None, "Items JSONL (mdc export or v2_clean output) instead of --corpus.")
+    cli.define_item_source_flags()
     cli.flag("string", "predictions", None, "Predictions JSONL: {item_id, actions: [...]} per line.")
     cli.flag("string", "annotations", None, "v2 annotations JSONL; M = items annotated "
              "'multiple'. Without it M = all empty-board items.")
@@ -207,7 +204,7 @@ def run(argv_flags=FLAGS) -> dict:
     if not argv_flags.predictions:
         raise EvaluationError("--predictions FILE is required")
     cli.check_output_file("per_item", argv_flags.per_item)
-    items = sources.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
+    items = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
                                      argv_flags.store, argv_flags.dataset)
     predictions = formats.read_predictions(argv_flags.predictions)
     multiple = None

@@ -151,6 +151,7 @@ DAMAGED = "damaged"  # <cache root>/damaged/: entries that failed their check, m
 
 
 def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, hex (read in 1 MiB chunks): cache seals, archives, stores."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

@@ -1,6 +1,6 @@
 """Play the Architect: instruct a trained Builder in the browser, watch it build, keep the game.
 
-    python -m bapjax.play --checkpoint runs/cpu [--port 8000] [--host 127.0.0.1] [--out play-games] [--split test]
+    python -m bapjax.play --checkpoint runs/cpu [--port 8000] [--host 127.0.0.1] [--out play-games] [--games_split test]
 
 A local web server (the standard library's ``http.server``, one thread per request; see
 docs/play.md for why) serves one page: the build region with the structure and the Builder (walk
@@ -14,7 +14,7 @@ structure by hand (place or remove one block) before the next instruction.
 Every game is written as it goes, in the MDC layout the corpus reader itemizes::
 
     <out>/data/dataset.json                      {"name": "play"}
-    <out>/data/logs/splits.json                  {"test": ["C1", "C2", ...]}  (--split; one target per game)
+    <out>/data/logs/splits.json                  {"test": ["C1", "C2", ...]}  (--games_split; one target per game)
     <out>/data/logs/play-<date>/logs/<game>/postprocessed-observations.json
     <out>/data/logs/play-<date>/logs/<game>/predictions.jsonl    the model's predictions of the game's items
     <out>/data/logs/play-<date>/logs/<game>/play.json            the run, its decoding settings, per-turn record
@@ -23,7 +23,7 @@ One world state per event (as the simulators write games): state 0 is the start,
 per Architect line and one per Builder action (exactly one block changes), each with the
 Builder's pose. So each instruction followed by the accepted actions and hand fixes is one item,
 with those actions, in order, as its reference; ``python -m bapjax.corpus.mdc stats --corpus
-<out>``, ``bapjax.evaluate`` (with the games' predictions.jsonl) and ``viz report`` read the folder,
+<out>``, ``bapjax.evaluate`` (with the games' predictions.jsonl) and ``bapjax.report`` read the folder,
 and it joins training as ``config.data.sources.<name>.corpus``.
 
 HTTP API (JSON bodies; every mistake is a 4xx with ``{"error": "<one line>"}`` and changes nothing):
@@ -352,7 +352,7 @@ class PlayServer:
 
     def __init__(self, checkpoint: str, out: str | Path, split: str = "test", decoder=None):
         if split not in SPLITS:
-            raise PlayError(f"--split {split!r}: expected one of {', '.join(SPLITS)}")
+            raise PlayError(f"--games_split {split!r}: expected one of {', '.join(SPLITS)}")
         self.out = Path(out).expanduser().resolve()
         self.split = split
         self._check_out()
@@ -681,7 +681,7 @@ def define_flags() -> None:
     cli.flag("string", "host", "127.0.0.1", "Address to listen on (127.0.0.1: this machine only; the server has "
              "no login, so another address shows the games to whoever reaches it).")
     cli.flag("string", "out", "play-games", "Folder the games are written to (MDC layout; created).")
-    cli.flag("string", "split", "test", "The split the games are listed under in splits.json (train, val, test).")
+    cli.flag("string", "games_split", "test", "The split the games are listed under in splits.json (train, val, test).")
 
 
 def main(argv) -> int:
@@ -696,7 +696,7 @@ def main(argv) -> int:
     start = time.perf_counter()
     server = make_server(None, FLAGS.host, FLAGS.port)  # the address first: a taken port is named at once
     try:
-        play = PlayServer(FLAGS.checkpoint, FLAGS.out, FLAGS.split)
+        play = PlayServer(FLAGS.checkpoint, FLAGS.out, FLAGS.games_split)
     except BaseException:
         server.server_close()
         raise

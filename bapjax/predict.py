@@ -7,7 +7,7 @@ with, and greedy predictions of a trained model in the evaluator's JSONL format.
     python -m bapjax.predict --checkpoint runs/cpu --items items.jsonl --out preds.jsonl --evaluate
 
 `--checkpoint` is a training workdir (it holds config.json, vocab.json and checkpoints/best|latest)
-or a checkpoints/best or /latest directory inside one. Then score with
+or a checkpoints/best or /latest directory inside one; `--split` defaults to test. Then score with
 `python -m bapjax.evaluate --predictions preds.jsonl --corpus ... --split ...` (or `--evaluate`).
 """
 
@@ -21,7 +21,8 @@ import time
 import jax
 from absl import flags
 
-from bapjax import checkpoints, cli, decode, evaluate, formats, input_pipeline, sharding, sources
+from bapjax import checkpoints, cli, decode, evaluate, formats, input_pipeline, sharding
+from bapjax.corpus import load
 from bapjax.errors import UserError
 
 DECODE_SETTINGS = "decode.json"  # in a run's workdir: the STOP rule chosen on val (`Evaluator.tune_stop_rule`)
@@ -87,11 +88,7 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
     cli.flag("string", "checkpoint", None, "Training workdir (or its checkpoints/best or /latest).")
-    cli.flag("string", "corpus", None, "Corpus directory or archive (MDC layout); @mdc: the MDC as bapjax finds it.")
-    cli.flag("string", "store", None, "An item store directory (bapjax.corpus.store).")
-    cli.flag("string", "items", None, "A JSONL file of items (bapjax.formats.write_items format).")
-    cli.flag("string", "split", None, "Split to predict with --corpus or --store (default test).")
-    cli.flag("string", "dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")
+    cli.define_item_source_flags()  # --split defaults to test here (main)
     cli.flag("string", "out", None, "Output predictions JSONL.")
     cli.flag("integer", "batch_size", None, "Items decoded at once (default: the run's config.eval.batch_size).")
     cli.flag("integer", "max_actions", None, "Greedy decoding length (default: the run's config.eval.max_actions).")
@@ -171,7 +168,7 @@ def main(argv) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     check_flags()
-    items = sources.items_from_flags(FLAGS.corpus, FLAGS.split or "test", FLAGS.items, FLAGS.store, FLAGS.dataset)
+    items = load.items_from_flags(FLAGS.corpus, FLAGS.split or "test", FLAGS.items, FLAGS.store, FLAGS.dataset)
     if FLAGS.limit:
         items = items[:FLAGS.limit]
     start = time.time()

@@ -24,7 +24,8 @@ from typing import Sequence
 import numpy as np
 from absl import flags
 
-from bapjax import cli, formats, grid, sources
+from bapjax import cli, formats, grid
+from bapjax.corpus import load
 from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.grid import PLACE, REMOVE, Action
@@ -142,9 +143,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split); @mdc: the MDC as bapjax finds it.")
-    cli.flag("string", "split", None, "Split of --corpus (train, val, test).")
-    cli.flag("string", "items", None, "Items JSONL instead of --corpus.")
+    cli.define_item_source_flags("corpus", "split", "items")
     cli.flag("string", "out", None, "Predictions JSONL to write.")
     cli.flag("integer", "seed", 0, "Random seed (perturbed).")
 
@@ -156,7 +155,7 @@ def main(argv: Sequence[str]) -> int:
     if not FLAGS.out:
         raise UserError("--out is required")
     cli.check_output_file("out", FLAGS.out)
-    items = sources.items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items)
+    items = load.items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items)
     predictions = predict(argv[1], items, FLAGS.seed)
     formats.write_predictions(FLAGS.out, predictions)
     changed = sum(1 for item in items if predictions[item.item_id] != list(item.reference_actions))

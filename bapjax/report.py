@@ -1,7 +1,10 @@
 """A run's predictions as one self-contained HTML page: item table, dialogue, 3D view.
 
-    python -m bapjax.viz report --predictions preds.jsonl --corpus ../shared/mdc --split test --out report
-    python -m bapjax.viz report --checkpoint runs/cpu --corpus ../shared/mdc --split val --out report --limit 200
+    python -m bapjax.report --predictions preds.jsonl --corpus ../shared/mdc --split test --out report
+    python -m bapjax.report --checkpoint runs/cpu --corpus ../shared/mdc --split val --out report --limit 200
+
+(``python -m bapjax.viz report ...`` is the same command under its older name.) Items come from
+``--corpus PATH --split S``, ``--store DIR --split S [--dataset D]`` or ``--items FILE``.
 
 ``DIR/index.html`` opens from disk (no server, no network): the page's script, its styles, the
 vendored three.js bundle (``report_assets/``, npm ``three@THREE_VERSION``, MIT) and the data are
@@ -35,7 +38,10 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from bapjax import evaluate, formats, metrics, sources
+from absl import flags
+
+from bapjax import cli, evaluate, formats, metrics
+from bapjax.corpus import load
 from bapjax.items import BapItem, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import Action
@@ -238,7 +244,33 @@ def write_report(out_dir, data: Mapping) -> Path:
 
 
 # --------------------------------------------------------------------------------------------
-# Command (wired into `python -m bapjax.viz report`)
+# Command: `python -m bapjax.report` (also `python -m bapjax.viz report`)
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    """The report's flags (``bapjax.viz`` defines them too, for its ``report`` alias)."""
+    cli.define_item_source_flags()
+    cli.flag("string", "out", None, "The folder to write index.html to (created; its parent must exist).")
+    cli.flag("string", "checkpoint", None, "A training workdir whose checkpoint predicts the items.")
+    cli.flag("string", "predictions", None, "Predictions JSONL: {item_id, actions: [{type,color,x,y,z}]}.")
+    cli.flag("integer", "limit", 0, "Only the first N items (0: all).")
+    cli.flag("integer", "batch_size", 64, "With --checkpoint: items decoded per compiled batch.")
+    cli.flag("bool", "allow_missing", False, "Score items without a prediction as empty predictions.")
+    cli.flag("bool", "drop_infeasible", False, "Drop infeasible predicted actions instead of failing.")
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) > 1:
+        raise ReportError(f"unexpected arguments: {' '.join(argv[1:])} (usage: python -m bapjax.report "
+                          "(--checkpoint RUN | --predictions FILE) (--corpus PATH | --store DIR | --items FILE) "
+                          "--split S --out DIR)")
+    make_report(out=FLAGS.out, checkpoint=FLAGS.checkpoint, predictions=FLAGS.predictions, corpus=FLAGS.corpus,
+                store=FLAGS.store, items_file=FLAGS.items, split=FLAGS.split, dataset=FLAGS.dataset,
+                limit=FLAGS.limit, batch_size=FLAGS.batch_size, allow_missing=FLAGS.allow_missing,
+                drop_infeasible=FLAGS.drop_infeasible)
+    return 0
 
 
 def check_flags(out: str | None, checkpoint: str | None, predictions: str | None, limit: int,
@@ -268,7 +300,7 @@ def make_report(*, out: str, checkpoint: str | None = None, predictions: str | N
     """Load the items, predict (``--checkpoint``) or read the predictions, evaluate, write."""
     start = time.perf_counter()
     check_flags(out, checkpoint, predictions, limit, batch_size)
-    every = sources.items_from_flags(corpus, split, items_file, store, dataset)
+    every = load.items_from_flags(corpus, split, items_file, store, dataset)
     given = [("--corpus", corpus), ("--store", store), ("--items", items_file)]
     items_source = " ".join(f"{flag} {value}" for flag, value in given if value)
     if split and not items_file:
@@ -306,3 +338,7 @@ def make_report(*, out: str, checkpoint: str | None = None, predictions: str | N
     print(f"wrote {page} ({page.stat().st_size / 1e6:.1f} MB, {len(items)} items, micro fairer F1 "
           f"{100 * micro:.1f}) in {time.perf_counter() - start:.1f} s", flush=True)
     return page
+
+
+if __name__ == "__main__":
+    cli.run(main, define_flags)

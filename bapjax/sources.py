@@ -1,12 +1,9 @@
-"""One way from a path or a config to BAP items, and one cache layout for derived corpora.
+"""A training config's data sources as BAP items, and one cache layout for derived corpora.
 
-A path is one of: an MDC-layout corpus directory, its ``.tar.xz`` (or a directory holding one
-archive), ``@mdc`` (``bapjax.paths.MDC``: the MDC wherever ``paths.mdc_path`` finds it), an item
-store directory (``bapjax.corpus.store``, has ``manifest.json``), or an items JSONL file
-(``bapjax.formats``). `load_split` reads any of them; `items_from_flags` is what the CLIs'
-``--corpus/--store/--items --split [--dataset]`` flags resolve through (both live in
-``bapjax.corpus.load``, re-exported here); `load_source` resolves a training config's
-``config.data.sources.<name>`` (used by ``bapjax.train``).
+A path names items as ``bapjax.corpus.load`` reads them (`load_split`: a corpus directory or
+archive, ``@mdc``, an item store, an items JSONL file; `items_from_flags`: the CLIs'
+``--corpus/--store/--items --split [--dataset]``); `load_source` resolves a training config's
+``config.data.sources.<name>`` (used by ``bapjax.train``), simulated and augmented corpora included.
 
 Derived corpora are built once into the cache (``bapjax.paths.cache_root()``), in folders named
 by `generated_entry` and `augmented_entry` (the one statement of the names):
@@ -36,8 +33,7 @@ from absl import logging
 
 from bapjax import paths
 from bapjax.corpus import augment, mdc
-from bapjax.corpus.load import (  # noqa: F401  (the reading half, re-exported: one import for the CLIs)
-    SourceError, is_items_file, is_store, items_from_flags, load_split, split_names)
+from bapjax.corpus.load import SourceError
 from bapjax.corpus.store import ItemStore, StoreError
 from bapjax.items import SPLITS, BapItem  # SPLITS: also read here by bapjax.train
 from bapjax.paths import cache_root, resolve_path

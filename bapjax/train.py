@@ -27,7 +27,6 @@ import numpy as np
 import optax
 from absl import flags
 from etils import epath
-from ml_collections import config_flags
 
 from bapjax import checkpoints, cli, curriculum, decode, evaluate, input_pipeline, predict, preemption, run_checks
 from bapjax import sharding, sources, workdir_claim
@@ -419,7 +418,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    config_flags.DEFINE_config_file("config", None, "Training config file (configs/*.py).")
+    cli.define_config_flag("The training config:")
     cli.flag("string", "workdir", None, "Overrides config.workdir.")
     cli.flag("bool", "wait", False, "When another run holds the workdir, wait for it to end (else exit 2).")
 
@@ -429,7 +428,7 @@ def main(argv) -> int:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     config = FLAGS.config
     if config is None:
-        raise UserError("--config=configs/<name>.py is required")
+        raise UserError("--config is required: a config file (--config=configs/cl.py) or an installed config's name (--config=cl)")
     try:
         results = train_and_evaluate(config, workdir_path(FLAGS.workdir or config.workdir), wait=FLAGS.wait)
     except preemption.Preempted:

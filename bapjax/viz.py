@@ -22,11 +22,11 @@ CLI::
     python -m bapjax.viz prediction --corpus PATH --split test --predictions preds.jsonl \\
         --item_id ID --out pred.png
     python -m bapjax.viz sample --kind shapes --num_shapes 3 --seed 0 --out s.png
-    python -m bapjax.viz report (--checkpoint RUN | --predictions FILE) \\
-        (--corpus PATH | --store DIR | --items FILE) --split S --out DIR [--limit N]
+    python -m bapjax.viz report ...   (the same as python -m bapjax.report ...)
 
-``report`` writes a self-contained HTML page of a whole split (``bapjax.report``). ``item`` and
-``prediction`` read items through ``bapjax.sources.items_from_flags`` (``--corpus`` defaults to
+``report`` writes a self-contained HTML page of a whole split (``bapjax.report``, its own command
+now; ``viz report`` stays as an alias with the same flags). ``item`` and
+``prediction`` read items through ``bapjax.corpus.load.items_from_flags`` (``--corpus`` defaults to
 the MDC; without ``--split`` every split is searched). Mistakes in what was given (flags, files, an ``--out``
 that cannot be written) are ``VizError``s (``errors.UserError``: one line, exit 2); anything
 else is a bug and keeps its traceback.
@@ -53,7 +53,7 @@ from absl import flags  # noqa: E402
 from etils import epath  # noqa: E402
 
 from bapjax import cli, formats, grid, paths  # noqa: E402
-from bapjax.corpus import mdc  # noqa: E402
+from bapjax.corpus import load, mdc  # noqa: E402
 from bapjax.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
 from bapjax.errors import UserError  # noqa: E402
 from bapjax.grid import PLACE, REMOVE, Action  # noqa: E402
@@ -387,12 +387,9 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
     """Flags exist only when this module is the program or a test asks (idempotent)."""
-    cli.flag("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive "
-             "(default: $BAPJAX_MDC, else ../shared/mdc beside the repository).")
-    cli.flag("string", "split", None, "Split to search for --item_id (default: all splits); report: the split.")
-    cli.flag("string", "out", None, "Output PNG file.")
+    cli.define_item_source_flags()  # structure/item/prediction: --corpus defaults to the MDC, item: --split to all
+    cli.flag("string", "out", None, "Output PNG file (sim-items, report: a folder).")
     cli.flag("string", "item_id", None, "Item id, e.g. 'B1-A3-C1-1522435497386:5'.")
-    cli.flag("string", "predictions", None, "Predictions JSONL: {item_id, actions: [{type,color,x,y,z}]}.")
     cli.flag("string", "gold", None, "Gold configuration XML (structure).")
     cli.flag("string", "target", None, "Target id, e.g. C1, read from --corpus (structure).")
     cli.flag("float", "yaw", 45.0, "Camera yaw for structure pictures (Minecraft degrees).")
@@ -402,14 +399,9 @@ def define_flags() -> None:
     cli.flag("integer", "num_blocks", 15, "sample --kind random: number of blocks.")
     cli.flag("integer", "seed", 0, "sample: random seed.")
     cli.flag("integer", "dpi", 90, "Picture resolution.")
-    cli.flag("string", "checkpoint", None, "report: a training workdir whose checkpoint predicts the items.")
-    cli.flag("string", "store", None, "item/prediction/report: an item store directory instead of --corpus.")
-    cli.flag("string", "items", None, "item/prediction/report: an items JSONL file instead of --corpus.")
-    cli.flag("string", "dataset", None, "report with --store: only items of this data set (mc, bs, ss, r).")
-    cli.flag("integer", "limit", 0, "report: only the first N items (0: all).")
-    cli.flag("integer", "batch_size", 64, "report --checkpoint: items decoded per compiled batch.")
-    cli.flag("bool", "allow_missing", False, "report: score items without a prediction as empty predictions.")
-    cli.flag("bool", "drop_infeasible", False, "report: drop infeasible predicted actions instead of failing.")
+    from bapjax import report  # the `report` alias; --predictions (prediction, report) is defined there
+
+    report.define_flags()
 
 
 SIM_PICTURE_ITEMS = 150  # training items simulated per data set to pick the pictured items from
@@ -480,15 +472,15 @@ def output_file(path, what: str):
 
 def find_item(item_id: str, corpus: str | None = None, split: str | None = None, items: str | None = None,
               store: str | None = None) -> BapItem:
-    """The item `item_id` of the source the CLIs' item flags name (``sources.items_from_flags``:
+    """The item `item_id` of the source the CLIs' item flags name (``corpus.load.items_from_flags``:
     one of `corpus`, `store`, `items`); without `split`, every split of the corpus or store."""
     where = corpus or store or items
     if split or items or not (corpus or store):  # (items_from_flags names what is missing)
         splits = [split]
     else:
-        splits = sources.split_names(corpus or store)
+        splits = load.split_names(corpus or store)
     for name in splits:
-        for item in sources.items_from_flags(corpus=corpus, split=name, items=items, store=store):
+        for item in load.items_from_flags(corpus=corpus, split=name, items=items, store=store):
             if item.item_id == item_id:
                 return item
     searched = "" if items else f" in split(s) {', '.join(splits)}"
@@ -520,14 +512,10 @@ def main(argv: Sequence[str]) -> int:
     commands = ("item", "structure", "prediction", "sample", "sim-items", "report")
     if len(argv) != 2 or argv[1] not in commands:
         raise VizError(f"usage: python -m bapjax.viz {{{'|'.join(commands)}}} --out PNG ...")
-    if argv[1] == "report":  # --out is a folder; mistakes are UserErrors (one line, exit 2)
+    if argv[1] == "report":  # the alias of python -m bapjax.report (--out is a folder there)
         from bapjax import report
 
-        report.make_report(out=FLAGS.out, checkpoint=FLAGS.checkpoint, predictions=FLAGS.predictions,
-                           corpus=FLAGS.corpus, store=FLAGS.store, items_file=FLAGS.items, split=FLAGS.split,
-                           dataset=FLAGS.dataset, limit=FLAGS.limit, batch_size=FLAGS.batch_size,
-                           allow_missing=FLAGS.allow_missing, drop_infeasible=FLAGS.drop_infeasible)
-        return 0
+        return report.main(argv[:1])
     if not FLAGS.out:
         raise VizError("--out is required")
     if FLAGS.dpi < 1:

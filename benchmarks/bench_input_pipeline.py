@@ -16,7 +16,6 @@ The last line is JSON.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 
-from bapjax import input_pipeline, paths
+from bapjax import cli, input_pipeline, paths
 from bapjax.text.vocab import Vocabulary
 
 
@@ -59,10 +58,7 @@ def train_step_rate(args, vocab, iterator, batch_size):
         from bapjax.models import builder
     except ImportError as err:
         return None, f"bapjax.train not importable ({err})"
-    spec = importlib.util.spec_from_file_location("bench_config", args.config)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = module.get_config()
+    config = cli.load_config(args.config)
     mesh = sharding.data_mesh()
     model = builder.build_model(config.model, vocab.size)
     optimizer = optim.make_optimizer(config.train, total_steps=1000)

@@ -34,7 +34,6 @@ The last line is JSON: {"train_b1_items_per_s", "train_b32_items_per_s", "decode
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -49,13 +48,15 @@ METRICS = ("train_b1_items_per_s", "train_b32_items_per_s", "decode_items_per_s"
 EFFICIENCY = ("train_gflop_per_item", "train_gflops_per_s", "matmul_gflops_per_s")  # reported, not ratioed
 
 
-def load_config(path, repo: Path = REPO):
-    """A config file's get_config(), or get_config(arg) for 'path.py:arg'."""
-    path, _, arg = str(path).partition(":")
-    spec = importlib.util.spec_from_file_location("bench_cfg", Path(repo) / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(arg) if arg else module.get_config()
+def load_config(spec, repo: Path = REPO):
+    """The measured tree's config: a file relative to `repo` ('path.py[:arg]'), else what
+    ``--config`` takes (`bapjax.cli.load_config`: a file, or an installed config's name)."""
+    from bapjax.cli import load_config as load
+
+    path, colon, arg = str(spec).partition(":")
+    if (Path(repo) / path).is_file():
+        spec = f"{Path(repo) / path}{colon}{arg}"
+    return load(spec)
 
 
 def time_training(model, optimizer, features, feature_config, batch_size, steps, seed=0, devices=1):

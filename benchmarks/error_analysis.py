@@ -39,7 +39,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bapjax import evaluate, metrics, paths, predict, sources  # noqa: E402
+from bapjax import evaluate, metrics, paths, predict  # noqa: E402
+from bapjax.corpus import load  # noqa: E402
 from bapjax import grid as G  # noqa: E402
 
 LENGTH_BINS = ((0, 0, "0"), (1, 1, "1"), (2, 3, "2-3"), (4, 7, "4-7"), (8, 10**9, "8+"))
@@ -222,7 +223,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=0, help="only the first N items (0: all)")
     parser.add_argument("--out", default=None, help="writes OUT.json and OUT.md")
     args = parser.parse_args()
-    items = sources.items_from_flags(args.corpus, args.split)
+    items = load.items_from_flags(args.corpus, args.split)
     if args.limit:
         items = items[:args.limit]
     results = {}

@@ -37,7 +37,7 @@ def _tar_with(path: Path, members: dict[str, bytes]) -> Path:
 
 def test_the_pinned_checksums_are_the_archive_the_tests_use(mdc_archive):
     """The manifest pins every file of the tested archive (and is pinned itself)."""
-    assert mdc.file_sha256(mdc_archive) == fetch.TESTED_ARCHIVE_SHA256
+    assert paths.file_sha256(mdc_archive) == fetch.TESTED_ARCHIVE_SHA256
     manifest = fetch.read_manifest()
     root = mdc.resolve_corpus(mdc_archive)
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name not in (paths.COMPLETE, ".complete"))
@@ -179,7 +179,7 @@ def test_fetch_from_an_archive_laid_out_as_github_builds_it(mdc_archive, tmp_pat
     with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
         tar.add(clone, arcname=PREFIX)
     out = tmp_path / "mdc"
-    whole = mdc.file_sha256(archive)
+    whole = paths.file_sha256(archive)
     with pytest.raises(fetch.FetchError, match=f"sha256 {whole}, expected 0{{64}} \\(--sha256\\)"):
         fetch.fetch(out, archive.as_uri(), sha256="0" * 64, report=lambda line: None)
     assert _leftovers(tmp_path, "mdc") == []

@@ -105,7 +105,7 @@ def test_a_killed_unpack_leaves_nothing_that_blocks_the_next(mdc_path, tmp_path,
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     archive = Path(mdc_path) if Path(mdc_path).is_file() else sorted(Path(mdc_path).glob("*.tar.xz"))[0]
-    target_name = f"corpus-{mdc.file_sha256(archive)[:16]}"
+    target_name = f"corpus-{paths.file_sha256(archive)[:16]}"
     stale = tmp_path / "cache" / f".unpack-{target_name}-dead"
     (stale / "data").mkdir(parents=True)
     root = mdc.resolve_corpus(mdc_path)

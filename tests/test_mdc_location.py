@@ -12,7 +12,7 @@ import pytest
 
 import configs
 from bapjax import paths, sources
-from bapjax.corpus import mdc
+from bapjax.corpus import load, mdc
 from tests.conftest import REPO
 
 
@@ -51,7 +51,7 @@ def test_configs_and_sources_use_the_resolution(mdc_path, mdc_corpus, monkeypatc
     config = configs.load("cpu")
     assert config.data.sources.mc.corpus == paths.MDC
     monkeypatch.setenv(paths.MDC_ENV, str(mdc_path))
-    val = [i.item_id for i in sources.load_split(paths.MDC, "val")]
+    val = [i.item_id for i in load.load_split(paths.MDC, "val")]
     assert val == [i.item_id for i in mdc_corpus.split("val")]
     assert mdc.resolve_corpus(paths.MDC) == mdc.resolve_corpus(mdc_path)
     split = sources.load_source("mc", {"corpus": paths.MDC, "splits": ("test",)})

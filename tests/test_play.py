@@ -4,7 +4,7 @@ Fast, without a model (a stand-in decoder behind the real HTTP server): games it
 the items the server decoded, two tabs play side by side, hostile requests get a 4xx with a
 reason and change nothing. With a tiny trained run: the page in headless Chromium (type, watch the
 predicted blocks, place one by hand, instruct again), then the saved folder through `mdc stats`,
-`bapjax.evaluate` and `viz report`; a checkpoint that does not load stops the command with exit 2."""
+`bapjax.evaluate` and `bapjax.report`; a checkpoint that does not load stops the command with exit 2."""
 
 import http.client
 import json
@@ -331,7 +331,7 @@ def test_out_folder_of_another_corpus_is_refused(tmp_path, mdc_path):
     (other / "data" / "dataset.json").write_text('{"name": "bs"}')
     with pytest.raises(play.PlayError, match="holds the corpus 'bs', not played games"):
         play.PlayServer("stand-in", other, decoder=RowDecoder())
-    with pytest.raises(play.PlayError, match="--split 'dev'"):
+    with pytest.raises(play.PlayError, match="--games_split 'dev'"):
         play.PlayServer("stand-in", tmp_path / "g", "dev", decoder=RowDecoder())
 
 
@@ -387,7 +387,7 @@ def served(tiny_run, tmp_path_factory):
 def test_play_in_headless_chromium(served, tmp_path):
     """Types an instruction, waits for the predicted blocks (3D view and action list), accepts,
     places a block by clicking the scene, instructs again; then the saved folder itemizes to the
-    two items played, `mdc stats`, `bapjax.evaluate` and `viz report` read it. The screenshot
+    two items played, `mdc stats`, `bapjax.evaluate` and `bapjax.report` read it. The screenshot
     goes to docs/img/play.png with BAPJAX_UPDATE_DOCS_IMG=1."""
     url, out, env = served
     shot = (REPO / "docs" / "img" / "play.png" if os.environ.get("BAPJAX_UPDATE_DOCS_IMG") == "1"
@@ -482,7 +482,7 @@ def test_play_in_headless_chromium(served, tmp_path):
     _, scores, details = evaluate.evaluate_items(items, formats.read_predictions(predictions))
     per_item = [r["overall"] for r in evaluate.per_item_records(items, scores, details)]
     assert per_item[1] == 1.0 and per_item[0] < 1.0  # accepted as predicted / fixed by hand
-    shown = subprocess.run([sys.executable, "-m", "bapjax.viz", "report", f"--predictions={predictions}",
+    shown = subprocess.run([sys.executable, "-m", "bapjax.report", f"--predictions={predictions}",
                             f"--corpus={out}", "--split=test", f"--out={tmp_path / 'report'}"], cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0 and "2 items" in shown.stdout, shown.stderr[-2000:]

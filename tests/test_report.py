@@ -1,4 +1,4 @@
-"""The HTML report (bapjax.report, `python -m bapjax.viz report`): its data against the evaluator,
+"""The HTML report (`python -m bapjax.report`, alias `python -m bapjax.viz report`): its data against the evaluator,
 its command line, and the page itself in headless Chromium (skipped, with the reason, without one)."""
 
 import json
@@ -83,8 +83,8 @@ def test_matches_follow_the_fairer_alignment():
     assert not any(hit for _, hit in marked_pred + marked_ref)
 
 
-def _viz(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "bapjax.viz", "report", *args], cwd=cwd, capture_output=True,
+def _report(*args, command=("bapjax.report",), cwd=REPO):
+    return subprocess.run([sys.executable, "-m", *command, *args], cwd=cwd, capture_output=True,
                           text=True, timeout=600)
 
 
@@ -92,7 +92,7 @@ def test_report_cli_writes_a_page_and_refuses_predictions_of_another_split(tmp_p
     items, predictions = test_split
     preds = tmp_path / "preds.jsonl"
     formats.write_predictions(preds, predictions)
-    done = _viz("--predictions", str(preds), "--corpus", str(mdc_path), "--split", "test", "--out",
+    done = _report("--predictions", str(preds), "--corpus", str(mdc_path), "--split", "test", "--out",
                 str(tmp_path / "r"), "--limit", "30")
     assert done.returncode == 0, done.stderr
     data = report.read_embedded_data((tmp_path / "r" / "index.html").read_text(encoding="utf-8"))
@@ -102,6 +102,16 @@ def test_report_cli_writes_a_page_and_refuses_predictions_of_another_split(tmp_p
     with pytest.raises(report.ReportError, match=r"--predictions .*: 1616 item id\(s\) are not among the 1331 items"):
         report.make_report(out=str(tmp_path / "v"), predictions=str(preds), corpus=str(mdc_path), split="val", limit=5)
     assert not (tmp_path / "v").exists()
+
+
+def test_viz_report_is_the_same_command(tmp_path):
+    """The older spelling takes the same flags and ends a mistake the same way (one line, exit 2)."""
+    args = ("--predictions", str(tmp_path / "missing.jsonl"), "--items", "x.jsonl", "--out", str(tmp_path / "r"))
+    new, old = _report(*args), _report(*args, command=("bapjax.viz", "report"))
+    assert new.returncode == old.returncode == 2
+    assert new.stderr == old.stderr == f"error: --predictions {tmp_path / 'missing.jsonl'}: no such file\n"
+    stray = _report("extra", "--out", str(tmp_path / "r"))
+    assert stray.returncode == 2 and stray.stderr.startswith("error: unexpected arguments: extra")
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -78,6 +78,10 @@ def test_cli_reports_shares_and_names_a_bad_flag(tmp_path):
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["items"] + summary["mistakes_not_checked"] == 40 and summary["correct"] == summary["parsed"]
+    corpus = subprocess.run([sys.executable, "-m", "bapjax.sim.grounding", "--corpus", str(root)],
+                            capture_output=True, text=True, timeout=120)  # --split: train by default
+    assert corpus.returncode == 0, corpus.stderr
+    assert json.loads(corpus.stdout.strip().splitlines()[-1]) == summary
     bad = subprocess.run([sys.executable, "-m", "bapjax.sim.grounding", "--items", str(tmp_path / "nope.jsonl")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "nope.jsonl" in bad.stderr and "Traceback" not in bad.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bapjax import formats, paths, sources
-from bapjax.corpus import store
+from bapjax.corpus import load, store
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,28 +27,28 @@ def test_every_path_kind_gives_the_same_items(mdc_path, mdc_corpus, tmp_path):
     from bapjax.corpus import mdc
 
     want = [item.item_id for item in mdc_corpus.split("val")]
-    assert [i.item_id for i in sources.load_split(mdc_path, "val")] == want
-    assert [i.item_id for i in sources.load_split(mdc.resolve_corpus(mdc_path), "val")] == want
+    assert [i.item_id for i in load.load_split(mdc_path, "val")] == want
+    assert [i.item_id for i in load.load_split(mdc.resolve_corpus(mdc_path), "val")] == want
     formats.write_items(tmp_path / "val.jsonl", mdc_corpus.split("val")[:30])
-    assert [i.item_id for i in sources.load_split(tmp_path / "val.jsonl", None)] == want[:30]
+    assert [i.item_id for i in load.load_split(tmp_path / "val.jsonl", None)] == want[:30]
     store.write_store(tmp_path / "store", {"val": mdc_corpus.split("val")[:30]})
-    assert [i.item_id for i in sources.items_from_flags(store=str(tmp_path / "store"), split="val")] == want[:30]
-    assert sources.load_split(tmp_path / "store", "val", dataset="bs") == []
+    assert [i.item_id for i in load.items_from_flags(store=str(tmp_path / "store"), split="val")] == want[:30]
+    assert load.load_split(tmp_path / "store", "val", dataset="bs") == []
 
 
 def test_item_flags_name_the_mistake(mdc_path, tmp_path):
-    with pytest.raises(sources.SourceError, match="give exactly one of --corpus, --items"):
-        sources.items_from_flags()
-    with pytest.raises(sources.SourceError, match=r"got --corpus, --items"):
-        sources.items_from_flags(corpus=str(mdc_path), items="x.jsonl", split="val")
-    with pytest.raises(sources.SourceError, match="--corpus needs --split"):
-        sources.items_from_flags(corpus=str(mdc_path))
-    with pytest.raises(sources.SourceError, match="no split 'dev'"):
-        sources.items_from_flags(corpus=str(mdc_path), split="dev")
-    with pytest.raises(sources.SourceError, match="no such corpus, store or items file"):
-        sources.items_from_flags(corpus=str(tmp_path / "missing"), split="val")
-    with pytest.raises(sources.SourceError, match="no manifest.json"):
-        sources.items_from_flags(store=str(tmp_path), split="val")
+    with pytest.raises(load.SourceError, match="give exactly one of --corpus, --items"):
+        load.items_from_flags()
+    with pytest.raises(load.SourceError, match=r"got --corpus, --items"):
+        load.items_from_flags(corpus=str(mdc_path), items="x.jsonl", split="val")
+    with pytest.raises(load.SourceError, match="--corpus needs --split"):
+        load.items_from_flags(corpus=str(mdc_path))
+    with pytest.raises(load.SourceError, match="no split 'dev'"):
+        load.items_from_flags(corpus=str(mdc_path), split="dev")
+    with pytest.raises(load.SourceError, match="no such corpus, store or items file"):
+        load.items_from_flags(corpus=str(tmp_path / "missing"), split="val")
+    with pytest.raises(load.SourceError, match="no manifest.json"):
+        load.items_from_flags(store=str(tmp_path), split="val")
 
 
 def test_an_unfinished_cache_entry_is_rebuilt_and_a_foreign_one_refused(tmp_path, monkeypatch):
@@ -62,7 +62,7 @@ def test_an_unfinished_cache_entry_is_rebuilt_and_a_foreign_one_refused(tmp_path
     root, reused = sources.generated_corpus("r", 4, sizes, processes=1, progress=False)
     assert root == entry and not reused and (entry / sources.COMPLETE).exists()
     assert not (entry / "data" / "logs" / "half-written.json").exists()
-    assert len(sources.load_split(root, "train")) == 6
+    assert len(load.load_split(root, "train")) == 6
     assert sources.generated_corpus("r", 4, sizes, processes=1, progress=False) == (entry, True)
     # an entry an older simulator wrote is rebuilt with the current one
     meta_path = entry / "data" / "dataset.json"
@@ -93,4 +93,4 @@ def test_two_processes_asking_for_one_entry_build_it_once(tmp_path):
         results.append(json.loads(out.strip().splitlines()[-1]))
     assert results[0][0] == results[1][0]
     assert sorted(r[1] for r in results) == [False, True]  # one built it, the other waited and reused it
-    assert len(sources.load_split(results[0][0], "train")) == 12
+    assert len(load.load_split(results[0][0], "train")) == 12

@@ -1,6 +1,8 @@
 """Augment MDC training games: paraphrase, permute colors, rotate about the vertical axis.
 
-    python -m bapjax.corpus.augment --corpus PATH --seed S --out DIR [--copies 3]
+    python -m bapjax.corpus.augment [--corpus PATH] --seed S --out DIR [--copies 3]
+
+Without ``--corpus``, the MDC wherever ``bapjax.paths.mdc_path`` finds it.
 
 Each training game gets ``--copies`` augmented copies (default 3, the paper's 4x mix:
 3,709 original + 3 x 3,709 augmented = 14,836 training items). A copy combines all three
@@ -432,8 +434,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.flag("string", "corpus", None, "MDC corpus directory, its .tar.xz, or a directory with one archive "
-             "(default: $BAPJAX_MDC, else ../shared/mdc beside the repository).")
+    cli.define_item_source_flags("corpus")  # default: the MDC
     cli.flag("string", "out", None, "Output corpus directory (its data/logs is replaced).")
     cli.flag("integer", "seed", 0, "Seed for every random choice.")
     cli.flag("integer", "copies", 3, "Augmented copies per training game (3 gives the paper's 4x mix).")

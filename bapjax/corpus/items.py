@@ -1,12 +1,11 @@
-"""What the item cache stores (`ItemizedCorpus`); the item types themselves live in ``bapjax.items``
-(re-exported here for code written against this module)."""
+"""What the item cache stores (`ItemizedCorpus`); the item types themselves live in ``bapjax.items``."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from bapjax.items import BapItem, BuilderPose, ChatTurn, HistoryEvent  # noqa: F401  (re-exported)
+from bapjax.items import BapItem
 
 
 @dataclasses.dataclass

@@ -72,18 +72,10 @@ class Game:
 # Locating and unpacking the corpus
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _unpack_archive(archive: Path) -> Path:
     """Unpack once into the cache; returns the directory holding ``data/``. An unpacked entry
     whose files no longer match its completion record is moved aside and unpacked again."""
-    target = cache_root() / f"corpus-{file_sha256(archive)[:16]}"
+    target = cache_root() / f"corpus-{paths.file_sha256(archive)[:16]}"
     if _unpacked_problem(target) is None:
         return target
     with build_lock(target):
@@ -537,9 +529,7 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
     """Flags exist only when this module is the program, so other CLIs can import it freely."""
-    cli.flag("string", "corpus", None, "Corpus directory, its .tar.xz, or a directory with one archive "
-             "(default: $BAPJAX_MDC, else ../shared/mdc beside the repository).")
-    cli.flag("string", "split", None, "Split to export (train, val, test).")
+    cli.define_item_source_flags("corpus", "split")  # stats/export: --corpus defaults to the MDC
     cli.flag("string", "out", None, "export: output JSONL file ('-' for stdout); fetch: the folder to create.")
     cli.flag("bool", "no_cache", False, "Reparse every game instead of using the item cache.")
     cli.flag("string", "url", None, "fetch: the archive to read (default: the pinned public one; file:// works).")

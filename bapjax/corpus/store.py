@@ -34,7 +34,7 @@ import orjson
 from absl import logging
 
 from bapjax import grid
-from bapjax.corpus.mdc import file_sha256
+from bapjax.paths import file_sha256
 from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import Action, Block

@@ -264,9 +264,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split); @mdc: the MDC as bapjax finds it.")
-    cli.flag("string", "split", None, "Split of --corpus (train, val, test).")
-    cli.flag("string", "items", None, "Items JSONL instead of --corpus.")
+    cli.define_item_source_flags("corpus", "split", "items")
     cli.flag("string", "annotations", None, "Annotation JSONL (build).")
     cli.flag("string", "out", None, "Output: clean items (build) or annotations (annotate, template).")
     cli.flag("string", "stats", None, "Optional JSON file for the build statistics.")

@@ -20,9 +20,9 @@ from typing import Sequence
 
 import numpy as np
 from absl import flags, logging
-from ml_collections import config_flags
 
 from bapjax import cli, curriculum, evaluate, formats, sources
+from bapjax.corpus import load
 from bapjax.errors import UserError
 from bapjax.llm import lengths, retrieval
 from bapjax.llm import formats as llm_formats
@@ -35,11 +35,7 @@ USAGE = f"usage: python -m bapjax.llm {{{','.join(COMMANDS)}}} --flags... (see d
 
 def define_flags() -> None:
     cli.flag("enum", "format", None, "Text layout: nebula, code or rich.", enum_values=list(llm_formats.FORMATS))
-    cli.flag("string", "corpus", None, "Corpus directory / archive (with --split).")
-    cli.flag("string", "store", None, "An item store directory (with --split; bapjax.build).")
-    cli.flag("string", "items", None, "Items JSONL (mdc export or v2_clean output) instead of --corpus.")
-    cli.flag("string", "split", None, "Split of --corpus or --store (train, val, test).")
-    cli.flag("string", "dataset", None, "With --store: only items of this data set (mc, bs, ss, r).")
+    cli.define_item_source_flags()
     cli.flag("string", "out", None, "Output JSONL (export, finetune-set: prompts; score: predictions).")
     cli.flag("integer", "shots", 0, "export: K retrieved examples per prompt (MiniLM cosine of the "
              "last instruction; pool items of the item's own game are left out).")
@@ -52,8 +48,7 @@ def define_flags() -> None:
              "prompt-length report (empty: no report).")
     cli.flag("bool", "compilation_cache", True, "Reuse compiled programs across runs "
              "(on disk under $BAPJAX_CACHE/jax).")
-    if "config" not in FLAGS:
-        config_flags.DEFINE_config_file("config", None, "finetune-set: training config (configs/*.py).")
+    cli.define_config_flag("finetune-set: the training config:")
 
 
 def _progress(done: int, total: int, began: float, what: str, last: list) -> None:
@@ -88,14 +83,14 @@ def export(argv_flags=FLAGS) -> dict:
     if argv_flags.shots < 0:
         raise UserError(f"--shots {argv_flags.shots}: must be >= 0")
     cli.check_output_file("out", argv_flags.out)
-    items = sources.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
+    items = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
                                      argv_flags.store, argv_flags.dataset)
     shots = [[] for _ in items]
     if argv_flags.shots:
         pool_path = argv_flags.pool or argv_flags.corpus or argv_flags.store
         if not pool_path:
             raise UserError("--shots with --items needs --pool (a corpus, store or items file of examples)")
-        pool = sources.load_split(pool_path, "train", argv_flags.dataset if not argv_flags.pool else None)
+        pool = load.load_split(pool_path, "train", argv_flags.dataset if not argv_flags.pool else None)
         if not pool:
             raise UserError(f"--pool {pool_path}: its train split holds no items")
         shots = retrieval.few_shot(items, pool, argv_flags.shots)
@@ -111,7 +106,7 @@ def score(argv_flags=FLAGS) -> dict:
     _need("format", argv_flags.format)
     _need("responses", argv_flags.responses)
     cli.check_output_file("out", argv_flags.out)
-    items = sources.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
+    items = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
                                      argv_flags.store, argv_flags.dataset)
     responses = read_responses(argv_flags.responses, items)
     report, predictions = score_responses(items, responses)
@@ -145,7 +140,7 @@ def curriculum_order(items, config) -> list[tuple[int, int]]:
 def finetune_set(argv_flags=FLAGS) -> dict:
     config = argv_flags.config
     if config is None:
-        raise UserError("--config=configs/<name>.py is required")
+        raise UserError("--config is required: a config file (--config=configs/cl.py) or an installed config's name (--config=cl)")
     _need("format", argv_flags.format)
     _need("out", argv_flags.out)
     unknown = [f for f in argv_flags.length_formats if f not in llm_formats.FORMATS]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bapjax.sim import language, spatial
+from bapjax.sim import language, phrasebook, spatial
 from bapjax.sim.dialogue import GameState, SimGame
 from bapjax.sim.random_dialogs import choose_reference
 from bapjax.sim.structures import sample_shape_structure, touches
@@ -149,7 +149,7 @@ def simulate_game(rng: np.random.Generator) -> SimGame:
             if language.chance(rng, SHAPE_DETAIL_P):
                 lead.append(language.shape_detail(rng, shape.kind))
             elif index > 0 and touches(shape.cells, state.structure) and language.chance(rng, 0.4):
-                lead.append(language.finish(rng, language.pick(rng, language.CONNECTION_NOTES)))
+                lead.append(language.finish(rng, language.pick(rng, phrasebook.CONNECTION_NOTES)))
         while remaining:
             covered = _instruction(state, shape, remaining, lead)
             lead = []

@@ -24,7 +24,7 @@ import numpy as np
 from bapjax import grid
 from bapjax.items import BuilderPose
 from bapjax.grid import PLACE, Action
-from bapjax.sim import language, spatial
+from bapjax.sim import language, phrasebook, spatial
 from bapjax.sim.planner import plan_actions
 
 CLARIFICATION_P = 0.08  # an omitted detail (color, count, direction, length)
@@ -154,33 +154,33 @@ class GameState:
         instruction_lines = split_instruction(rng, instruction, record)
         lines = [("Architect", line) for line in lead]
         if not lead and self.segments and language.chance(rng, TRANSITION_P):
-            lines.append(("Architect", language.talk(rng, language.ARCHITECT_TRANSITIONS)))
+            lines.append(("Architect", language.talk(rng, phrasebook.ARCHITECT_TRANSITIONS)))
         lines += [("Architect", line) for line in instruction_lines]
         lines += [("Architect", line) for line in notes]
         if clarification is None and language.chance(rng, LOCATION_QUESTION_P):
             clarification = location_question(rng, record, prev)
         if clarification is None and language.chance(rng, REPEAT_P):  # "come again?" -> the instruction again
-            clarification = (language.talk(rng, language.REPEAT_QUESTIONS, question=True),
-                             language.pick(rng, language.REPEAT_PREFIXES) + " ".join(instruction.split()))
+            clarification = (language.talk(rng, phrasebook.REPEAT_QUESTIONS, question=True),
+                             language.pick(rng, phrasebook.REPEAT_PREFIXES) + " ".join(instruction.split()))
         if clarification is not None:
             lines += [("Builder", clarification[0]), ("Architect", clarification[1])]
         elif language.chance(rng, ACK_P):
-            lines.append(("Builder", language.talk(rng, language.BUILDER_ACKS)))
+            lines.append(("Builder", language.talk(rng, phrasebook.BUILDER_ACKS)))
         after = []
         if language.chance(rng, CONFIRMATION_P):
             after.append(("Builder", language.confirmation(rng)))
         if wrong is not None:  # no praise for a mistake
             pass
         elif language.chance(rng, CHECK_P):
-            after.append(("Builder", language.talk(rng, language.CHECK_QUESTIONS, question=True)))
-            after.append(("Architect", language.talk(rng, language.CHECK_ANSWERS)))
+            after.append(("Builder", language.talk(rng, phrasebook.CHECK_QUESTIONS, question=True)))
+            after.append(("Architect", language.talk(rng, phrasebook.CHECK_ANSWERS)))
         elif language.chance(rng, FEEDBACK_P):
-            after.append(("Architect", language.talk(rng, language.ARCHITECT_FEEDBACK)))
+            after.append(("Architect", language.talk(rng, phrasebook.ARCHITECT_FEEDBACK)))
         if len(actions) > len(placed) + len(removed) and language.chance(rng, SUPPORT_REMARK_P):
-            after.append(("Builder", language.talk(rng, language.SUPPORT_REMARKS)))  # temporary supports were used
+            after.append(("Builder", language.talk(rng, phrasebook.SUPPORT_REMARKS)))  # temporary supports were used
         if language.chance(rng, AFTER_CHAT_P):
-            after.append(("Builder", language.talk(rng, language.BUILDER_AFTER_CHAT)))
-            after.append(("Architect", language.talk(rng, language.ARCHITECT_AFTER_CHAT)))
+            after.append(("Builder", language.talk(rng, phrasebook.BUILDER_AFTER_CHAT)))
+            after.append(("Architect", language.talk(rng, phrasebook.ARCHITECT_AFTER_CHAT)))
         record = {
             **record,
             "segment": len(self.segments),
@@ -206,9 +206,9 @@ class GameState:
         text = language.correction(rng, right_text, wrong_text)
         lines = [("Architect", text)]
         if language.chance(rng, 0.5):
-            lines.append(("Builder", language.talk(rng, language.MISTAKE_REPLIES)))
+            lines.append(("Builder", language.talk(rng, phrasebook.MISTAKE_REPLIES)))
         actions = self.execute({**self.structure, cell: right})
-        after = [("Architect", language.talk(rng, language.ARCHITECT_FEEDBACK))] if language.chance(rng, FEEDBACK_P) else []
+        after = [("Architect", language.talk(rng, phrasebook.ARCHITECT_FEEDBACK))] if language.chance(rng, FEEDBACK_P) else []
         record = {"kind": "correction", "color": right_text, "wrong_color": wrong_text, "target_cells": [list(cell)],
                   "ref": None, "relation": None, "anchor": None, "omitted": None, "segment": len(self.segments),
                   "text": text, "lines": [text], "clarification": None, "pose": list(pose),
@@ -231,14 +231,14 @@ class GameState:
         rng = self.rng
         opening = []
         if language.chance(rng, GREETING_P):
-            greeting = language.talk(rng, language.OPENERS)
+            greeting = language.talk(rng, phrasebook.OPENERS)
             opening.append(("Architect", greeting))
             if greeting.endswith("?") or language.chance(rng, 0.6):
-                opening.append(("Builder", language.talk(rng, language.OPENER_REPLIES)))
+                opening.append(("Builder", language.talk(rng, phrasebook.OPENER_REPLIES)))
         if language.chance(rng, FRAME_NOTE_P):
             opening.append(("Architect", language.frame_note(rng)))
             if language.chance(rng, 0.5):
-                opening.append(("Builder", language.talk(rng, language.FRAME_NOTE_REPLIES)))
+                opening.append(("Builder", language.talk(rng, phrasebook.FRAME_NOTE_REPLIES)))
         if language.chance(rng, OVERVIEW_P):
             kinds = list(info.get("shapes") or [])
             overview = [("Architect", line) for line in language.overview_lines(rng, self.structure, len(kinds) or None, kinds)]
@@ -246,9 +246,9 @@ class GameState:
             info = {**info, "overview": [list(turn) for turn in overview]}
         closing = []
         if language.chance(rng, CLOSING_P):
-            closing.append(("Architect", language.talk(rng, language.CLOSINGS)))
+            closing.append(("Architect", language.talk(rng, phrasebook.CLOSINGS)))
             if language.chance(rng, 0.5):
-                closing.append(("Builder", language.talk(rng, language.CLOSING_REPLIES)))
+                closing.append(("Builder", language.talk(rng, phrasebook.CLOSING_REPLIES)))
         if start_pose is None:
             start_pose = self.segments[0].pose if self.segments else BuilderPose(0.0, 1.0, -5.0, 0.0, 20.0)
         return SimGame(self.dataset, self.segments, dict(self.structure), opening, closing, start_pose, info)
@@ -275,14 +275,14 @@ def location_question(rng: np.random.Generator, record: dict, prev: dict) -> tup
         return None
     kind = language.pick(rng, kinds)
     if kind == "ref":  # "which one?" -> the reference expression again
-        question = language.talk(rng, language.REFERENCE_QUESTIONS, question=True)
-        return question, language.pick(rng, language.REFERENCE_ANSWERS).format(ref=ref_text)
-    question = language.talk(rng, language.LOCATION_QUESTIONS[kind], question=True)
+        question = language.talk(rng, phrasebook.REFERENCE_QUESTIONS, question=True)
+        return question, language.pick(rng, phrasebook.REFERENCE_ANSWERS).format(ref=ref_text)
+    question = language.talk(rng, phrasebook.LOCATION_QUESTIONS[kind], question=True)
     if kind == "side":  # answer about the side the question names
         side = "left" if "left" in question.lower() else "right"
-        answer = language.pick(rng, language.LOCATION_ANSWERS["side"]).replace("left", side)
+        answer = language.pick(rng, phrasebook.LOCATION_ANSWERS["side"]).replace("left", side)
     else:
-        answer = language.pick(rng, language.LOCATION_ANSWERS[kind])
+        answer = language.pick(rng, phrasebook.LOCATION_ANSWERS[kind])
     return question, answer
 
 

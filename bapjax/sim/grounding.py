@@ -21,7 +21,7 @@ reference actions (temporary supports cancel out). What is parsed:
   block recolored); an item whose next item is such a correction is the Builder's mistake and
   is reported as such, not checked.
 
-Words of phrase tables come from ``bapjax.sim.language`` (synonyms added there are understood);
+Words of phrase tables come from ``bapjax.sim.phrasebook`` (synonyms added there are understood);
 an instruction this grammar cannot read is counted as unparsed with the reason, never an error.
 The report gives, per kind, how many items were parsed and how many of those were correct.
 """
@@ -42,12 +42,12 @@ from bapjax.corpus.load import items_from_flags
 from bapjax.items import BapItem, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import PLACE, Action
-from bapjax.sim import language, spatial
+from bapjax.sim import phrasebook, spatial
 
 # ---------------------------------------------------------------------------------------------
 # Words
 
-NUMBERS = {w: n for n, w in enumerate(language.NUMBER_WORDS)}
+NUMBERS = {w: n for n, w in enumerate(phrasebook.NUMBER_WORDS)}
 NUMBERS["a"] = 1
 DIRECTIONS = {  # word -> unit (right, up, away) in the Builder's frame
     "left": (-1, 0, 0), "right": (1, 0, 0),
@@ -73,8 +73,8 @@ def _alternation(phrases: Iterable[str]) -> str:
     return "|".join(re.escape(p) for p in sorted(set(phrases), key=len, reverse=True))
 
 
-_EXTREME_WORD = {w: e for e, words in language.EXTREME_WORDS.items() for w in words}
-_EXTREME_POST = {w: e for e, words in language.EXTREME_POSTFIX.items() for w in words}
+_EXTREME_WORD = {w: e for e, words in phrasebook.EXTREME_WORDS.items() for w in words}
+_EXTREME_POST = {w: e for e, words in phrasebook.EXTREME_POSTFIX.items() for w in words}
 REFERENCE_PATTERNS = [  # (kind, regex); groups: color / extreme words
     ("extreme_color", re.compile(rf"\bthe ({_alternation(_EXTREME_WORD)}) {COLOR} {NOUN}\b")),
     ("extreme_color_post", re.compile(rf"\bthe {COLOR} {NOUN} ({_alternation(_EXTREME_POST)})")),
@@ -91,17 +91,17 @@ def _plain(text: str) -> str:
     return " ".join(text.replace(",", " , ").split()).replace(" ,", ",")
 
 
-_PREFIXES = sorted({_plain(p) for p in language.PREFIXES + language.REPEAT_PREFIXES + ("actually, ", "oops, ", "sorry, ")
+_PREFIXES = sorted({_plain(p) for p in phrasebook.PREFIXES + phrasebook.REPEAT_PREFIXES + ("actually, ", "oops, ", "sorry, ")
                     if p.strip()}, key=len, reverse=True)
 VERB = " ; "  # what verb phrases become: a stop for the backward walk over a relation
-_VERBS = re.compile(r"\b(?:" + _alternation([_plain(v) for v in language.PLACE_VERBS + language.REMOVE_VERBS]
+_VERBS = re.compile(r"\b(?:" + _alternation([_plain(v) for v in phrasebook.PLACE_VERBS + phrasebook.REMOVE_VERBS]
                                              + ["stack", "continue", "need", "goes", "start with", "begin with",
                                                 "create", "build", "make"])
                     + r")\b")
 
 
 LAST = "lastblock"  # every "the last block" synonym becomes this word before verbs are replaced
-_LAST_PHRASES = re.compile(r"\b(?:" + _alternation([_plain(p) for p in language.LAST_PHRASES if p != "it"])
+_LAST_PHRASES = re.compile(r"\b(?:" + _alternation([_plain(p) for p in phrasebook.LAST_PHRASES if p != "it"])
                            + r"|it(?!'| is| will| should| floats| goes| looks| has| connects| touches| sticks))\b")
 
 
@@ -127,10 +127,10 @@ def _normalize(text: str) -> str:
 def talk_lines() -> frozenset:
     """Every line of the simulators' talk banks (no grounded content), as ``_normalize`` gives
     them, with each informal spelling the simulators may use."""
-    banks = (language.ARCHITECT_FEEDBACK, language.CHECK_ANSWERS, language.ARCHITECT_TRANSITIONS,
-             language.ARCHITECT_AFTER_CHAT, language.OPENERS, language.CLOSINGS, language.FRAME_NOTES,
-             *language.LOCATION_ANSWERS.values(), language.CONNECTION_NOTES, *language.SHAPE_DETAILS.values(),
-             [line.replace("left", "right") for line in language.LOCATION_ANSWERS["side"]])
+    banks = (phrasebook.ARCHITECT_FEEDBACK, phrasebook.CHECK_ANSWERS, phrasebook.ARCHITECT_TRANSITIONS,
+             phrasebook.ARCHITECT_AFTER_CHAT, phrasebook.OPENERS, phrasebook.CLOSINGS, phrasebook.FRAME_NOTES,
+             *phrasebook.LOCATION_ANSWERS.values(), phrasebook.CONNECTION_NOTES, *phrasebook.SHAPE_DETAILS.values(),
+             [line.replace("left", "right") for line in phrasebook.LOCATION_ANSWERS["side"]])
     swaps = (("that's", "thats"), ("i'm", "im"), ("don't", "dont"), ("let's", "lets"), ("you're", "youre"),
              ("what's", "whats"), ("okay", "k"), ("you", "u"), ("yes", "ya"), ("yeah", "yea"), ("the ", "teh "),
              ("going to", "gonna"), ("kind of", "kinda"), ("i've", "ive"), ("doesn't", "doesnt"))
@@ -276,7 +276,7 @@ def relation_before(line: str, start: int) -> str:
 
 def number_stated(text: str, n: int) -> bool:
     words = set(_tokens(re.sub(r"(\d)x(\d)", r"\1 x \2", text).replace("-", " ")))
-    return str(n) in words or (n < len(language.NUMBER_WORDS) and language.NUMBER_WORDS[n] in words)
+    return str(n) in words or (n < len(phrasebook.NUMBER_WORDS) and phrasebook.NUMBER_WORDS[n] in words)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -506,16 +506,14 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.flag("string", "corpus", None, "A simulated corpus directory (bapjax.sim.generate --out).")
-    cli.flag("string", "items", None, "Or: exported items JSONL (python -m bapjax.corpus.mdc export).")
-    cli.flag("string", "split", "train", "Split to check (with --corpus).")
+    cli.define_item_source_flags("corpus", "items", "split")  # --split defaults to train here (main)
     cli.flag("integer", "examples", 5, "Unparsed and incorrect examples to print (stderr).")
 
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    items = items_from_flags(corpus=FLAGS.corpus, split=FLAGS.split if FLAGS.corpus else None,
+    items = items_from_flags(corpus=FLAGS.corpus, split=(FLAGS.split or "train") if FLAGS.corpus else None,
                              items=FLAGS.items)
     checks = check_items(items)
     summary = summarize(checks)

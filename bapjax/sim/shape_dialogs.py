@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bapjax.sim import language, spatial
+from bapjax.sim import language, phrasebook, spatial
 from bapjax.sim.dialogue import GameState, SimGame
 from bapjax.sim.structures import sample_shape_structure
 
@@ -88,7 +88,7 @@ def _instruction_text(rng, kind, noun, color, size_text, anchor, where, first: b
     """Assemble the instruction; None parts were left out for a clarification."""
     c = f"{color} " if color else ""
     verb = language.pick(rng, ("build", "make", "place", "put down", "create", "add"))
-    p = language.pick(rng, FIRST_PREFIXES if first else language.PREFIXES)
+    p = language.pick(rng, FIRST_PREFIXES if first else phrasebook.PREFIXES)
     anchor_part = f" {anchor}" if anchor else ""
     if kind == "plane":
         dims = f"{size_text} " if size_text else ""

@@ -1,0 +1,98 @@
+"""The shared command-line pieces (bapjax.cli): the item-source flags have one definition; --config
+takes a file or an installed config by name, and a missing one is one line, exit 2."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bapjax import cli
+
+REPO = Path(__file__).resolve().parents[1]
+# The CLIs that read items through the item-source flags (each module's define_flags()).
+ITEM_CLIS = ("bapjax.evaluate", "bapjax.predict", "bapjax.predictors", "bapjax.report", "bapjax.corpus.v2_clean",
+             "bapjax.viz", "bapjax.llm.__main__", "bapjax.sim.grounding", "bapjax.corpus.mdc", "bapjax.corpus.augment")
+
+
+def flag_definitions(path: Path) -> list[tuple[str, int]]:
+    """(name, line) of every flag `path` defines: ``cli.flag(kind, "name", ...)``, ``flag(...)``
+    and ``flags.DEFINE_*("name", ...)`` / ``DEFINE_*(...)`` calls."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        position = 1 if func == "flag" else 0 if func.startswith("DEFINE_") else None
+        if position is None or len(node.args) <= position:
+            continue
+        name = node.args[position]
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            found.append((name.value, node.lineno))
+    return found
+
+
+def test_flag_definitions_reads_both_forms(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text('cli.flag("string", "corpus", None, "x")\nflags.DEFINE_string("split", None, "y")\n'
+                      'flag("integer", "seed", 0, "z")\n')
+    assert flag_definitions(source) == [("corpus", 1), ("split", 2), ("seed", 3)]
+
+
+# The same name with another meaning, in a CLI that reads no items: which simulator runs.
+OTHER_MEANING = {("bapjax/sim/generate.py", "dataset")}
+
+
+def test_each_item_source_flag_is_defined_once_in_bapjax():
+    elsewhere = {f"{path.relative_to(REPO)}:{line}": name
+                 for path in sorted((REPO / "bapjax").rglob("*.py")) if path.name != "cli.py"
+                 for name, line in flag_definitions(path)
+                 if name in cli.ITEM_SOURCE_FLAGS and (str(path.relative_to(REPO)), name) not in OTHER_MEANING}
+    assert elsewhere == {}
+
+
+def test_every_item_cli_gets_the_one_help_text():
+    """All the CLIs' flags defined in one process, in any order: each item-source flag has its help."""
+    code = (
+        "import importlib, json, sys\n"
+        "from absl import flags\n"
+        f"for name in {list(reversed(ITEM_CLIS))!r}:\n"
+        "    importlib.import_module(name).define_flags()\n"
+        f"print(json.dumps({{n: flags.FLAGS[n].help for n in {list(cli.ITEM_SOURCE_FLAGS)!r}}}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == cli.ITEM_SOURCE_FLAGS
+
+
+# --------------------------------------------------------------------------------------------
+# --config: a file, or an installed config by name
+
+
+def test_a_config_loads_by_name_as_from_its_file(monkeypatch, tmp_path):
+    by_file = cli.load_config(str(REPO / "configs" / "cpu_experiment.py") + ":mc,3")
+    monkeypatch.chdir(tmp_path)  # no configs/ here: the name is looked up in the installed package
+    assert cli.load_config("cpu_experiment:mc,3").to_dict() == by_file.to_dict()
+    assert by_file.seed == 3 and cli.load_config("quickstart").workdir == "runs/quickstart"
+    assert {"quickstart", "cpu", "cpu_experiment", "cl"} <= set(cli.config_names())
+    assert "common" not in cli.config_names()  # shared pieces, no get_config
+
+
+def test_a_missing_config_names_the_flag_and_the_names(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(cli.ConfigNotFoundError) as raised:
+        cli.load_config("configs/quickstrat.py")
+    message = str(raised.value)
+    assert message.startswith("--config=configs/quickstrat.py: no such config file or config name (names: ")
+    assert "quickstart" in message
+
+
+def test_a_missing_config_file_is_one_line_and_exit_2():
+    """The most common mistake, a typo in the path: one line, status 2 (was two tracebacks, 1)."""
+    done = subprocess.run([sys.executable, "-m", "bapjax.train", "--config=configs/quickstrat.py"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith("error: --config=configs/quickstrat.py: no such config file or config name "
+                                  "(names: ") and done.stderr.count("\n") == 1, done.stderr
