@@ -95,6 +95,8 @@ class BuilderModel(nn.Module):
     world_encoding: str = "per_step"  # "once": the CNN encodes each item's start world once (FiLM on the text
     # summary) and each step adds a convolution of what changed since (world_changes); "per_step": re-encode
     change_kernel: int = 3  # world_encoding "once": kernel of the sparse convolution over changed cells (1: per cell)
+    step_chunk: int = 0  # world_encoding "once": >0: the packed steps' change features and head in rematerialized
+    # chunks of this many (the head over [steps, 1089, head_hidden] is the step's cost then); 0: all at once
 
     def setup(self):
         if self.text_encoder == "gru":
@@ -177,14 +179,18 @@ class BuilderModel(nn.Module):
         """world_encoding "once": [N, 7624] logits of N world states from their items' start-world
         encodings [N, 11, 9, 11, F] plus the change features of `world` against `start`
         (`world_changes`; at most `max_changed` changed cells per row: the item's actions so far)."""
-        changes = world_changes.change_channels(world, start, self.recent_decay)
-        return self.action_logits(encoded + self.change_conv(changes, max_changed), dec_out)
+        def run(module, e, s, w, d):
+            changes = world_changes.change_channels(w, s, module.recent_decay)
+            return module.action_logits(e + module.change_conv(changes, max_changed), d)
 
-    def in_chunks(self, fn, inputs: tuple):
+        return self.in_chunks(run, (encoded, start, world, dec_out), self.step_chunk)
+
+    def in_chunks(self, fn, inputs: tuple, chunk: int | None = None):
         """`fn(module, *inputs)` over the leading axis of `inputs` (a tuple of pytrees [n, ...]); with
-        `encode_chunk` in rematerialized chunks of that many rows (a scan; the last chunk padded
-        with copies of row 0)."""
-        n, chunk = jax.tree_util.tree_leaves(inputs)[0].shape[0], self.encode_chunk
+        `chunk` (default `encode_chunk`) in rematerialized chunks of that many rows (a scan; the
+        last chunk padded with copies of row 0)."""
+        n = jax.tree_util.tree_leaves(inputs)[0].shape[0]
+        chunk = self.encode_chunk if chunk is None else chunk
         if not chunk or n <= chunk:
             return fn(self, *inputs)
         chunks = -(-n // chunk)
