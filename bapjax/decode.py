@@ -4,8 +4,10 @@
 encodes the slot's current world (colors and recent-action channel after the actions so far,
 `bapjax.models.world_input.advance_world`, the same rule as teacher forcing), masks infeasible
 actions (`bapjax.grid.feasible_mask_single`: occupancy, support, the 20-per-color inventory),
-and picks the next action. A slot whose item stops (STOP or `max_actions`) takes the next
-waiting item at once, so no work is spent on finished items until the queue runs dry; the loop
+and picks the next action. With `world_encoding="once"` the start worlds of all rows of a call
+are encoded once before the loop, and a step adds the slot's change features to its item's
+encoding (`BuilderModel.changed_world_logits`): no CNN inside the loop. A slot whose item stops
+(STOP or `max_actions`) takes the next waiting item at once, so no work is spent on finished items until the queue runs dry; the loop
 ends when every item is done. Under a mesh each device runs its own pool over its own items
 (`bapjax.sharding.per_device`), so devices never wait for each other's longest item.
 
@@ -118,6 +120,9 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     num_items = (batch["weight"] > 0).sum().astype(jnp.int32) if "weight" in batch else jnp.int32(n)
     token_states, summary = model.apply(variables, tokens, text_mask, method=M.encode_text)
     starts = world_input.start_world(batch)
+    once = model.world_encoding == "once"
+    if once:  # every row's start world encoded once, before the loop (world_changes)
+        encoded = model.apply(variables, starts, summary, method=M.encode_starts)
 
     def fresh(item):
         """Decoder state and world of the items `item` [S] (index -1: a slot with nothing left)."""
@@ -144,7 +149,12 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
         idx = jnp.maximum(c["item"], 0)
         dec, dec_out = model.apply(variables, c["dec"], c["t"], c["prev"], token_states[idx], text_mask[idx],
                                    method=M.decoder_step)
-        logits = model.apply(variables, c["world"], dec_out, method=M.world_logits)
+        if once:
+            start = jax.tree_util.tree_map(lambda x: x[idx], starts)
+            logits = model.apply(variables, encoded[idx], start, c["world"], dec_out, max_actions,
+                                 method=M.changed_world_logits)
+        else:
+            logits = model.apply(variables, c["world"], dec_out, method=M.world_logits)
         feasible = jax.vmap(G.feasible_mask_single)(c["world"]["grid"])
         feasible = feasible.at[:, G.STOP].set(c["t"] >= min_actions)
         choice = choose_actions(logits, feasible, stop_rule, stop_threshold)

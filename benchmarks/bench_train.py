@@ -4,6 +4,10 @@
                                      [--fixed_length N] [--checkpoint runs/cpu]
     python benchmarks/bench_train.py --compare_to 42333b0 --fixed_length 5 [--rounds 2]
     python benchmarks/bench_train.py --config configs/cpu_experiment.py --compare_config configs/bert.py --rounds 2
+    python benchmarks/bench_train.py --config configs/cpu_experiment.py:mc \
+        --compare_config.model.world_encoding=once --rounds 2
+    python benchmarks/bench_train.py --config configs/cpu_experiment.py:mc --config.model.world_encoding=once \
+        --compare_to 498834b --fixed_length 5 --decode_items 0 --rounds 2
 
 Training: items/s of the compiled train step (teacher forcing, AdamW) at batch sizes 1 (the
 original implementation's setting) and 32, measured in the same run after compilation; the
@@ -12,12 +16,20 @@ split (max `config.eval.max_actions` actions), with the trained parameters of --
 given; `--fixed_length N` decodes exactly N actions per item (STOP masked until then), so decode
 speed compares across versions whatever the model predicts.
 
+Config overrides work as in training: `--config.<field>=value` (e.g.
+`--config.model.world_features=32`; the `=` form) changes --config, parsed by ml_collections as
+`python -m bapjax.train` parses them; a field the config lacks or a value that does not fit is one
+line `error: ...`, exit 2.
 `--compare_config PATH` measures a second config alternately with --config in this process
-(e.g. the M' builder against the GRU builder of the CPU experiment) and prints the ratios.
+(e.g. the M' builder against the GRU builder of the CPU experiment) and prints the ratios;
+`--compare_config.<field>=value` overrides it (without --compare_config the second config is
+--config's file with only these overrides, e.g. `--compare_config.model.world_encoding=once`).
 `--compare_to COMMIT` measures a copy of that commit (`git archive`) with its own
 benchmarks/bench_train.py and this tree with this script, alternately for `--rounds` rounds, with
 the same flags (refused, naming it, if COMMIT's script lacks one), and prints the best figure of
 each and the ratios of the figures both report. Each script imports only its own tree's bapjax.
+The `--config.<field>` overrides go to this tree only: COMMIT measures --config as it stood
+there (e.g. this tree's model option against the commit's model).
 Efficiency against the machine itself: `train_gflop_per_item` is XLA's cost analysis of the
 compiled batch-32 train steps that were timed (counted as bench_scaling counts: the model compiled
 with `encode_chunk=0`, since XLA counts a loop body once; the rematerialized chunked step really
@@ -48,15 +60,59 @@ METRICS = ("train_b1_items_per_s", "train_b32_items_per_s", "decode_items_per_s"
 EFFICIENCY = ("train_gflop_per_item", "train_gflops_per_s", "matmul_gflops_per_s")  # reported, not ratioed
 
 
-def load_config(spec, repo: Path = REPO):
+def load_config(spec, repo: Path = REPO, overrides: list[str] = ()):
     """The measured tree's config: a file relative to `repo` ('path.py[:arg]'), else what
-    ``--config`` takes (`bapjax.cli.load_config`: a file, or an installed config's name)."""
+    ``--config`` takes (`bapjax.cli.load_config`: a file, or an installed config's name), with
+    `--config.<field>=value` overrides applied as training applies them (ml_collections' config flags)."""
     from bapjax.cli import load_config as load
 
     path, colon, arg = str(spec).partition(":")
     if (Path(repo) / path).is_file():
         spec = f"{Path(repo) / path}{colon}{arg}"
-    return load(spec)
+    config = load(spec)
+    if overrides:
+        from absl import flags
+        from ml_collections import config_flags
+
+        argv = [sys.argv[0], *overrides]
+        values = flags.FlagValues()
+        try:
+            config_flags.DEFINE_config_dict("config", config, flag_values=values, sys_argv=argv)
+            values(argv)
+        except flags.Error as err:
+            fail(str(err).splitlines()[0])
+        except (AttributeError, KeyError) as err:
+            fail(f"{' '.join(overrides)}: {path} has no field {str(err).strip(chr(34) + chr(39))!r}")
+        except (ValueError, TypeError) as err:
+            fail(f"{' '.join(overrides)}: a value does not fit its field: {err}")
+    return config
+
+
+def fail(message: str):
+    """A user mistake: one line, exit 2."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+OVERRIDE_PREFIXES = {"--config.": "overrides", "--compare_config.": "compare_overrides"}
+
+
+def split_overrides(extra: list[str]) -> dict[str, list[str]]:
+    """The `--config.<field>=value` and `--compare_config.<field>=value` tokens of the command line,
+    each as a `--config.<field>=value` override of its config; anything else is an error."""
+    out = {dest: [] for dest in OVERRIDE_PREFIXES.values()}
+    for token in extra:
+        prefix = next((p for p in OVERRIDE_PREFIXES if token.startswith(p)), None)
+        if prefix is None:
+            fail(f"unrecognized argument {token!r}")
+        if "=" not in token:
+            fail(f"{token}: give an override as {prefix}<field>=value")
+        out[OVERRIDE_PREFIXES[prefix]].append("--config." + token[len(prefix):])
+    return out
+
+
+def describe(path: str, overrides: list[str]) -> str:
+    return " ".join([path, *overrides])
 
 
 def time_training(model, optimizer, features, feature_config, batch_size, steps, seed=0, devices=1):
@@ -136,7 +192,7 @@ def measure(args) -> dict:
     from bapjax.models import builder
     from bapjax.text.vocab import Vocabulary
 
-    config = load_config(args.config, Path(args.repo))
+    config = load_config(args.config, Path(args.repo), getattr(args, "overrides", []))
     corpus = mdc.load_corpus(args.corpus)
     train_items = list(corpus.split("train"))
     vocab = Vocabulary.build(train_items)
@@ -147,7 +203,8 @@ def measure(args) -> dict:
     config.train.schedule = "constant"
     optimizer = optim.make_optimizer(config.train)
     print(f"{args.repo}: devices {jax.devices()}  model: world {config.model.world_features}x"
-          f"{config.model.world_layers}, rnn {config.model.text_hidden}, decoder {config.model.decoder}", flush=True)
+          f"{config.model.world_layers}, rnn {config.model.text_hidden}, decoder {config.model.decoder}, "
+          f"world encoding {config.model.get('world_encoding', 'per_step')}", flush=True)
 
     result = {}
     for batch_size, steps in ((1, args.steps_b1), (32, args.steps)):
@@ -221,13 +278,15 @@ def compare(args, argv: list[str]) -> dict:
     lacks is an error naming it); best of the rounds each, ratios of the figures both report."""
     forwarded = []
     skip = False
-    for token in argv:  # drop --compare_to/--rounds/--repo from the flags we pass on
+    for token in argv:  # drop --compare_to/--rounds/--repo and the overrides from the flags we pass on
         if skip:
             skip = False
             continue
         name = token.split("=")[0]
         if name in ("--compare_to", "--rounds", "--repo"):
             skip = "=" not in token
+            continue
+        if token.startswith("--config."):
             continue
         forwarded.append(token)
     sys.path.insert(0, str(REPO))  # this process measures nothing itself: this tree's bapjax finds the MDC
@@ -244,9 +303,10 @@ def compare(args, argv: list[str]) -> dict:
         if missing:
             raise SystemExit(f"error: {args.compare_to}'s benchmarks/bench_train.py has no {', '.join(missing)}")
         runs: dict[str, list[dict]] = {"baseline": [], "current": []}
+        flags_of = {"baseline": forwarded, "current": forwarded + list(args.overrides)}  # overrides: this tree only
         for _ in range(args.rounds):
             for name, tree in trees.items():
-                out = subprocess.run([sys.executable, str(tree / "benchmarks" / "bench_train.py"), *forwarded],
+                out = subprocess.run([sys.executable, str(tree / "benchmarks" / "bench_train.py"), *flags_of[name]],
                                      capture_output=True, text=True, cwd=str(tree),
                                      env={**os.environ, "PYTHONPATH": str(tree)})
                 if out.returncode:
@@ -262,7 +322,7 @@ def compare(args, argv: list[str]) -> dict:
         print(f"{key}: {best['current'][key]:.2f} vs {best['baseline'][key]:.2f} at {args.compare_to} "
               f"= {ratio[key]:.2f}x (best of {args.rounds})", flush=True)
     return {"current": best["current"], "baseline": best["baseline"], "baseline_commit": args.compare_to,
-            "ratio": ratio, "rounds": args.rounds}
+            "current_overrides": list(args.overrides), "ratio": ratio, "rounds": args.rounds}
 
 
 def main():
@@ -283,13 +343,14 @@ def main():
                         help="also measure this config, alternately with --config, in this process")
     parser.add_argument("--host_devices", type=int, default=1,
                         help="train data-parallel over this many host CPU devices (XLA's forced device count)")
-    args = parser.parse_args()
+    args, extra = parser.parse_known_args()
+    vars(args).update(split_overrides(extra))
     if args.host_devices > 1 and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                    f" --xla_force_host_platform_device_count={args.host_devices}").strip()
     if args.compare_to:
         result = compare(args, sys.argv[1:])
-    elif args.compare_config:
+    elif args.compare_config or args.compare_overrides:
         result = compare_configs(args)
     else:
         result = measure(args)
@@ -299,19 +360,22 @@ def main():
 def compare_configs(args) -> dict:
     """--config (the baseline) and --compare_config measured alternately in one process for
     --rounds rounds; the best figure of each and the ratios compare_config / config."""
+    settings = {"baseline": (args.config, list(args.overrides)),
+                "current": (args.compare_config or args.config, list(args.compare_overrides))}
+    labels = {name: describe(*setting) for name, setting in settings.items()}
     runs = {"baseline": [], "current": []}
     for _ in range(args.rounds):
-        for name, path in (("baseline", args.config), ("current", args.compare_config)):
-            print(f"== {name}: {path}", flush=True)
-            runs[name].append(measure(argparse.Namespace(**{**vars(args), "config": path})))
+        for name, (path, overrides) in settings.items():
+            print(f"== {name}: {labels[name]}", flush=True)
+            runs[name].append(measure(argparse.Namespace(**{**vars(args), "config": path, "overrides": overrides})))
     best = {name: {m: max(r[m] for r in results) for m in METRICS} | best_efficiency(results)
-            for name, results in runs.items()}
+            | {"decode_mean_length": results[0]["decode_mean_length"]} for name, results in runs.items()}
     ratio = {m: round(best["current"][m] / best["baseline"][m], 3) for m in METRICS}
     for m in METRICS:
-        print(f"{m}: {args.compare_config} / {args.config} = {ratio[m]:.2f}x "
+        print(f"{m}: {labels['current']} / {labels['baseline']} = {ratio[m]:.2f}x "
               f"({best['current'][m]:.2f} vs {best['baseline'][m]:.2f})", flush=True)
-    return {"baseline": best["baseline"], "current": best["current"], "ratio": ratio,
-            "configs": {"baseline": args.config, "current": args.compare_config}}
+    return {"baseline": best["baseline"], "current": best["current"], "ratio": ratio, "configs": labels,
+            "rounds": args.rounds}
 
 
 if __name__ == "__main__":

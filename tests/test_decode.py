@@ -173,11 +173,13 @@ def _randomize_film(params, seed=0):
 
 
 @pytest.mark.parametrize("decoder,options", [("gru", {}), ("transformer", {}),
-                                             ("gru", {"world_film": True, "use_last_offset": True})])
+                                             ("gru", {"world_film": True, "use_last_offset": True}),
+                                             ("gru", {"world_film": True, "world_encoding": "once"})])
 def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, options, mdc_corpus):
     """Forced decoding of the gold actions gives, step by step, the teacher-forcing logits: the
     world (colors and recent-action channel after the actions so far), pose channels and decoder
-    state that decoding feeds the model are exactly teacher forcing's."""
+    state that decoding feeds the model are exactly teacher forcing's (world_encoding "once": the
+    start-world encodings and the change features since)."""
     from bapjax import input_pipeline
     from bapjax.text.vocab import Vocabulary
 

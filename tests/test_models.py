@@ -48,6 +48,9 @@ def test_im2col_conv_equals_flax_conv():
     params = layer.init(jax.random.PRNGKey(0), x)
     ref = nn.Conv(4, (3, 3, 3), padding="SAME").apply(params, x)
     np.testing.assert_allclose(layer.apply(params, x), ref, atol=1e-5)
+    from bapjax.models import world_cnn
+    for k in (1, 3, 5):  # the patch matrix built axis by axis equals the one slice per offset
+        np.testing.assert_array_equal(world_cnn.patches(jnp.asarray(x), k), world_cnn.patches_reference(jnp.asarray(x), k))
 
 
 def test_action_features_match_plain_reference():

@@ -10,7 +10,9 @@ world CNN dominates the cost. The model works on the rows it is given: under dat
 each device calls it on its own rows (`bapjax.sharding.per_device`), so each device packs and
 encodes only its own pairs. The packed encodings run through the CNN and the head in chunks of
 `encode_chunk` (rematerialized in the backward pass): on CPU this keeps the im2col buffers small
-and reused instead of gigabytes allocated and faulted in per step.
+and reused instead of gigabytes allocated and faulted in per step. With `world_encoding="once"`
+(`bapjax.models.world_changes`) the CNN instead encodes each item's start world once (FiLM on the
+text summary) and each packed step adds features of what changed since, so a step costs no CNN.
 
 Construction: the `BuilderModel` field defaults are the model's defaults, given once. A config's
 `model` section (`bapjax.run_config.paper_model`, `configs/common.py`'s CPU models) starts from
@@ -34,7 +36,7 @@ from bapjax.errors import UserError
 from bapjax.input_pipeline import GRU_TEXT, text_encoder_features
 from bapjax.models.decoders import GRUActionDecoder, TransformerActionDecoder
 from bapjax.models.text_encoder import GRUTextEncoder
-from bapjax.models import world_input
+from bapjax.models import world_changes, world_input
 from bapjax.models.world_cnn import WorldCNN
 
 START = G.NUM_ACTIONS_WITH_STOP  # 7624: the decoder's input before the first action
@@ -90,6 +92,11 @@ class BuilderModel(nn.Module):
     # chunk) or "dots" (keep the matmul outputs, recompute only patches and elementwise ops)
     text_encoder: str = "gru"  # "gru": GloVe + GRU over token ids; a frozen encoder's name ("minilm",
     # input_pipeline.TEXT_ENCODERS): a projection of its token states, which the features then hold
+    world_encoding: str = "per_step"  # "once": the CNN encodes each item's start world once (FiLM on the text
+    # summary) and each step adds a convolution of what changed since (world_changes); "per_step": re-encode
+    change_kernel: int = 3  # world_encoding "once": kernel of the sparse convolution over changed cells (1: per cell)
+    step_chunk: int = 0  # world_encoding "once": >0: the packed steps' change features and head in rematerialized
+    # chunks of this many (the head over [steps, 1089, head_hidden] is the step's cost then); 0: all at once
 
     def setup(self):
         if self.text_encoder == GRU_TEXT:
@@ -114,6 +121,8 @@ class BuilderModel(nn.Module):
         self.head_out = nn.Dense(G.ACTIONS_PER_CELL, name="head_out")
         self.stop_hidden = nn.Dense(self.head_hidden, name="stop_hidden")
         self.stop_out = nn.Dense(1, name="stop_out")
+        if world_changes.check_world_encoding(self.world_encoding) == "once":
+            self.change_conv = world_changes.ChangeConv(self.world_features, self.change_kernel, name="world_changes")
 
     # -- pieces (used by teacher forcing and by greedy decoding) --------------------------------
     @property
@@ -140,7 +149,8 @@ class BuilderModel(nn.Module):
 
     def encode_world(self, world: dict, dec_out):
         """World features [N, 11, 9, 11, F] of N world states (`world_input`: leaves [N, ...]),
-        given the decoder outputs `dec_out` [N, H] (the CNN's FiLM condition when it has FiLM)."""
+        given the condition `dec_out` [N, H] (the CNN's FiLM condition when it has FiLM: the decoder
+        outputs, or with world_encoding "once" the text summaries, `encode_starts`)."""
         channels = world_input.world_channels(
             world, recent_decay=self.recent_decay, perspective_scale=self.perspective_scale,
             use_perspective=self.use_perspective, use_last_offset=self.use_last_offset)
@@ -152,9 +162,31 @@ class BuilderModel(nn.Module):
         def run(module, w, d):
             return module.action_logits(module.encode_world(w, d), d)
 
-        n, chunk = dec_out.shape[0], self.encode_chunk
+        return self.in_chunks(run, (world, dec_out))
+
+    def encode_starts(self, start: dict, summary):
+        """world_encoding "once": features [N, 11, 9, 11, F] of N items' start worlds, FiLM-conditioned
+        (with `world_film`) on their text summaries [N, D]; in chunks of `encode_chunk`."""
+        return self.in_chunks(lambda module, w, s: module.encode_world(w, s), (start, summary))
+
+    def changed_world_logits(self, encoded, start: dict, world: dict, dec_out, max_changed: int):
+        """world_encoding "once": [N, 7624] logits of N world states from their items' start-world
+        encodings [N, 11, 9, 11, F] plus the change features of `world` against `start`
+        (`world_changes`; at most `max_changed` changed cells per row: the item's actions so far)."""
+        def run(module, e, s, w, d):
+            changes = world_changes.change_channels(w, s, module.recent_decay)
+            return module.action_logits(e + module.change_conv(changes, max_changed), d)
+
+        return self.in_chunks(run, (encoded, start, world, dec_out), self.step_chunk)
+
+    def in_chunks(self, fn, inputs: tuple, chunk: int | None = None):
+        """`fn(module, *inputs)` over the leading axis of `inputs` (a tuple of pytrees [n, ...]); with
+        `chunk` (default `encode_chunk`) in rematerialized chunks of that many rows (a scan; the
+        last chunk padded with copies of row 0)."""
+        n = jax.tree_util.tree_leaves(inputs)[0].shape[0]
+        chunk = self.encode_chunk if chunk is None else chunk
         if not chunk or n <= chunk:
-            return run(self, world, dec_out)
+            return fn(self, *inputs)
         chunks = -(-n // chunk)
 
         def split(x):  # [n, ...] -> [chunks, chunk, ...], padded with copies of row 0
@@ -165,11 +197,11 @@ class BuilderModel(nn.Module):
         if self.chunk_remat not in CHUNK_REMAT_POLICIES:
             raise ValueError(f"config.model.chunk_remat must be one of {', '.join(CHUNK_REMAT_POLICIES)}, "
                              f"got {self.chunk_remat!r}")
-        body = nn.remat(lambda module, _, xs: (None, run(module, *xs)), prevent_cse=False,
+        body = nn.remat(lambda module, _, xs: (None, fn(module, *xs)), prevent_cse=False,
                         policy=CHUNK_REMAT_POLICIES[self.chunk_remat])
         scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False})
-        _, logits = scan(self, None, jax.tree_util.tree_map(split, (world, dec_out)))
-        return logits.reshape(chunks * chunk, -1)[:n]
+        _, out = scan(self, None, jax.tree_util.tree_map(split, inputs))
+        return out.reshape((chunks * chunk,) + out.shape[2:])[:n]
 
     def action_logits(self, world_feats, dec_out):
         """[N, 11, 9, 11, C] world features and [N, H] decoder outputs -> [N, 7624] logits."""
@@ -199,7 +231,14 @@ class BuilderModel(nn.Module):
         worlds = world_input.worlds_before_each_step(world_input.start_world(batch), actions)  # [B, T, ...]
         pack = pack_steps(batch["action_mask"], batch["weight"], num_packed)
         b, t = pack["item"], pack["step"]
-        logits = self.world_logits(jax.tree_util.tree_map(lambda x: x[b, t], worlds), dec_out[b, t])
+        packed_worlds = jax.tree_util.tree_map(lambda x: x[b, t], worlds)
+        if self.world_encoding == "once":  # the CNN runs on the B start worlds, not the K packed ones
+            start = world_input.start_world(batch)
+            encoded = self.encode_starts(start, summary)
+            logits = self.changed_world_logits(encoded[b], jax.tree_util.tree_map(lambda x: x[b], start),
+                                               packed_worlds, dec_out[b, t], max_changed=steps)
+        else:
+            logits = self.world_logits(packed_worlds, dec_out[b, t])
         return logits, {"targets": actions[b, t], "weights": pack["weights"], "item": b, "step": t}
 
 

@@ -13,7 +13,21 @@ import jax.numpy as jnp
 
 def patches(x: jax.Array, k: int) -> jax.Array:
     """[N, X, Y, Z, C] -> [N, X, Y, Z, k^3 * C]: each cell's k x k x k neighbourhood (zero-padded),
-    offsets in (dx, dy, dz) row-major order, channels fastest."""
+    offsets in (dx, dy, dz) row-major order, channels fastest.
+
+    Built one axis at a time (the k z-shifts side by side, then k y-shifts of that, then k
+    x-shifts): 3k slices instead of k^3, the same matrix; the CNN's forward and backward ran
+    1.2-1.3x faster so on the 2-core CPU (chunks of 2-4 worlds)."""
+    r = k // 2
+    p = jnp.pad(x, ((0, 0), (r, r), (r, r), (r, r), (0, 0)))
+    nx, ny, nz = x.shape[1:4]
+    p = jnp.concatenate([p[:, :, :, l:l + nz] for l in range(k)], axis=-1)
+    p = jnp.concatenate([p[:, :, j:j + ny] for j in range(k)], axis=-1)
+    return jnp.concatenate([p[:, i:i + nx] for i in range(k)], axis=-1)
+
+
+def patches_reference(x: jax.Array, k: int) -> jax.Array:
+    """`patches` as k^3 slices of the padded input, one per offset (the plain statement)."""
     r = k // 2
     p = jnp.pad(x, ((0, 0), (r, r), (r, r), (r, r), (0, 0)))
     nx, ny, nz = x.shape[1:4]

@@ -7,7 +7,9 @@ The world state of one item at a decoder step is a dict of arrays:
                     -1 where there is none; the item's earlier actions come first from the
                     featurizer, and every action of the sequence pushes its cell in front,
   ``pose``          float32 [5]: the Builder's x, y, z, yaw, pitch; it stays fixed within an item
-                    (the logs give it at the last utterance).
+                    (the logs give it at the last utterance),
+  ``item_actions``  int32 []: how many actions the item has applied since its start (0 at the
+                    start; what `world_changes` tells the item's own recent actions by).
 `WORLD_KEYS` are the batch keys it is read from (`start_world`); the featurizer
 (`bapjax.input_pipeline`) writes them, decoding passes them on (`bapjax.decode.DECODE_KEYS`).
 
@@ -37,9 +39,11 @@ WORLD_KEYS = ("grid", "recent_cells", "pose")  # the batch keys a world state is
 
 def start_world(batch: dict) -> dict:
     """The world state at the start of each item of a batch (its `WORLD_KEYS`, on device)."""
-    return {"grid": jnp.asarray(batch["grid"]).astype(jnp.int8),
+    grid = jnp.asarray(batch["grid"]).astype(jnp.int8)
+    return {"grid": grid,
             "recent_cells": jnp.asarray(batch["recent_cells"]).astype(jnp.int32),
-            "pose": jnp.asarray(batch["pose"]).astype(jnp.float32)}
+            "pose": jnp.asarray(batch["pose"]).astype(jnp.float32),
+            "item_actions": jnp.zeros(grid.shape[:-3], jnp.int32)}
 
 
 def advance_world(world: dict, action_id: jax.Array) -> dict:
@@ -51,12 +55,14 @@ def advance_world(world: dict, action_id: jax.Array) -> dict:
     cells = world["recent_cells"]
     pushed = jnp.concatenate([cell[None], cells[:-1]])
     return {**world, "grid": G.apply_action(world["grid"], action_id),
-            "recent_cells": jnp.where(is_action, pushed, cells)}
+            "recent_cells": jnp.where(is_action, pushed, cells),
+            "item_actions": world["item_actions"] + is_action.astype(jnp.int32)}
 
 
 def worlds_before_each_step(world: dict, actions: jax.Array) -> dict:
-    """Batched start states {grid [B, ...], recent_cells [B, W], pose [B, 5]} and gold ids [B, T]
-    -> the state before each step, {grid [B, T, 11, 9, 11], recent_cells [B, T, W], pose [B, T, 5]}."""
+    """Batched start states {grid [B, ...], recent_cells [B, W], pose [B, 5], item_actions [B]} and
+    gold ids [B, T] -> the state before each step, {grid [B, T, 11, 9, 11], recent_cells [B, T, W],
+    pose [B, T, 5], item_actions [B, T]}."""
 
     def one(start, ids):
         def body(current, action_id):
