@@ -17,7 +17,7 @@ from etils import epath
 from bapjax import decode, sharding
 from bapjax.errors import UserError
 from bapjax.items import SPLITS
-from bapjax.models import builder
+from bapjax.models import builder, world_changes
 from bapjax.paths import REPO_ROOT
 
 RUN_LOG = "runs.jsonl"  # one line per invocation of train on a workdir (the command, code, items, time)
@@ -80,6 +80,14 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
         ("features.max_text_tokens", config.features.max_text_tokens, int(config.features.max_text_tokens) >= 1,
          ">= 1"),
         ("model.encode_chunk", config.model.encode_chunk, int(config.model.encode_chunk) >= 0, ">= 0 (0: no chunks)"),
+        ("model.step_chunk", config.model.get("step_chunk", 0), int(config.model.get("step_chunk", 0)) >= 0,
+         ">= 0 (0: no chunks)"),
+        ("model.world_encoding", config.model.get("world_encoding", "per_step"),
+         config.model.get("world_encoding", "per_step") in world_changes.WORLD_ENCODINGS,
+         " or ".join(world_changes.WORLD_ENCODINGS)),
+        ("model.change_kernel", config.model.get("change_kernel", 3),
+         int(config.model.get("change_kernel", 3)) >= 1 and int(config.model.get("change_kernel", 3)) % 2 == 1,
+         "an odd number >= 1"),
     ]
     for key in ec.final_splits:
         source_name, _, split = str(key).partition(":")

@@ -63,7 +63,7 @@ def main() -> None:
     config.train.schedule = "constant"
     optimizer = train.make_optimizer(config.train)
     model = builder.build_model(config.model, vocab.size, config.features)
-    whole = model.clone(encode_chunk=0)  # what XLA's cost analysis can count (see bench_scaling)
+    whole = model.unchunked()  # what XLA's cost analysis can count (see bench_scaling)
     mesh = sharding.data_mesh(jax.devices()[:1])
     state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)
     trainer = train.Trainer(model, optimizer, mesh)

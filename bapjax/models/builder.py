@@ -126,6 +126,17 @@ class BuilderModel(nn.Module):
         if world_changes.check_world_encoding(self.world_encoding) == "once":
             self.change_conv = world_changes.ChangeConv(self.world_features, self.change_kernel, name="world_changes")
 
+    def unchunked(self) -> "BuilderModel":
+        """The same model with every chunked loop (`CHUNK_FIELDS`) computed at once: the function is
+        the same, and XLA's cost analysis, which counts a loop body once, counts all of it."""
+        return self.clone(**{name: 0 for name in CHUNK_FIELDS})
+
+    @property
+    def packed_chunk(self) -> int:
+        """How many packed (item, step) rows the world part takes at a time (0: all at once):
+        `step_chunk` with world_encoding "once", else `encode_chunk` (pack sizes are best multiples)."""
+        return self.step_chunk if self.world_encoding == "once" else self.encode_chunk
+
     # -- pieces (used by teacher forcing and by greedy decoding) --------------------------------
     @property
     def text_key(self) -> str:
@@ -249,6 +260,7 @@ class BuilderModel(nn.Module):
 
 
 TEXT_KEYS = {"gru": "text_tokens", "frozen": "text_states"}
+CHUNK_FIELDS = ("encode_chunk", "step_chunk")  # BuilderModel fields that split work into loops (0: none)
 # What a rematerialized chunk keeps for the backward pass (`BuilderModel.chunk_remat`): nothing
 # (recompute the chunk), or the outputs of its matmuls (the CNN's patch products and the head's
 # Dense layers; the im2col patches and elementwise ops are recomputed, which costs no FLOPs).
