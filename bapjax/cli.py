@@ -190,3 +190,37 @@ def enable_compilation_cache() -> str:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return str(root)
+
+
+class ConfigOverrideError(UserError):
+    """A `--config.<field>=value` override that names no field of the config or does not fit it."""
+
+
+def apply_overrides(config, overrides, source: str = "the config"):
+    """`config` with `--config.<field>=value` overrides applied (in place) exactly as
+    `python -m bapjax.train` applies them: ml_collections' config flags parse each value by the
+    field's type. Raises ConfigOverrideError naming the override (and `source`)."""
+    overrides = list(overrides)
+    if not overrides:
+        return config
+    from absl import flags
+    from ml_collections import config_flags
+
+    for token in overrides:
+        if not token.startswith("--config.") or "=" not in token:
+            raise ConfigOverrideError(f"{token}: a config override is --config.<field>=value")
+    argv = ["configs", *overrides]
+    values = flags.FlagValues()
+    try:
+        config_flags.DEFINE_config_dict("config", config, flag_values=values, sys_argv=argv)
+        values(argv)
+    except flags.Error as err:
+        raise ConfigOverrideError(str(err).splitlines()[0]) from None
+    except (AttributeError, KeyError) as err:  # ml_collections: a field the config lacks
+        name = str(err).strip("\"'")
+        culprit = next((t.split("=")[0] for t in overrides if t.split("=")[0].rsplit(".", 1)[-1] == name),
+                       " ".join(overrides))
+        raise ConfigOverrideError(f"{culprit}: {source} has no field {name!r}") from None
+    except (ValueError, TypeError) as err:
+        raise ConfigOverrideError(f"{' '.join(overrides)}: a value does not fit its field of {source}: {err}") from None
+    return config

@@ -55,7 +55,7 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
     before anything is read or written. The model, features, decoding and optimizer sections are
     checked by building what owns them; the rest (counts and sources) here."""
     tc, ec = config.train, config.eval
-    builder.model_kwargs(config.model)  # ModelConfigError naming an unknown field or text encoder
+    builder.model_kwargs(config.model)  # ModelConfigError naming an unknown field or an out-of-range value
     owners = [
         ("features", lambda: input_pipeline.FeatureConfig.from_config(config)),
         ("eval", lambda: decode.DecodeSettings.from_eval_config(ec)),
@@ -75,7 +75,6 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
         ("train.warmup_steps", tc.warmup_steps, int(tc.warmup_steps) >= 0, ">= 0"),
         ("train.pack_multiple", tc.pack_multiple, int(tc.pack_multiple) >= 1, ">= 1"),
         ("train.patience", tc.patience, int(tc.patience) >= 0, ">= 0 (0: no early stopping)"),
-        ("model.encode_chunk", config.model.encode_chunk, int(config.model.encode_chunk) >= 0, ">= 0 (0: no chunks)"),
     ]
     for key in ec.final_splits:
         source_name, _, split = str(key).partition(":")

@@ -112,12 +112,12 @@ class Trainer:
 
     Each host balances its rows over its devices (by target count, so the per-device packs are
     even; the loss is a sum, so row order does not change it) and picks the per-device pack size:
-    a multiple of `pack_multiple / devices` (and of the model's encode chunk), agreed over hosts.
+    a multiple of `pack_multiple / devices` (and of the model's `packed_chunk`), agreed over hosts.
     """
 
     def __init__(self, model, optimizer, mesh, pack_multiple: int = 32):
         self.model, self.optimizer, self.mesh = model, optimizer, mesh
-        chunk = max(1, int(getattr(model, "encode_chunk", 0) or 1))
+        chunk = max(1, int(getattr(model, "packed_chunk", 0) or 1))
         per_device = max(1, int(pack_multiple) // mesh.size)
         self.pack_multiple = -(-per_device // chunk) * chunk
         self.local_devices = sharding.local_device_count(mesh)

@@ -1,15 +1,20 @@
 """Does data parallelism divide the work? Per-device FLOPs of the compiled train and decode steps
 on 1, 2, 4 and 8 devices, from XLA's cost analysis of each compiled (per-device) program.
 
-    python benchmarks/bench_scaling.py [--config cpu] [--batch_size 32] [--decode_items 256]
+    python benchmarks/bench_scaling.py [--config cpu] [--config.<field>=value ...] [--batch_size 32] [--decode_items 256]
+    python benchmarks/bench_scaling.py --config configs/cpu_experiment.py:mc,0,once
+
+`--config` is a config name or file (`path.py:arg` passes arg), `--config.<field>=value` overrides
+it as training does (`bapjax.cli.apply_overrides`; a bad one is one line `error: ...`, exit 2).
 
 Runs on forced host CPU devices (`--xla_force_host_platform_device_count=8`, set here unless
 XLA_FLAGS already asks for devices) or on real accelerators when there are 8. The train step takes
 one global batch of real MDC training items (the same rows for every device count); decoding
 takes the first `--decode_items` MDC test items with `--slots` slots in all. XLA counts a loop
 body once, so the decode figure is one decoding step per device (plus one step of the text
-encoder's scan), and the model is compiled with `encode_chunk=0`: the chunked encoding computes
-the same function in a loop whose body XLA would count only once.
+encoder's scan), and the model is compiled without chunks (`BuilderModel.unchunked`: encode_chunk
+and step_chunk 0): the chunked encoding computes the same function in a loop whose body XLA would
+count only once.
 The last line is JSON: {"devices", "train_flops_per_device", "decode_flops_per_device", ...}.
 """
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
@@ -31,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 import configs
 from bapjax import decode, input_pipeline, paths, sharding, train
 from bapjax import optimizer as optim
+from bapjax.errors import UserError
 from bapjax.corpus import mdc
 from bapjax.models import builder
 from bapjax.text.vocab import Vocabulary
@@ -51,12 +58,19 @@ def main():
     parser.add_argument("--decode_items", type=int, default=256)
     parser.add_argument("--slots", type=int, default=64, help="decoding slots over all devices")
     parser.add_argument("--devices", default="1,2,4,8")
-    args = parser.parse_args()
+    args, extra = parser.parse_known_args()
+    bad = [t for t in extra if not t.startswith("--config.")]
+    if bad:
+        parser.error(f"unrecognized arguments: {' '.join(bad)}")
 
     counts = [int(n) for n in args.devices.split(",")]
     if jax.device_count() < max(counts):
         raise SystemExit(f"--devices needs {max(counts)} devices, found {jax.device_count()}")
-    config = configs.load(args.config)
+    try:
+        config = configs.load(args.config, extra)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
     corpus = mdc.load_corpus(args.corpus)
     train_items = list(corpus.split("train"))
     vocab = Vocabulary.build(train_items)
@@ -65,12 +79,12 @@ def main():
     batch = next(input_pipeline.DataIterator(features, None, feature_config, args.batch_size, seed=0))
     test_items = list(corpus.split("test"))[:args.decode_items]
     test_table = input_pipeline.featurize_items(test_items, vocab, feature_config)
-    config.model.encode_chunk = 0  # see the module docstring
-    model = builder.build_model(config.model, vocab.size)
+    model = builder.build_model(config.model, vocab.size).unchunked()  # see the module docstring
     optimizer = optim.make_optimizer(config.train, total_steps=1000)
     state = train.create_state(model, optimizer, jax.random.PRNGKey(0), None)
     print(f"{jax.device_count()} {jax.devices()[0].platform} devices; model world "
-          f"{config.model.world_features}x{config.model.world_layers}, batch {args.batch_size} "
+          f"{config.model.world_features}x{config.model.world_layers} ({config.model.get('world_encoding', 'per_step')} "
+          f"world encoding), batch {args.batch_size} "
           f"({int(batch['action_mask'].sum())} target steps), decode {len(test_items)} items / {args.slots} slots",
           flush=True)
 

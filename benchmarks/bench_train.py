@@ -32,7 +32,7 @@ The `--config.<field>` overrides go to this tree only: COMMIT measures --config 
 there (e.g. this tree's model option against the commit's model).
 Efficiency against the machine itself: `train_gflop_per_item` is XLA's cost analysis of the
 compiled batch-32 train steps that were timed (counted as bench_scaling counts: the model compiled
-with `encode_chunk=0`, since XLA counts a loop body once; the rematerialized chunked step really
+without chunks, `BuilderModel.unchunked`, since XLA counts a loop body once; the rematerialized chunked step really
 computes the forward encoding twice, so this is the model's work, not the chunked program's),
 summed over the timed batches and divided by their items; `train_gflops_per_s` is that times the
 measured items/s; `matmul_gflops_per_s` is a jitted fp32 2048x2048 matmul timed in the same
@@ -63,29 +63,18 @@ EFFICIENCY = ("train_gflop_per_item", "train_gflops_per_s", "matmul_gflops_per_s
 def load_config(spec, repo: Path = REPO, overrides: list[str] = ()):
     """The measured tree's config: a file relative to `repo` ('path.py[:arg]'), else what
     ``--config`` takes (`bapjax.cli.load_config`: a file, or an installed config's name), with
-    `--config.<field>=value` overrides applied as training applies them (ml_collections' config flags)."""
+    `--config.<field>=value` overrides applied as training applies them (`bapjax.cli.apply_overrides`)."""
+    from bapjax.cli import apply_overrides
     from bapjax.cli import load_config as load
+    from bapjax.errors import UserError
 
     path, colon, arg = str(spec).partition(":")
     if (Path(repo) / path).is_file():
         spec = f"{Path(repo) / path}{colon}{arg}"
-    config = load(spec)
-    if overrides:
-        from absl import flags
-        from ml_collections import config_flags
-
-        argv = [sys.argv[0], *overrides]
-        values = flags.FlagValues()
-        try:
-            config_flags.DEFINE_config_dict("config", config, flag_values=values, sys_argv=argv)
-            values(argv)
-        except flags.Error as err:
-            fail(str(err).splitlines()[0])
-        except (AttributeError, KeyError) as err:
-            fail(f"{' '.join(overrides)}: {path} has no field {str(err).strip(chr(34) + chr(39))!r}")
-        except (ValueError, TypeError) as err:
-            fail(f"{' '.join(overrides)}: a value does not fit its field: {err}")
-    return config
+    try:
+        return apply_overrides(load(spec), overrides, path)
+    except UserError as err:
+        fail(str(err))
 
 
 def fail(message: str):
@@ -150,7 +139,7 @@ def train_gflop_per_item(model, optimizer, batches, seed=0) -> float:
 
     from bapjax import sharding, train
 
-    whole = model.clone(encode_chunk=0) if getattr(model, "encode_chunk", 0) else model
+    whole = model.unchunked()
     mesh = sharding.data_mesh(jax.devices()[:1])
     trainer = train.Trainer(whole, optimizer, mesh)
     state = sharding.replicate(train.create_state(whole, optimizer, jax.random.PRNGKey(seed), None), mesh)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -64,7 +65,11 @@ def main() -> None:
     config.train.schedule = "constant"
     optimizer = optim.make_optimizer(config.train)
     model = builder.build_model(config.model, vocab.size)
-    whole = model.clone(encode_chunk=0)  # what XLA's cost analysis can count (see bench_scaling)
+    if model.world_encoding != "per_step":
+        print(f"error: --config {args.config}: world_encoding {model.world_encoding!r}; this profile splits the "
+              "per-step world part (the CNN over every packed world), which that model does not run", file=sys.stderr)
+        sys.exit(2)
+    whole = model.unchunked()  # what XLA's cost analysis can count (see bench_scaling)
     mesh = sharding.data_mesh(jax.devices()[:1])
     state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)
     trainer = train.Trainer(model, optimizer, mesh)

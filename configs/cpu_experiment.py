@@ -7,9 +7,12 @@
     nice -n 5 python -m bapjax.train --config=configs/cpu_experiment.py:cl_mc,1 --workdir=runs/exp/cl_mc-s1
     python benchmarks/collect_experiment.py runs/exp/mc-s0 runs/exp/mc-s1 runs/exp/agg-s0 ...
 
-The argument is `<variant>[,<seed>]` (seed 0 by default); the seed sets `config.seed` (data
-order, initialization) and the simulators' seed (the synthetic corpora), so two seeds of a
-variant differ in everything that is drawn at random except the MDC augmentation.
+The argument is `<variant>[,<seed>][,<model>]` (seed 0 by default); the seed sets `config.seed`
+(data order, initialization) and the simulators' seed (the synthetic corpora), so two seeds of a
+variant differ in everything that is drawn at random except the MDC augmentation. The model is
+one of `MODELS`: "film" (the default, `common.cpu_film_model`) or "once" (`common.cpu_once_model`:
+the same with one world encoding per item, issue 32; workdir `runs/exp/<variant>-once-s<seed>`),
+e.g. `--config=configs/cpu_experiment.py:mc,0,once`.
 
 * mc: the augmented MDC training games (14,836 items);
 * agg: the same plus D_bs, D_ss, D_r simulated at Table 3 sizes (52,419 training items), shuffled;
@@ -41,18 +44,23 @@ from configs import common, cpu
 
 TRAIN_ITEMS = 48_000  # per variant; 1,500 steps of 32
 VARIANTS = ("mc", "agg", "cl", "cl_la", "cl_mc")
+MODELS = {"film": common.cpu_film_model, "once": common.cpu_once_model}  # the first is the default
 
 
 def get_config(arg: str = "cl"):
-    variant, _, seed = arg.partition(",")
-    if variant not in VARIANTS or not (seed == "" or seed.isdigit()):
-        raise ValueError(f"configs/cpu_experiment.py:{arg}: expected <variant>[,<seed>] with a variant of "
-                         f"{', '.join(VARIANTS)} and a seed >= 0")
-    seed = int(seed or 0)
+    variant, *rest = arg.split(",")
+    seeds = [t for t in rest if t.isdigit()]
+    models = [t for t in rest if not t.isdigit()]
+    if variant not in VARIANTS or len(seeds) > 1 or len(models) > 1 or any(m not in MODELS for m in models):
+        raise ValueError(f"configs/cpu_experiment.py:{arg}: expected <variant>[,<seed>][,<model>] with a variant "
+                         f"of {', '.join(VARIANTS)}, a seed >= 0 and a model of {', '.join(MODELS)}")
+    seed = int(seeds[0]) if seeds else 0
+    model = models[0] if models else next(iter(MODELS))
     config = cpu.get_config()
-    config.model = common.cpu_film_model()
+    config.model = MODELS[model]()
     config.seed = seed
-    config.workdir = f"runs/exp/{variant}-s{seed}"
+    suffix = "" if model == next(iter(MODELS)) else f"-{model}"  # runs of one model group by seed
+    config.workdir = f"runs/exp/{variant}{suffix}-s{seed}"
     config.train.num_epochs = 100  # never the limit: max_steps is
     config.train.max_steps = TRAIN_ITEMS // config.train.batch_size
     config.train.time_budget_minutes = 0.0  # the item budget, not wall time, ends training

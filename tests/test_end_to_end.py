@@ -58,3 +58,32 @@ def test_train_then_predict_then_evaluate(tmp_path, mdc_path, mdc_corpus, monkey
     assert expected == json.loads(json.dumps(final["mc_test"]))
     for key in ("counts", "micro", "macro", "strict_micro"):
         assert report[key] == expected[key], key
+
+
+def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path, mdc_corpus, monkeypatch):
+    """A tiny run of world_encoding "once" (issue 32) through the user's tools: `python -m
+    bapjax.predict`, the report of its checkpoint, and benchmarks/error_analysis.py."""
+    from bapjax import report, train
+    from benchmarks import error_analysis
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    config = tiny_config("unused")
+    config.data.sources.mc.corpus = str(mdc_path)
+    config.model.update(dict(world_encoding="once", world_film=True, step_chunk=4))
+    config.train.update(dict(max_steps=2, eval_every_steps=2))
+    config.eval.stop_thresholds = (0.5,)
+    run = tmp_path / "run"
+    train.train_and_evaluate(config, run)
+    assert json.loads((run / "config.json").read_text())["model"]["world_encoding"] == "once"
+
+    items = list(mdc_corpus.split("test"))[:8]
+    formats.write_items(tmp_path / "items.jsonl", items)
+    env = {**os.environ, "BAPJAX_CACHE": str(tmp_path / "cache")}
+    run_cli("bapjax.predict", f"--checkpoint={run}", f"--items={tmp_path / 'items.jsonl'}",
+            f"--out={tmp_path / 'predictions.jsonl'}", env=env)
+    assert set(formats.read_predictions(tmp_path / "predictions.jsonl")) == {it.item_id for it in items}
+    page = report.make_report(out=str(tmp_path / "r"), checkpoint=str(run), corpus=str(mdc_path), split="val",
+                              limit=8, batch_size=8)
+    assert len(report.read_embedded_data(page.read_text(encoding="utf-8"))["items"]) == 8
+    analysis = error_analysis.analyze_run(str(run), items, batch_size=8)
+    assert analysis["counts"]["items"] == 8 and analysis["stop_rule"][0] in ("argmax", "mass")

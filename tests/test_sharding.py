@@ -1,7 +1,11 @@
-"""Data parallelism: a training step on 8 (forced host) devices equals the 1-device step."""
+"""Data parallelism: a training step on 8 (forced host) devices equals the 1-device step (for the
+paper's per-step world encoding and for world_encoding "once", whose devices each encode only
+their own items' start worlds)."""
 
 import os
 import subprocess
+
+import pytest
 import sys
 import textwrap
 from pathlib import Path
@@ -17,7 +21,8 @@ SCRIPT = textwrap.dedent('''
     from bapjax import optimizer as optim, run_checks
     tc = run_checks.with_defaults({"train": dict(learning_rate=1e-3, weight_decay=0.1, grad_clip=5.0)}).train
     model = builder.BuilderModel(vocab_size=30, embedding_dim=8, text_hidden=16, world_features=8,
-                                 world_layers=2, action_embedding=16, decoder_hidden=16, head_hidden=16)
+                                 world_layers=2, action_embedding=16, decoder_hidden=16, head_hidden=16,
+                                 **MODEL_OPTIONS)
     optimizer = optim.make_optimizer(tc)
     rng = np.random.default_rng(0)
     B, T = 16, 5
@@ -66,9 +71,12 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def test_eight_devices_match_one_device():
+@pytest.mark.parametrize("options", [{}, {"world_encoding": "once", "world_film": True, "encode_chunk": 2,
+                                          "step_chunk": 4}])
+def test_eight_devices_match_one_device(options):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True,
+    script = f"MODEL_OPTIONS = {options!r}\n" + SCRIPT
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True,
                             text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "OK" in result.stdout

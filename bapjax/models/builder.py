@@ -124,6 +124,17 @@ class BuilderModel(nn.Module):
         if world_changes.check_world_encoding(self.world_encoding) == "once":
             self.change_conv = world_changes.ChangeConv(self.world_features, self.change_kernel, name="world_changes")
 
+    def unchunked(self) -> "BuilderModel":
+        """The same model with every chunked loop (`CHUNK_FIELDS`) computed at once: the function is
+        the same, and XLA's cost analysis, which counts a loop body once, counts all of it."""
+        return self.clone(**{name: 0 for name in CHUNK_FIELDS})
+
+    @property
+    def packed_chunk(self) -> int:
+        """How many packed (item, step) rows the world part takes at a time (0: all at once):
+        `step_chunk` with world_encoding "once", else `encode_chunk` (pack sizes are best multiples)."""
+        return self.step_chunk if self.world_encoding == "once" else self.encode_chunk
+
     # -- pieces (used by teacher forcing and by greedy decoding) --------------------------------
     @property
     def text_key(self) -> str:
@@ -242,6 +253,7 @@ class BuilderModel(nn.Module):
         return logits, {"targets": actions[b, t], "weights": pack["weights"], "item": b, "step": t}
 
 
+CHUNK_FIELDS = ("encode_chunk", "step_chunk")  # BuilderModel fields that split work into loops (0: none)
 # What a rematerialized chunk keeps for the backward pass (`BuilderModel.chunk_remat`): nothing
 # (recompute the chunk), or the outputs of its matmuls (the CNN's patch products and the head's
 # Dense layers; the im2col patches and elementwise ops are recomputed, which costs no FLOPs).
@@ -342,10 +354,18 @@ def model_kwargs(model_config: Mapping) -> dict[str, Any]:
             f"config.model has no field {', '.join(map(repr, unknown))}: the model fields are "
             f"{', '.join(sorted(fields))}")
     kwargs = {k: type(fields[k].default)(v) for k, v in values.items()}
+    value = {name: kwargs.get(name, f.default) for name, f in fields.items()}
     try:
-        text_encoder_features(kwargs.get("text_encoder", GRU_TEXT))
+        text_encoder_features(value["text_encoder"])
+        world_changes.check_world_encoding(value["world_encoding"])
     except ValueError as err:
         raise ModelConfigError(str(err)) from None
+    ranges = [("encode_chunk", value["encode_chunk"] >= 0, ">= 0 (0: no chunks)"),
+              ("step_chunk", value["step_chunk"] >= 0, ">= 0 (0: no chunks)"),
+              ("change_kernel", value["change_kernel"] >= 1 and value["change_kernel"] % 2 == 1, "an odd number >= 1")]
+    for name, ok, allowed in ranges:
+        if not ok:
+            raise ModelConfigError(f"--config.model.{name}={value[name]!r} is out of range: it must be {allowed}")
     return kwargs
 
 

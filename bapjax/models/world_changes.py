@@ -107,6 +107,8 @@ class ChangeConv(nn.Module):
     @nn.compact
     def __call__(self, changes: jax.Array, max_changed: int, dense: bool = False) -> jax.Array:
         k = self.kernel_size
+        if k < 1 or k % 2 == 0:
+            raise ValueError(f"config.model.change_kernel must be an odd number >= 1, got {k}")
         kernel = self.param("kernel", nn.initializers.lecun_normal(), (k, k, k, changes.shape[-1], self.features))
         if dense:
             return dense_change_conv(changes, kernel)
