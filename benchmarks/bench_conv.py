@@ -1,7 +1,8 @@
-"""The world CNN's convolution computed six ways (`world_cnn`'s im2col and five without its full
-patch matrix, XLA's own convolution among them), timed against each other as a training step
-runs the CNN: `--layers` SAME 3x3x3 layers with ReLU over `--rows` packed worlds (11 x 9 x 11
-cells), forward and backward, in rematerialized chunks of `--chunk` rows
+"""The world CNN's convolution computed seven ways (`world_cnn`'s im2col, im2col with its patch
+matrix built one slice per offset as before issue 32, and five without the full patch matrix,
+XLA's own convolution among them), timed against each other as a training step runs the CNN:
+`--layers` SAME 3x3x3 layers with ReLU over `--rows` packed worlds (11 x 9 x 11 cells), forward
+and backward, in rematerialized chunks of `--chunk` rows
 (`BuilderModel.encode_chunk`; 0: all rows at once).
 
     python benchmarks/bench_conv.py [--rows 192] [--chunk 4] [--features 16] [--in_channels 10]
@@ -112,7 +113,14 @@ def conv3d_xla(x: jax.Array, kernel: jax.Array) -> jax.Array:
                                         dimension_numbers=("NDHWC", "DHWIO", "NDHWC"))
 
 
-CONV_IMPLS = {"im2col": world_cnn.conv3d_im2col, "shift_in": conv3d_shift_in, "shift_out": conv3d_shift_out,
+def conv3d_im2col_offsets(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """im2col with the patch matrix built as one slice per offset (`world_cnn.patches_reference`,
+    what `world_cnn` ran until issue 32; it now builds the same matrix one axis at a time)."""
+    return world_cnn.patches_reference(x, kernel.shape[0]) @ kernel.reshape(-1, kernel.shape[-1])
+
+
+CONV_IMPLS = {"im2col": world_cnn.conv3d_im2col, "im2col_offsets": conv3d_im2col_offsets,
+              "shift_in": conv3d_shift_in, "shift_out": conv3d_shift_out,
               "zpatch_out": conv3d_zpatch_out, "zband_out": conv3d_zband_out, "xla": conv3d_xla}
 
 
