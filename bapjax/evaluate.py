@@ -23,11 +23,10 @@ import numpy as np
 from absl import flags, logging
 
 from bapjax import cli, formats, grid, metrics
-from bapjax.corpus import load
-from bapjax.corpus import v2_clean
-from bapjax.items import BapItem
+from bapjax.corpus import load, v2_clean
 from bapjax.errors import UserError
 from bapjax.grid import Action
+from bapjax.items import BapItem
 
 
 class EvaluationError(UserError):

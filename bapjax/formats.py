@@ -21,9 +21,9 @@ from typing import Any, Iterable, Iterator, Mapping
 import orjson
 
 from bapjax import grid, paths
-from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.grid import Action
+from bapjax.items import BapItem
 
 
 class FormatError(UserError):

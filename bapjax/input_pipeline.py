@@ -35,8 +35,8 @@ import numpy as np
 from absl import logging
 
 from bapjax import grid, paths
-from bapjax.items import BapItem, ChatTurn
 from bapjax.grid import Action
+from bapjax.items import BapItem, ChatTurn
 from bapjax.text import bert_states, tokenizer
 from bapjax.text.vocab import Vocabulary
 

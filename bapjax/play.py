@@ -54,7 +54,7 @@ from absl import flags, logging
 from bapjax import cli, formats, grid, paths
 from bapjax.corpus import mdc
 from bapjax.errors import UserError
-from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.grid import Action
 from bapjax.items import SPLITS, BuilderPose
 from bapjax.report import ASSETS as REPORT_ASSETS
 from bapjax.report import THREE_VERSION

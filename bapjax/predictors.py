@@ -26,9 +26,10 @@ from absl import flags
 
 from bapjax import cli, formats, grid
 from bapjax.corpus import load
-from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.items import BapItem
+
 
 def empty_prediction(item: BapItem) -> list[Action]:
     return []

@@ -42,9 +42,9 @@ from absl import flags
 
 from bapjax import cli, evaluate, formats, metrics
 from bapjax.corpus import load
-from bapjax.items import BapItem, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import Action
+from bapjax.items import BapItem, ChatTurn
 
 THREE_VERSION = "0.187.0"
 ASSETS = Path(__file__).resolve().parent / "report_assets"

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-from jax.experimental import multihost_utils
 import numpy as np
 from absl import logging
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 DATA_AXIS = "data"
 DATA_SPEC = P(DATA_AXIS)  # leading axis split over 'data'

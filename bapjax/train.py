@@ -28,18 +28,28 @@ import optax
 from absl import flags
 from etils import epath
 
-from bapjax import checkpoints, cli, curriculum, decode, evaluate, input_pipeline, predict, preemption, run_checks
-from bapjax import sharding, sources, workdir_claim
-from bapjax.items import BapItem
+from bapjax import (
+    checkpoints,
+    cli,
+    curriculum,
+    decode,
+    evaluate,
+    input_pipeline,
+    predict,
+    preemption,
+    run_checks,
+    sharding,
+    sources,
+    workdir_claim,
+)
 from bapjax.errors import UserError
-from bapjax.optimizer import make_optimizer
+from bapjax.items import BapItem
 from bapjax.metric_writer import MetricWriter, plot_learning_curves, report_scalars
 from bapjax.models import builder
+from bapjax.optimizer import make_optimizer
 from bapjax.paths import cache_root, resolve_path, workdir_path
 from bapjax.text.glove import load_glove_50d
 from bapjax.text.vocab import Vocabulary
-
-
 
 # ------------------------------------------------------------------------------------------------
 # Data

@@ -48,16 +48,20 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from mpl_toolkits.mplot3d.art3d import Poly3DCollection  # noqa: E402
 from absl import flags  # noqa: E402
-from etils import epath  # noqa: E402
+from mpl_toolkits.mplot3d.art3d import Poly3DCollection  # noqa: E402
 
-from bapjax import cli, formats, grid, paths  # noqa: E402
+from bapjax import (  # noqa: E402
+    cli,
+    formats,
+    grid,
+    paths,
+    sources,  # noqa: E402
+)
 from bapjax.corpus import load, mdc  # noqa: E402
-from bapjax.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
 from bapjax.errors import UserError  # noqa: E402
 from bapjax.grid import PLACE, REMOVE, Action  # noqa: E402
-from bapjax import sources  # noqa: E402
+from bapjax.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
 from bapjax.sim import generate, grounding, spatial  # noqa: E402
 from bapjax.sim.structures import StructureError, grow_random_structure, sample_shape_structure  # noqa: E402
 

@@ -29,8 +29,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 from bapjax import evaluate, grid, metrics, paths
+from bapjax.metrics_reference import tables as oracle_tables
+from bapjax.metrics_reference import tables_agree
 from bapjax.predictors import perturb_actions as perturb
-from bapjax.metrics_reference import tables as oracle_tables, tables_agree
 
 
 def timed(fn, repeats=1):

@@ -20,6 +20,7 @@ import numpy as np
 
 from bapjax import grid, paths
 from bapjax.corpus import mdc
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the oracles live in tests/ (not installed)
 from tests.test_grid import oracle_mask, random_structure
 

@@ -17,7 +17,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 from bapjax.sim import generate
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 from bapjax import cli, input_pipeline, paths
 from bapjax.text.vocab import Vocabulary
 
@@ -53,8 +52,9 @@ def train_step_rate(args, vocab, iterator, batch_size):
     """items/s consumed by the compiled training step of the config's model (None if unavailable)."""
     try:
         import jax
-        from bapjax import sharding, train
+
         from bapjax import optimizer as optim
+        from bapjax import sharding, train
         from bapjax.models import builder
     except ImportError as err:
         return None, f"bapjax.train not importable ({err})"

@@ -37,8 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 import configs
 from bapjax import decode, input_pipeline, paths, sharding, train
 from bapjax import optimizer as optim
-from bapjax.errors import UserError
 from bapjax.corpus import mdc
+from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.text.vocab import Vocabulary
 

@@ -175,7 +175,7 @@ def measure(args) -> dict:
     import jax
     import numpy as np
 
-    from bapjax import decode, input_pipeline, train
+    from bapjax import decode, input_pipeline
     from bapjax import optimizer as optim
     from bapjax.corpus import mdc
     from bapjax.models import builder

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from collect_experiment import collect_run  # noqa: E402  (benchmarks/ is the script's directory)
 
-
 TRAIN_FIELDS = ("learning_rate", "schedule", "warmup_steps", "final_lr_fraction", "weight_decay", "batch_size")
 
 

@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bapjax import evaluate, metrics, paths, predict  # noqa: E402
-from bapjax.corpus import load  # noqa: E402
 from bapjax import grid as G  # noqa: E402
+from bapjax.corpus import load  # noqa: E402
 
 LENGTH_BINS = ((0, 0, "0"), (1, 1, "1"), (2, 3, "2-3"), (4, 7, "4-7"), (8, 10**9, "8+"))
 DISTANCE_BINS = ("1", "2", "3-4", "5+", "none")  # never 0: a same-kind action in the same cell is exact

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
+from bench_train import flops, matmul_gflops_per_s  # noqa: E402 (benchmarks/ is the script's directory)
 
 import configs
 from bapjax import input_pipeline, sharding, train
@@ -34,7 +34,6 @@ from bapjax import optimizer as optim
 from bapjax.corpus import mdc
 from bapjax.models import builder, world_cnn, world_input
 from bapjax.text.vocab import Vocabulary
-from bench_train import flops, matmul_gflops_per_s  # noqa: E402 (benchmarks/ is the script's directory)
 
 REPO = Path(__file__).resolve().parents[1]
 

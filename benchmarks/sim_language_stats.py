@@ -29,8 +29,8 @@ import numpy as np
 
 from bapjax import grid, paths, sources
 from bapjax.corpus import mdc
-from bapjax.sim import generate
 from bapjax.items import ChatTurn
+from bapjax.sim import generate
 from bapjax.text.tokenizer import tokenize
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from bapjax import grid
-from bapjax.grid import apply_sequence, as_structure
 from bapjax.corpus import augment, mdc
+from bapjax.grid import apply_sequence, as_structure
 from tests.conftest import REPO
 
 NUM_GAMES = 6

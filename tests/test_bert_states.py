@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.grid import Action
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.text import bert_states, tokenizer
 
 

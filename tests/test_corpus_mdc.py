@@ -8,8 +8,8 @@ import pytest
 
 from bapjax import grid
 from bapjax.actions import structure_diff
-from bapjax.grid import as_structure, net_actions
 from bapjax.corpus import mdc
+from bapjax.grid import as_structure, net_actions
 from bapjax.items import BapItem, ChatTurn
 from tests.conftest import REPO
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from bapjax import curriculum, run_checks
-from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.grid import Action
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.text import tokenizer
 
 

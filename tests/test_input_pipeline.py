@@ -12,9 +12,9 @@ import pytest
 
 from bapjax import grid, input_pipeline
 from bapjax.corpus import augment
-from bapjax.items import BuilderPose
 from bapjax.grid import Action
 from bapjax.input_pipeline import DataIterator, FeatureConfig
+from bapjax.items import BuilderPose
 from bapjax.models import world_input
 from bapjax.text import tokenizer
 from bapjax.text.vocab import Vocabulary

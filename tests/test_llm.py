@@ -13,8 +13,8 @@ import pytest
 
 from bapjax import grid
 from bapjax.corpus import mdc
-from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.grid import PLACE, REMOVE, Action, Block
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.llm import formats, lengths, parse, retrieval, score
 from bapjax.sim import generate
 

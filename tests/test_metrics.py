@@ -12,15 +12,19 @@ import pytest
 
 from bapjax import metrics
 from bapjax.grid import PLACE, REMOVE, Action
-
+from bapjax.metrics_reference import HI, LO, Y_HI, Y_LO
+from bapjax.metrics_reference import (
+    apply_actions as o_apply,
+)
+from bapjax.metrics_reference import (
+    is_feasible as o_feasible,
+)
 from bapjax.metrics_reference import (  # the plain-Python reference definitions
     move as o_move,
-    is_feasible as o_feasible,
-    apply_actions as o_apply,
+)
+from bapjax.metrics_reference import (
     tables as oracle_tables,
 )
-from bapjax.metrics_reference import LO, HI, Y_LO, Y_HI
-
 
 # ---- random cases ----------------------------------------------------------------------------
 

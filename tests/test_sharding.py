@@ -4,11 +4,11 @@ their own items' start worlds)."""
 
 import os
 import subprocess
-
-import pytest
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 
 from bapjax import grid
-from bapjax.grid import as_structure
 from bapjax.corpus import mdc
-from bapjax.grid import PLACE, Action
+from bapjax.grid import PLACE, Action, as_structure
 from bapjax.sim import generate
 from bapjax.sim.grounding import NUMBERS
 from bapjax.sim.shapes import Shape

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bapjax import grid
-from bapjax.grid import Action, PLACE, REMOVE
+from bapjax.grid import PLACE, REMOVE, Action
 from bapjax.sim import planner
 from bapjax.sim.planner import PlanningError, extra_actions, plan_actions, plan_is_valid, plan_problem
 from bapjax.sim.structures import grow_random_structure, sample_shape_structure

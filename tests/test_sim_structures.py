@@ -6,11 +6,17 @@ import numpy as np
 import pytest
 
 from bapjax import grid
-from bapjax.sim.shapes import (DEFAULT_SIZE_BOUNDS, SHAPE_TYPES, Shape, make_shape, sample_shape,
-                               shape_geometry)
-from bapjax.sim.structures import (ShapeStructure, StructureError, connected_components,
-                                   constraint_violations, grow_random_structure,
-                                   sample_shape_structure, touches, touching_translations)
+from bapjax.sim.shapes import DEFAULT_SIZE_BOUNDS, SHAPE_TYPES, Shape, make_shape, sample_shape, shape_geometry
+from bapjax.sim.structures import (
+    ShapeStructure,
+    StructureError,
+    connected_components,
+    constraint_violations,
+    grow_random_structure,
+    sample_shape_structure,
+    touches,
+    touching_translations,
+)
 
 
 def expected_size(shape: Shape) -> int:

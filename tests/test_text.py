@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from bapjax.items import ChatTurn
 from bapjax.grid import Action
+from bapjax.items import ChatTurn
 from bapjax.text import glove, tokenizer
 from bapjax.text.vocab import Vocabulary
 

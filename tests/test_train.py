@@ -234,7 +234,6 @@ def test_workdir_io_goes_through_one_path_abstraction(tmp_path, monkeypatch):
     through epath (metrics JSONL, learning-curve PNG, vocabulary)."""
     from etils import epath
 
-    from bapjax import train
     from bapjax.text.vocab import Vocabulary
 
     remote = paths.workdir_path("gs://bucket/runs/cl")

@@ -13,11 +13,10 @@ import pytest
 
 from bapjax import evaluate, formats, predictors
 from bapjax.actions import structure_diff
-from bapjax.grid import as_structure
 from bapjax.corpus import v2_clean
-from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.corpus.v2_clean import Annotation, AnnotationError
-from bapjax.grid import PLACE, Action, Block
+from bapjax.grid import PLACE, Action, Block, as_structure
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 
 REPO = Path(__file__).resolve().parents[1]
 

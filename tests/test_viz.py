@@ -18,8 +18,8 @@ from mpl_toolkits.mplot3d import proj3d  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from bapjax import grid, viz  # noqa: E402
-from bapjax.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
 from bapjax.grid import PLACE, REMOVE, Action, Block  # noqa: E402
+from bapjax.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

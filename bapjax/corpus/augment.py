@@ -48,9 +48,9 @@ from absl import flags, logging
 
 from bapjax import cli, grid, parallel, paths
 from bapjax.corpus import mdc
-from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import Action, Block
+from bapjax.items import BapItem, BuilderPose, ChatTurn
 
 LEXICON_PATH = Path("data") / "lexicons" / "synonym_substitutions.json"
 IDENTITY = tuple(range(1, grid.NUM_COLORS + 1))

@@ -37,10 +37,9 @@ from absl import flags, logging
 
 from bapjax import cli, formats, grid, paths
 from bapjax.corpus.items import ItemizedCorpus
-from bapjax.items import SPLITS, BapItem, BuilderPose, ChatTurn
-from bapjax.grid import PLACE, REMOVE, Action, apply_sequence, as_blocks
 from bapjax.errors import UserError
-from bapjax import paths
+from bapjax.grid import PLACE, REMOVE, Action, apply_sequence, as_blocks
+from bapjax.items import SPLITS, BapItem, BuilderPose, ChatTurn
 from bapjax.paths import build_lock, cache_root, resolve_path
 
 # Bump when the itemizer's output changes, so stale caches are not reused.

@@ -34,10 +34,10 @@ import orjson
 from absl import logging
 
 from bapjax import grid
-from bapjax.paths import file_sha256
-from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import Action, Block
+from bapjax.items import BapItem, BuilderPose, ChatTurn
+from bapjax.paths import file_sha256
 
 STORE_FORMAT = "bapjax-item-store"
 STORE_VERSION = 1

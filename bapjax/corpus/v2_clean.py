@@ -32,13 +32,16 @@ from absl import flags
 
 from bapjax import cli, formats, grid
 from bapjax.actions import structure_diff
-from bapjax.grid import as_blocks, as_structure
 from bapjax.corpus.load import items_from_flags
-from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.formats import (  # noqa: F401  (the record format; re-exported for this module's users)
-    Annotation, AnnotationError, read_annotations, write_annotations)
-from bapjax.grid import REMOVE, Action
+    Annotation,
+    AnnotationError,
+    read_annotations,
+    write_annotations,
+)
+from bapjax.grid import REMOVE, Action, as_blocks, as_structure
+from bapjax.items import BapItem
 
 
 def check_annotations(items: Sequence[BapItem], annotations: Mapping[str, Annotation],

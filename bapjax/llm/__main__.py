@@ -24,8 +24,8 @@ from absl import flags, logging
 from bapjax import cli, curriculum, evaluate, formats, sources
 from bapjax.corpus import load
 from bapjax.errors import UserError
-from bapjax.llm import lengths, retrieval
 from bapjax.llm import formats as llm_formats
+from bapjax.llm import lengths, retrieval
 from bapjax.llm.score import read_responses, score_responses
 
 FLAGS = flags.FLAGS

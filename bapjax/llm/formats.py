@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from bapjax import grid, predictors
-from bapjax.items import BapItem, ChatTurn
 from bapjax.grid import PLACE, Action
+from bapjax.items import BapItem, ChatTurn
 
 FORMATS = ("nebula", "code", "rich")
 LAST_ACTIONS = 5  # rich: how many of the Builder's latest actions are restated

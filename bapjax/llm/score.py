@@ -12,9 +12,9 @@ import os
 from typing import Mapping, Sequence
 
 from bapjax import evaluate, formats
-from bapjax.items import BapItem
 from bapjax.errors import UserError
 from bapjax.grid import Action
+from bapjax.items import BapItem
 from bapjax.llm.parse import ParseCounts, parse_response
 
 

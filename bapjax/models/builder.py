@@ -34,9 +34,9 @@ import optax
 from bapjax import grid as G
 from bapjax.errors import UserError
 from bapjax.input_pipeline import GRU_TEXT, text_encoder_features
+from bapjax.models import world_changes, world_input
 from bapjax.models.decoders import GRUActionDecoder, TransformerActionDecoder
 from bapjax.models.text_encoder import GRUTextEncoder
-from bapjax.models import world_changes, world_input
 from bapjax.models.world_cnn import WorldCNN
 
 START = G.NUM_ACTIONS_WITH_STOP  # 7624: the decoder's input before the first action

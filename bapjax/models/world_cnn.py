@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 
 
-
 def patches(x: jax.Array, k: int) -> jax.Array:
     """[N, X, Y, Z, C] -> [N, X, Y, Z, k^3 * C]: each cell's k x k x k neighbourhood (zero-padded),
     offsets in (dx, dy, dz) row-major order, channels fastest.

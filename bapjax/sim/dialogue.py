@@ -22,8 +22,8 @@ from typing import Sequence
 import numpy as np
 
 from bapjax import grid
-from bapjax.items import BuilderPose
 from bapjax.grid import PLACE, Action
+from bapjax.items import BuilderPose
 from bapjax.sim import language, phrasebook, spatial
 from bapjax.sim.planner import plan_actions
 

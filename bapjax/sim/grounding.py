@@ -39,9 +39,9 @@ from absl import flags
 
 from bapjax import cli, grid
 from bapjax.corpus.load import items_from_flags
-from bapjax.items import BapItem, ChatTurn
 from bapjax.errors import UserError
 from bapjax.grid import PLACE, Action
+from bapjax.items import BapItem, ChatTurn
 from bapjax.sim import phrasebook, spatial
 
 # ---------------------------------------------------------------------------------------------

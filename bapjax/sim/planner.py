@@ -48,7 +48,7 @@ import numpy as np
 
 from bapjax import grid
 from bapjax.actions import structure_distance
-from bapjax.grid import Action, INVENTORY_PER_COLOR, NUM_COLORS, PLACE, REMOVE
+from bapjax.grid import INVENTORY_PER_COLOR, NUM_COLORS, PLACE, REMOVE, Action
 
 Cell = tuple[int, int, int]
 Structure = Mapping[Cell, int]

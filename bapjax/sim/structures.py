@@ -31,7 +31,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from bapjax import grid
-from bapjax.grid import Block, INVENTORY_PER_COLOR, NUM_COLORS
+from bapjax.grid import INVENTORY_PER_COLOR, NUM_COLORS, Block
 from bapjax.sim.shapes import SHAPE_TYPES, Shape, make_shape, sample_params, sample_shape, shape_geometry
 
 Cell = tuple[int, int, int]
