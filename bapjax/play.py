@@ -76,6 +76,7 @@ ASSET_FILES = {
     "play.js": ASSETS / "play.js",
     "play.css": ASSETS / "play.css",
     "report.css": REPORT_ASSETS / "report.css",
+    "region3d.js": REPORT_ASSETS / "region3d.js",
     "three.js": REPORT_ASSETS / f"three-{THREE_VERSION}.min.js",
     "three-LICENSE.txt": REPORT_ASSETS / "three-LICENSE.txt",
 }
@@ -552,6 +553,7 @@ _PAGE = """<!DOCTYPE html>
 </main>
 <footer><span id="gameinfo"></span> &middot; bapjax play &middot; three.js r@@three_revision@@ (MIT license, /assets/three-LICENSE.txt)</footer>
 <script src="/assets/three.js"></script>
+<script src="/assets/region3d.js"></script>
 <script src="/assets/play.js"></script>
 </body></html>
 """

@@ -48,7 +48,7 @@ from bapjax.items import BapItem, ChatTurn
 
 THREE_VERSION = "0.187.0"
 ASSETS = Path(__file__).resolve().parent / "report_assets"
-ASSET_FILES = ("report.css", "report.js", f"three-{THREE_VERSION}.min.js", "three-LICENSE.txt")
+ASSET_FILES = ("report.css", "region3d.js", "report.js", f"three-{THREE_VERSION}.min.js", "three-LICENSE.txt")
 # JavaScript conditions on a page being open: its table and first item's dialogue are built
 # (synchronously, while it loads), and its 3D view has drawn (after the first paint).
 PAGE_OPEN = "window.bapjaxReport && window.bapjaxReport.times.open"
@@ -180,6 +180,7 @@ solid: placement &middot; wire box with a cross: removal &middot; pale: the stru
 <pre id="selftest-result"></pre>
 <script type="application/json" id="report-data">@@data@@</script>
 <script>@@three@@</script>
+<script>@@region3d@@</script>
 <script>@@app@@</script>
 <!-- three.js license:
 @@three_license@@
@@ -205,7 +206,8 @@ def render_html(data: Mapping) -> str:
     payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
     parts = {
         "css": _asset("report.css"), "data": payload,
-        "three": _inline_script(_asset(f"three-{THREE_VERSION}.min.js")), "app": _inline_script(_asset("report.js")),
+        "three": _inline_script(_asset(f"three-{THREE_VERSION}.min.js")), "region3d": _inline_script(_asset("region3d.js")),
+        "app": _inline_script(_asset("report.js")),
         "three_revision": THREE_VERSION.split(".")[1], "three_license": _asset("three-LICENSE.txt").replace("--", "- -"),
     }
     # One pass over the template: inserted text is never scanned for markers.

@@ -1,7 +1,7 @@
 // bapjax play: the Architect's page. Talks to the server of bapjax/play.py (its docstring has the
-// API); draws the build region with three.js (the report's bundle and its look: blocks shaded by
-// vertex colors, unlit materials), the Builder and its view direction, the Builder's predicted
-// actions one by one; edits by clicking the scene (a voxel walk along the click's ray).
+// API); draws the build region with the report's three.js pieces (report_assets/region3d.js), the
+// Builder and its view direction, the Builder's predicted actions one by one; edits by clicking
+// the scene (a voxel walk along the click's ray).
 // World x, y, z = three.js x, y, z; a block at cell (x, y, z) is the unit box [x, x+1] x [y-1, y]
 // x [z, z+1], ground at 0; Minecraft yaw 0 faces +z, yaw 90 faces -x; pitch > 0 looks down.
 // `window.bapjaxPlay` exposes the page's state and a few hooks for tests/test_play.py.
@@ -14,7 +14,6 @@
   const PENDING_HEX = 0xd97706;
   const BACKGROUND = 0xf4f6f8;
   const TARGET = new THREE.Vector3(0.5, 2.0, 0.5);
-  const EYE = 1.62; // eye height above the feet; the feet are at pose y - 1 in the drawing
   const TIMES = { script: performance.now() };
   const PLAY = {
     times: TIMES, info: null, game: null, pose: null, pending: null, shown: 0, busy: false, errors: [],
@@ -85,48 +84,13 @@
   const pixelRatio = Math.min(window.devicePixelRatio || 1, 2);
   let renderer = null, scene = null, camera = null, controls = null, BOX = null, EDGES = null, CROSS = null;
   let worldGroup = null, builderGroup = null;
-  const LIGHT = new THREE.Vector3(0.35, 0.85, 0.45).normalize();
-  function shaded(geometry) {
-    const normal = geometry.attributes.normal;
-    const colors = new Float32Array(normal.count * 3);
-    for (let k = 0; k < normal.count; k++) {
-      const d = normal.getX(k) * LIGHT.x + normal.getY(k) * LIGHT.y + normal.getZ(k) * LIGHT.z;
-      colors.fill(0.6 + 0.4 * Math.max(0, d), 3 * k, 3 * k + 3);
-    }
-    geometry.setAttribute("color", new THREE.Float32BufferAttribute(colors, 3));
-    return geometry;
-  }
-  const materials = new Map();
-  function material(key, make) {
-    if (!materials.has(key)) materials.set(key, make());
-    return materials.get(key);
-  }
-  const flat = (color, extra) => new THREE.MeshBasicMaterial(Object.assign({ color, vertexColors: true }, extra || {}));
+  // The build region's pieces (region3d.js, shared with the report: shading, materials, labels,
+  // ground, geometries, the Builder's figure).
+  const R = window.bapjaxRegion3D($("labels"));
+  const { flat, material, line, label } = R;
   const solid = (c) => material("solid" + c, () => flat(COLOR_HEX[c]));
-  const line = (hex) => material("line" + hex, () => new THREE.LineBasicMaterial({ color: hex }));
   const halo = () => material("halo", () => new THREE.MeshBasicMaterial({ color: PENDING_HEX, side: THREE.BackSide }));
-
-  const labelLayer = $("labels");
-  const labels = [];
-  function label(text, color, position) {
-    const el = document.createElement("span");
-    el.textContent = text;
-    el.style.color = color;
-    labelLayer.appendChild(el);
-    const entry = { el, position };
-    labels.push(entry);
-    return entry;
-  }
-  function placeLabels() {
-    const w = canvas.clientWidth, h = canvas.clientHeight;
-    const v = new THREE.Vector3();
-    for (const { el, position } of labels) {
-      v.copy(position).project(camera);
-      const visible = v.z < 1 && Math.abs(v.x) < 1.1 && Math.abs(v.y) < 1.1 && el.dataset.hidden !== "1";
-      el.style.display = visible ? "" : "none";
-      el.style.transform = `translate(${((v.x + 1) / 2) * w}px, ${((1 - v.y) / 2) * h}px) translate(-50%, -50%)`;
-    }
-  }
+  function placeLabels() { R.placeLabels(camera, canvas); }
   let builderLabel = null;
 
   function at(group, obj, x, y, z, size) {
@@ -148,23 +112,8 @@
     controls = new THREE.OrbitControls(camera, canvas);
     controls.target.copy(TARGET);
     controls.addEventListener("change", draw);
-    const ground = new THREE.Mesh(shaded(new THREE.PlaneGeometry(11, 11)), flat(0xe4e8ed));
-    ground.rotation.x = -Math.PI / 2;
-    ground.position.set(0.5, -0.001, 0.5);
-    scene.add(ground);
-    const gridPoints = [];
-    for (let k = -5; k <= 6; k++) gridPoints.push(k, 0.002, -5, k, 0.002, 6, -5, 0.002, k, 6, 0.002, k);
-    const gridGeometry = new THREE.BufferGeometry();
-    gridGeometry.setAttribute("position", new THREE.Float32BufferAttribute(gridPoints, 3));
-    scene.add(new THREE.LineSegments(gridGeometry, line(0xffffff)));
-    [["+x", 7.0, 0.5, "#b42318"], ["-x", -6.0, 0.5, "#b42318"], ["+z", 0.5, 7.0, "#1a6fb4"], ["-z", 0.5, -6.0, "#1a6fb4"]]
-      .forEach(([t, x, z, color]) => label(t, color, new THREE.Vector3(x, 0.2, z)));
-    BOX = shaded(new THREE.BoxGeometry(1, 1, 1));
-    EDGES = new THREE.EdgesGeometry(BOX);
-    CROSS = new THREE.BufferGeometry();
-    const h = 0.5;
-    CROSS.setAttribute("position", new THREE.Float32BufferAttribute(
-      [-h, -h, -h, h, h, h, h, -h, -h, -h, h, h, -h, -h, h, h, h, -h, h, -h, h, -h, h, -h], 3));
+    R.addRegion(scene);
+    ({ BOX, EDGES, CROSS } = R.geometries());
     worldGroup = new THREE.Group();
     builderGroup = new THREE.Group();
     scene.add(worldGroup, builderGroup);
@@ -215,11 +164,8 @@
     draw();
   }
 
-  function viewDirection(p) {
-    const yr = p.yaw * Math.PI / 180, pr = p.pitch * Math.PI / 180;
-    return new THREE.Vector3(-Math.sin(yr) * Math.cos(pr), -Math.sin(pr), Math.cos(yr) * Math.cos(pr));
-  }
-  function eyeOf(p) { return new THREE.Vector3(p.x, p.y - 1 + EYE, p.z); }
+  function viewDirection(p) { return R.viewDirection(p.yaw, p.pitch); }
+  function eyeOf(p) { return new THREE.Vector3(p.x, p.y - 1 + R.EYE, p.z); }
 
   function drawBuilder() {
     scene.remove(builderGroup);
@@ -230,20 +176,7 @@
     builderLabel.position.copy(eye).add(new THREE.Vector3(0, 0.7, 0));
     builderLabel.el.dataset.hidden = PLAY.view === "builder" ? "1" : "0";
     if (PLAY.view === "builder") return; // the camera is its eyes
-    const dark = material("builder", () => flat(0x3d444d));
-    const body = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0.22, 0.22, 1.45, 12)), dark);
-    body.position.set(p.x, p.y - 1 + 0.725, p.z);
-    const head = new THREE.Mesh(shaded(new THREE.SphereGeometry(0.2, 12, 8)), dark);
-    head.position.copy(eye);
-    const dir = viewDirection(p);
-    const up = new THREE.Vector3(0, 1, 0);
-    const shaft = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0.05, 0.05, 2.1, 8)), dark);
-    shaft.position.copy(eye).addScaledVector(dir, 1.05);
-    shaft.quaternion.setFromUnitVectors(up, dir);
-    const cone = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0, 0.17, 0.5, 12)), dark);
-    cone.position.copy(eye).addScaledVector(dir, 2.35);
-    cone.quaternion.setFromUnitVectors(up, dir);
-    builderGroup.add(body, head, shaft, cone);
+    builderGroup.add(R.builderFigure(p.x, p.y, p.z, p.yaw, p.pitch).group);
   }
 
   // Overview: behind the Builder (its yaw), looking down on the region (as the report's view).

@@ -163,62 +163,17 @@
   // Made by startView(), after the table and the dialogue are on screen (null until then).
   let renderer = null, scene = null, camera = null, controls = null;
   let BOX = null, EDGES = null, CROSS = null;
-  // Shading is baked into vertex colors (light from above, front right) and drawn with unlit
-  // materials: software GL (SwiftShader) compiles their small shaders much faster than lit ones,
-  // which is most of the time the page takes to open without a GPU.
-  const LIGHT = new THREE.Vector3(0.35, 0.85, 0.45).normalize();
-  function shaded(geometry) {
-    const normal = geometry.attributes.normal;
-    const colors = new Float32Array(normal.count * 3);
-    for (let k = 0; k < normal.count; k++) {
-      const d = normal.getX(k) * LIGHT.x + normal.getY(k) * LIGHT.y + normal.getZ(k) * LIGHT.z;
-      colors.fill(0.6 + 0.4 * Math.max(0, d), 3 * k, 3 * k + 3);
-    }
-    geometry.setAttribute("color", new THREE.Float32BufferAttribute(colors, 3));
-    return geometry;
-  }
-  const flat = (color, extra) => new THREE.MeshBasicMaterial(Object.assign({ color, vertexColors: true }, extra || {}));
+  // The build region's pieces (region3d.js: shading, materials, labels, ground, geometries, Builder).
+  const R = window.bapjaxRegion3D($("labels"));
+  const { flat, material, line, label } = R;
+  function placeLabels() { R.placeLabels(camera, canvas); }
+  function dropItemLabels() { R.dropLabels((entry) => entry.item); }
 
-  // Text labels are HTML over the canvas, placed at their 3D anchor on every draw (a sprite
-  // per label would cost one more shader program to compile when the page opens).
-  const labelLayer = $("labels");
-  const labels = [];
-  function label(text, color, position, item) {
-    const el = document.createElement("span");
-    el.textContent = text;
-    el.style.color = color;
-    labelLayer.appendChild(el);
-    const entry = { el, position, item };
-    labels.push(entry);
-    return entry;
-  }
-  function placeLabels() {
-    const w = canvas.clientWidth, h = canvas.clientHeight;
-    const v = new THREE.Vector3();
-    for (const { el, position } of labels) {
-      v.copy(position).project(camera);
-      const visible = v.z < 1 && Math.abs(v.x) < 1.1 && Math.abs(v.y) < 1.1;
-      el.style.display = visible ? "" : "none";
-      el.style.transform = `translate(${((v.x + 1) / 2) * w}px, ${((1 - v.y) / 2) * h}px) translate(-50%, -50%)`;
-    }
-  }
-  function dropItemLabels() {
-    for (let k = labels.length - 1; k >= 0; k--) {
-      if (labels[k].item) { labels[k].el.remove(); labels.splice(k, 1); }
-    }
-  }
-
-  const materials = new Map();
-  function material(key, make) {
-    if (!materials.has(key)) materials.set(key, make());
-    return materials.get(key);
-  }
   const lighter = (hex, a) => new THREE.Color(hex).lerp(new THREE.Color(0xffffff), a);
   const solid = (c) => material("solid" + c, () => flat(COLOR_HEX[c]));
   const pale = (c) => material("pale" + c, () => flat(lighter(COLOR_HEX[c], 0.5)));
   const ghost = (c, o) => material("ghost" + c + o, () => flat(COLOR_HEX[c], { transparent: true, opacity: o, depthWrite: false }));
   const halo = (s) => material("halo" + s, () => new THREE.MeshBasicMaterial({ color: STATUS_HEX[s], side: THREE.BackSide }));
-  const line = (hex) => material("line" + hex, () => new THREE.LineBasicMaterial({ color: hex }));
 
   let itemGroup = null;
 
@@ -270,31 +225,10 @@
         at(new THREE.Mesh(BOX, halo(status)), x, y, z, size + 0.16);
       }
     }
-    // The Builder: body from the feet (pose y - 1) to the eyes (+1.62), the view direction.
-    const [px, py, pz, yaw, pitch] = it.pose;
-    const feet = new THREE.Vector3(px, py - 1, pz);
-    const body = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0.22, 0.22, 1.45, 12)), material("builder", () =>
-      flat(0x3d444d)));
-    body.position.set(px, py - 1 + 0.725, pz);
-    itemGroup.add(body);
-    const eye = feet.clone().add(new THREE.Vector3(0, 1.62, 0));
-    const head = new THREE.Mesh(shaded(new THREE.SphereGeometry(0.2, 12, 8)), material("builder", null));
-    head.position.copy(eye);
-    itemGroup.add(head);
-    const yr = yaw * Math.PI / 180, pr = pitch * Math.PI / 180;
-    const dir = new THREE.Vector3(-Math.sin(yr) * Math.cos(pr), -Math.sin(pr), Math.cos(yr) * Math.cos(pr));
-    // The view arrow: a shaft and a cone (cylinders, the blocks' shader program).
-    const dark = material("builder", null);
-    const up = new THREE.Vector3(0, 1, 0);
-    const shaft = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0.05, 0.05, 2.1, 8)), dark);
-    shaft.position.copy(eye).addScaledVector(dir, 1.05);
-    shaft.quaternion.setFromUnitVectors(up, dir);
-    itemGroup.add(shaft);
-    const cone = new THREE.Mesh(shaded(new THREE.CylinderGeometry(0, 0.17, 0.5, 12)), dark);
-    cone.position.copy(eye).addScaledVector(dir, 2.35);
-    cone.quaternion.setFromUnitVectors(up, dir);
-    itemGroup.add(cone);
-    label("Builder", "#24292f", eye.clone().add(new THREE.Vector3(0, 0.7, 0)), true);
+    // The Builder and its view direction.
+    const { group: figure, eye } = R.builderFigure(...it.pose);
+    itemGroup.add(figure);
+    label("Builder", "#24292f", eye.clone().add(new THREE.Vector3(0, 0.7, 0)), { item: true });
   }
 
   // Camera: behind the Builder (its yaw), looking down on the region's center column, far enough
@@ -348,25 +282,8 @@
     controls.target.copy(TARGET);
     controls.addEventListener("change", draw);
 
-    // The build region: ground 11 x 11 at y = 0 with a grid, axis labels.
-    const ground = new THREE.Mesh(shaded(new THREE.PlaneGeometry(11, 11)), flat(0xe4e8ed));
-    ground.rotation.x = -Math.PI / 2;
-    ground.position.set(0.5, -0.001, 0.5);
-    scene.add(ground);
-    const gridPoints = [];
-    for (let k = -5; k <= 6; k++) gridPoints.push(k, 0.002, -5, k, 0.002, 6, -5, 0.002, k, 6, 0.002, k);
-    const gridGeometry = new THREE.BufferGeometry();
-    gridGeometry.setAttribute("position", new THREE.Float32BufferAttribute(gridPoints, 3));
-    scene.add(new THREE.LineSegments(gridGeometry, line(0xffffff)));
-    [["+x", 7.0, 0.5, "#b42318"], ["-x", -6.0, 0.5, "#b42318"], ["+z", 0.5, 7.0, "#1a6fb4"], ["-z", 0.5, -6.0, "#1a6fb4"]]
-      .forEach(([t, x, z, color]) => label(t, color, new THREE.Vector3(x, 0.2, z), false));
-
-    BOX = shaded(new THREE.BoxGeometry(1, 1, 1));
-    EDGES = new THREE.EdgesGeometry(BOX);
-    CROSS = new THREE.BufferGeometry();
-    const h = 0.5;
-    CROSS.setAttribute("position", new THREE.Float32BufferAttribute(
-      [-h, -h, -h, h, h, h, h, -h, -h, -h, h, h, -h, -h, h, h, h, -h, h, -h, h, -h, h, -h], 3));
+    R.addRegion(scene);
+    ({ BOX, EDGES, CROSS } = R.geometries());
 
     // One object per kind of material (opaque and see-through blocks, outlines, lines): their
     // programs are all the items need.
