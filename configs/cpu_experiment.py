@@ -37,6 +37,16 @@ mc,1 34.8 min, agg,1 28.9 min, cl,1 37.1 min (quiet), cl_mc,0 37.8 min, cl_mc,1 
 on MDC val (~2 min) and the final decode of the four test splits (~2 min). (configs/cpu.py's
 model without FiLM at lr 1e-3 took ~25 min at c506d54.) Two trainings at once are slower in
 total than one after the other.
+
+The once model (issue 32; docs/results.md, "One world encoding per item"), 192,000 items each:
+
+    python -m bapjax.train --config=configs/cpu_experiment.py:agg,0,once   # workdir runs/exp/agg-once-s0
+    python benchmarks/collect_experiment.py results/runs/mc-once-s0 results/runs/agg-once-s0 ... \
+      --out results/cpu_experiment_once
+
+took agg,0 22.7 min, cl,0 16.8 min, mc,0 19.6 min (beside a CI run), agg,1 17.0, cl,1 17.8, mc,1
+17.1 min (quiet) on the same kind of machine: 6,000 steps at ~100-150 items/s, five evals, the
+STOP-rule choice and the final decodes.
 """
 
 from bapjax import run_config
