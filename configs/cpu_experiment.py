@@ -45,7 +45,7 @@ The once model (issue 32; docs/results.md, "One world encoding per item"), 192,0
       --out results/cpu_experiment_once
 
 took agg,0 22.7 min, cl,0 16.8 min, mc,0 19.6 min (beside a CI run), agg,1 17.0, cl,1 17.8, mc,1
-17.1 min (quiet) on the same kind of machine: 6,000 steps at ~100-150 items/s, five evals, the
+17.1 min (quiet), cl,2 23.5 min (beside a CI run) on the same kind of machine: 6,000 steps at ~100-150 items/s, five evals, the
 STOP-rule choice and the final decodes.
 """
 
