@@ -12,8 +12,6 @@
   const COLOR_HEX = [null, 0xd62728, 0xff7f0e, 0xf2d12a, 0x2ca02c, 0x1f77b4, 0x9467bd];
   const COLOR_NAMES = [null, "red", "orange", "yellow", "green", "blue", "purple"];
   const PENDING_HEX = 0xd97706;
-  const BACKGROUND = 0xf4f6f8;
-  const TARGET = new THREE.Vector3(0.5, 2.0, 0.5);
   const TIMES = { script: performance.now() };
   const PLAY = {
     times: TIMES, info: null, game: null, pose: null, pending: null, shown: 0, busy: false, errors: [],
@@ -81,13 +79,12 @@
   // 3D scene
 
   const canvas = $("scene");
-  const pixelRatio = Math.min(window.devicePixelRatio || 1, 2);
   let renderer = null, scene = null, camera = null, controls = null, BOX = null, EDGES = null, CROSS = null;
   let worldGroup = null, builderGroup = null;
   // The build region's pieces (region3d.js, shared with the report: shading, materials, labels,
   // ground, geometries, the Builder's figure).
   const R = window.bapjaxRegion3D($("labels"));
-  const { flat, material, line, label } = R;
+  const { BACKGROUND, TARGET, flat, material, line, label } = R;
   const solid = (c) => material("solid" + c, () => flat(COLOR_HEX[c]));
   const halo = () => material("halo", () => new THREE.MeshBasicMaterial({ color: PENDING_HEX, side: THREE.BackSide }));
   function placeLabels() { R.placeLabels(camera, canvas); }
@@ -102,17 +99,7 @@
 
   function startView() {
     TIMES.view_start = performance.now();
-    canvas.width = Math.floor((canvas.clientWidth || 600) * pixelRatio);
-    canvas.height = Math.floor((canvas.clientHeight || 400) * pixelRatio);
-    renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
-    renderer.setPixelRatio(pixelRatio);
-    scene = new THREE.Scene();
-    scene.background = new THREE.Color(BACKGROUND);
-    camera = new THREE.PerspectiveCamera(45, 1, 0.05, 200);
-    controls = new THREE.OrbitControls(camera, canvas);
-    controls.target.copy(TARGET);
-    controls.addEventListener("change", draw);
-    R.addRegion(scene);
+    ({ renderer, scene, camera, controls } = R.makeView(canvas, 45, 0.05, draw));
     ({ BOX, EDGES, CROSS } = R.geometries());
     worldGroup = new THREE.Group();
     builderGroup = new THREE.Group();
@@ -123,12 +110,7 @@
     $("scene-wait").remove();
   }
 
-  function resize() {
-    const w = canvas.clientWidth || 600, h = canvas.clientHeight || 400;
-    if (canvas.width !== Math.floor(w * pixelRatio) || canvas.height !== Math.floor(h * pixelRatio)) renderer.setSize(w, h, false);
-    camera.aspect = w / h;
-    camera.updateProjectionMatrix();
-  }
+  function resize() { R.fit(canvas, renderer, camera); }
 
   function draw() {
     if (!renderer) return;

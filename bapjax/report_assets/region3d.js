@@ -2,8 +2,8 @@
 // this file) and the play page (bapjax/play.py serves it): blocks shaded by baked vertex colors
 // and drawn with unlit materials (software GL, SwiftShader, compiles their small shaders much
 // faster than lit ones, which is most of the time a page takes to open without a GPU), HTML
-// labels over the canvas (a sprite per label would cost one more shader program), the ground with
-// its grid and axis labels, the block / edge / cross geometries, and the Builder's figure.
+// labels over the canvas (a sprite per label would cost one more shader program), the renderer and
+// camera, the ground with its grid and axis labels, the block / edge / cross geometries, and the Builder's figure.
 // World x, y, z = three.js x, y, z; a block at cell (x, y, z) is the unit box [x, x+1] x [y-1, y]
 // x [z, z+1], ground at 0; Minecraft yaw 0 faces +z, yaw 90 faces -x; pitch > 0 looks down.
 // Needs the three.js bundle first; defines window.bapjaxRegion3D(labelLayer) -> the pieces.
@@ -11,6 +11,9 @@
   "use strict";
   const LIGHT = new THREE.Vector3(0.35, 0.85, 0.45).normalize(); // from above, front right
   const EYE = 1.62; // eye height above the feet; the feet are at pose y - 1
+  const BACKGROUND = 0xf4f6f8;
+  const TARGET = new THREE.Vector3(0.5, 2.0, 0.5); // the build region's center column
+  const PIXEL_RATIO = Math.min(window.devicePixelRatio || 1, 2);
 
   function shaded(geometry) {
     const normal = geometry.attributes.normal;
@@ -80,6 +83,33 @@
         .forEach(([t, x, z, color]) => label(t, color, new THREE.Vector3(x, 0.2, z)));
     }
 
+    // The renderer, the scene with the build region, and a camera orbiting the region's center
+    // column (OrbitControls calling `onChange`). The drawing buffer gets its final size before the
+    // context exists: resizing it later costs a round trip to the GPU process (and a reallocation).
+    function makeView(canvas, fov, near, onChange) {
+      canvas.width = Math.floor((canvas.clientWidth || 600) * PIXEL_RATIO);
+      canvas.height = Math.floor((canvas.clientHeight || 400) * PIXEL_RATIO);
+      const renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
+      renderer.setPixelRatio(PIXEL_RATIO);
+      const scene = new THREE.Scene();
+      scene.background = new THREE.Color(BACKGROUND);
+      const camera = new THREE.PerspectiveCamera(fov, 1, near, 200);
+      const controls = new THREE.OrbitControls(camera, canvas);
+      controls.target.copy(TARGET);
+      controls.addEventListener("change", onChange);
+      addRegion(scene);
+      return { renderer, scene, camera, controls };
+    }
+    // The drawing buffer and the camera's aspect after the canvas changed size.
+    function fit(canvas, renderer, camera) {
+      const w = canvas.clientWidth || 600, h = canvas.clientHeight || 400;
+      if (canvas.width !== Math.floor(w * PIXEL_RATIO) || canvas.height !== Math.floor(h * PIXEL_RATIO)) {
+        renderer.setSize(w, h, false);
+      }
+      camera.aspect = w / h;
+      camera.updateProjectionMatrix();
+    }
+
     // A unit block, its edges and a removal's cross (the block's two diagonals per axis pair).
     function geometries() {
       const BOX = shaded(new THREE.BoxGeometry(1, 1, 1));
@@ -113,7 +143,7 @@
       return { group, eye };
     }
 
-    return { EYE, shaded, flat, material, line, label, placeLabels, dropLabels, addRegion, geometries,
-      builderFigure, viewDirection };
+    return { EYE, BACKGROUND, TARGET, shaded, flat, material, line, label, placeLabels, dropLabels, makeView, fit,
+      geometries, builderFigure, viewDirection };
   };
 })();

@@ -157,15 +157,12 @@
   // [x, x+1] x [y-1, y] x [z, z+1], ground at 0; Minecraft yaw 0 faces +z, yaw 90 faces -x)
 
   const canvas = $("scene");
-  const pixelRatio = Math.min(window.devicePixelRatio || 1, 2);
-  const BACKGROUND = 0xf4f6f8;
-  const TARGET = new THREE.Vector3(0.5, 2.0, 0.5); // the build region's center column
   // Made by startView(), after the table and the dialogue are on screen (null until then).
   let renderer = null, scene = null, camera = null, controls = null;
   let BOX = null, EDGES = null, CROSS = null;
   // The build region's pieces (region3d.js: shading, materials, labels, ground, geometries, Builder).
   const R = window.bapjaxRegion3D($("labels"));
-  const { flat, material, line, label } = R;
+  const { BACKGROUND, TARGET, flat, material, line, label } = R;
   function placeLabels() { R.placeLabels(camera, canvas); }
   function dropItemLabels() { R.dropLabels((entry) => entry.item); }
 
@@ -251,14 +248,7 @@
     controls.update();
   }
 
-  function resize() {
-    const w = canvas.clientWidth || 600, h = canvas.clientHeight || 400;
-    if (canvas.width !== Math.floor(w * pixelRatio) || canvas.height !== Math.floor(h * pixelRatio)) {
-      renderer.setSize(w, h, false);
-    }
-    camera.aspect = w / h;
-    camera.updateProjectionMatrix();
-  }
+  function resize() { R.fit(canvas, renderer, camera); }
 
   function draw() { if (renderer) { renderer.render(scene, camera); placeLabels(); } }
 
@@ -268,21 +258,8 @@
   function startView() {
     if (renderer) return;
     TIMES.view_start = performance.now();
-    // The drawing buffer gets its final size before the context exists: resizing it later costs
-    // a round trip to the GPU process (and a reallocation).
-    canvas.width = Math.floor((canvas.clientWidth || 600) * pixelRatio);
-    canvas.height = Math.floor((canvas.clientHeight || 400) * pixelRatio);
-    renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
+    ({ renderer, scene, camera, controls } = R.makeView(canvas, 38, 0.1, draw));
     TIMES.renderer = performance.now();
-    renderer.setPixelRatio(pixelRatio);
-    scene = new THREE.Scene();
-    scene.background = new THREE.Color(BACKGROUND);
-    camera = new THREE.PerspectiveCamera(38, 1, 0.1, 200);
-    controls = new THREE.OrbitControls(camera, canvas);
-    controls.target.copy(TARGET);
-    controls.addEventListener("change", draw);
-
-    R.addRegion(scene);
     ({ BOX, EDGES, CROSS } = R.geometries());
 
     // One object per kind of material (opaque and see-through blocks, outlines, lines): their
