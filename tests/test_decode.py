@@ -163,7 +163,7 @@ def test_a_pool_with_few_slots_decodes_like_all_items_at_once():
     assert (ids[7:] == G.STOP).all()
 
 
-def _randomize_film(params, seed=0):
+def randomize_film(params, seed=0):
     """FiLM layers start at zero (no effect); give them weights so a test can see them."""
     rng = np.random.default_rng(seed)
     cnn = dict(params["world_cnn"])
@@ -191,7 +191,7 @@ def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, options, mdc_
     model = builder.BuilderModel(**{**TINY, "vocab_size": vocab.size}, decoder=decoder, encode_chunk=4,
                                  transformer_layers=2, transformer_width=16, transformer_heads=2, transformer_mlp=32,
                                  **options)
-    params = _randomize_film(builder.init_params(model, jax.random.PRNGKey(4)))
+    params = randomize_film(builder.init_params(model, jax.random.PRNGKey(4)))
     steps = fc.num_action_slots
     k = int(batch["action_mask"].sum())
     tf_logits, pack = model.apply({"params": params}, batch, k)

@@ -9,6 +9,7 @@ import pytest
 
 from bapjax import grid as G
 from bapjax.models import builder, world_changes, world_input
+from tests.test_decode import randomize_film
 from tests.test_models import TINY, random_batch
 
 
@@ -100,14 +101,6 @@ def test_sparse_change_conv_equals_the_dense_convolution(kernel_size):
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-4, atol=1e-4)
 
 
-def _randomize_film(params, seed=0):
-    rng = np.random.default_rng(seed)
-    cnn = dict(params["world_cnn"])
-    for name in [n for n in cnn if n.startswith("film")]:
-        cnn[name] = {k: jnp.asarray(rng.normal(0, 0.3, v.shape), jnp.float32) for k, v in cnn[name].items()}
-    return {**params, "world_cnn": cnn}
-
-
 @pytest.mark.parametrize("film", [False, True])
 def test_once_logits_equal_a_slow_path_per_step(film):
     """The model's teacher-forced logits (chunked CNN over start worlds, sparse change conv) equal,
@@ -115,7 +108,7 @@ def test_once_logits_equal_a_slow_path_per_step(film):
     plus the dense convolution of the plain-Python change channels, through the head."""
     batch = _batch_with_removals(2, batch=4, steps=7)
     model = builder.BuilderModel(**TINY, world_encoding="once", world_film=film, encode_chunk=3)
-    params = _randomize_film(builder.init_params(model, jax.random.PRNGKey(5)))
+    params = randomize_film(builder.init_params(model, jax.random.PRNGKey(5)))
     k = int(batch["action_mask"].sum())
     logits, pack = model.apply({"params": params}, batch, k)
     v, M = {"params": params}, builder.BuilderModel
@@ -144,7 +137,7 @@ def _decoder_outputs(model, v, batch):
 def test_once_gradients_do_not_depend_on_the_chunking():
     batch = _batch_with_removals(3, batch=4, steps=6)
     whole = builder.BuilderModel(**TINY, world_encoding="once", world_film=True)
-    params = _randomize_film(builder.init_params(whole, jax.random.PRNGKey(1)))
+    params = randomize_film(builder.init_params(whole, jax.random.PRNGKey(1)))
     grads = [jax.grad(lambda p, m=m: builder.loss_from_logits(*m.apply({"params": p}, batch, 24))[0])(params)
              for m in (whole, whole.clone(encode_chunk=3))]
     for a, b in zip(*(jax.tree_util.tree_leaves(g) for g in grads)):
