@@ -139,6 +139,15 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def _missing_field(err: Exception, argv: Sequence[str]) -> tuple[str | None, str]:
+    """The field ml_collections' AttributeError / KeyError names, and the `--config.<...>` override
+    in `argv` whose last part is that field (None when none is)."""
+    name = str(err).strip("\"'")
+    culprit = next((a.split("=")[0] for a in argv if a.startswith("--config.")
+                    and a.split("=")[0].rsplit(".", 1)[-1] == name), None)
+    return culprit, name
+
+
 def _parse_flags(argv: Sequence[str]) -> list[str]:
     try:
         return FLAGS(argv)
@@ -147,9 +156,7 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
             fail(str(err.__context__))
         fail(str(err).splitlines()[0] if str(err) else repr(err))
     except (AttributeError, KeyError) as err:  # ml_collections: a --config.<field> the config lacks
-        name = str(err).strip("\"'")
-        culprit = next((a.split("=")[0] for a in argv if a.startswith("--config.")
-                        and a.split("=")[0].rsplit(".", 1)[-1] == name), None)
+        culprit, name = _missing_field(err, argv)
         fail(f"{culprit or '--config.*'}: the config has no field {name!r}")
     except (ValueError, TypeError) as err:  # ml_collections: a value of the wrong type
         fail(f"a --config.* override does not fit its field: {err}")
@@ -217,10 +224,8 @@ def apply_overrides(config, overrides, source: str = "the config"):
     except flags.Error as err:
         raise ConfigOverrideError(str(err).splitlines()[0]) from None
     except (AttributeError, KeyError) as err:  # ml_collections: a field the config lacks
-        name = str(err).strip("\"'")
-        culprit = next((t.split("=")[0] for t in overrides if t.split("=")[0].rsplit(".", 1)[-1] == name),
-                       " ".join(overrides))
-        raise ConfigOverrideError(f"{culprit}: {source} has no field {name!r}") from None
+        culprit, name = _missing_field(err, overrides)
+        raise ConfigOverrideError(f"{culprit or ' '.join(overrides)}: {source} has no field {name!r}") from None
     except (ValueError, TypeError) as err:
         raise ConfigOverrideError(f"{' '.join(overrides)}: a value does not fit its field of {source}: {err}") from None
     return config
