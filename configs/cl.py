@@ -2,9 +2,11 @@
 
 python -m bapjax.train --config=configs/cl.py [--config.curriculum.metric=D,L_A --config.curriculum.num_buckets=10]
 
-Runtime: not measured. This is the paper-size model (rnn 300, world CNN width 300), an
-accelerator job; no accelerator has been lent to this project yet. On the 2-core CPU of this
-workspace one pass over its data would take days (see configs/cpu.py for the measured CPU run).
+Runtime: not measured to the end. This is the paper-size model (rnn 300, world CNN width 300), an
+accelerator job: on one H100 beside configs/baseline.py it ran ~350 items/s (results/gpu/README.md),
+so its 66,416 steps (10 curriculum stages, then 40 passes over 52,419 items) would take ~55 min
+alone at baseline's ~640 items/s, less with early stopping. On the 2-core CPU of this workspace
+one pass over its data would take days (see configs/cpu.py for the measured CPU run).
 """
 
 from configs import agg
