@@ -4,10 +4,10 @@
                                      [--fixed_length N] [--checkpoint runs/cpu]
     python benchmarks/bench_train.py --compare_to 42333b0 --fixed_length 5 [--rounds 2]
     python benchmarks/bench_train.py --config configs/cpu_experiment.py --compare_config configs/bert.py --rounds 2
-    python benchmarks/bench_train.py --config configs/cpu_experiment.py:mc \
+    python benchmarks/bench_train.py --config configs/cpu_experiment.py:mc,0,film \
         --compare_config.model.world_encoding=once --rounds 2
-    python benchmarks/bench_train.py --config configs/cpu_experiment.py:mc --config.model.world_encoding=once \
-        --compare_to 498834b --fixed_length 5 --decode_items 0 --rounds 2
+    python benchmarks/bench_train.py --config configs/cpu_experiment.py:mc \
+        --compare_to 498834b --fixed_length 5 --decode_items 0 --rounds 2   # 498834b's :mc is the per-step model
 
 Training: items/s of the compiled train step (teacher forcing, AdamW) at batch sizes 1 (the
 original implementation's setting) and 32, measured in the same run after compilation; the
