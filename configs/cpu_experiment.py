@@ -3,7 +3,7 @@
     python -m bapjax.train --config=configs/cpu_experiment.py:agg,0    # workdir runs/exp/agg-once-s0
     python -m bapjax.train --config=configs/cpu_experiment.py:cl,1     # and mc, cl_mc, cl_la; seeds 0, 1, ...
     python benchmarks/collect_experiment.py results/runs/mc-once-s0 results/runs/agg-once-s0 ... \
-      --out results/cpu_experiment_once
+      --out results/cpu_experiment
 
 The argument is `<variant>[,<seed>][,<model>]` (seed 0 by default); the seed sets `config.seed`
 (data order, initialization) and the simulators' seed (the synthetic corpora), so two seeds of a
