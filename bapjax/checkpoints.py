@@ -2,7 +2,7 @@
 
 A training workdir holds ``config.json`` (the run's config), ``vocab.json``, ``decode.json`` (the
 STOP rule chosen on val, read by ``bapjax.predict.run_decode_settings``) and ``checkpoints/latest`` (the newest steps, to resume) and
-``checkpoints/best`` (lowest val loss). `Checkpoints` is what ``bapjax.train`` saves and resumes
+``checkpoints/best`` (lowest val loss, or `train.select_by`'s best). `Checkpoints` is what ``bapjax.train`` saves and resumes
 with; `load_run` is what ``bapjax.predict`` and the benchmarks load a trained model with.
 
 A checkpoint that cannot be read (a truncated file, a half-written step) is skipped with one
@@ -63,7 +63,7 @@ def _remove_unfinished(directory: epath.Path) -> None:
 
 
 class Checkpoints:
-    """Orbax managers for `latest/` (resume; the last `KEEP_LATEST` steps) and `best/` (lowest val loss)."""
+    """Orbax managers for `latest/` (resume; the last `KEEP_LATEST` steps) and `best/` (the best eval by `train.select_by`)."""
 
     def __init__(self, workdir: epath.Path):
         self.latest = ocp.CheckpointManager(

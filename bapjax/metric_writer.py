@@ -38,13 +38,18 @@ class MetricWriter:
             self.tb.close()
 
 
+# the headline F1s of an evaluator report: `report_scalars` writes each as "<prefix>_<name>_f1"
+REPORT_F1 = {"overall_micro": lambda r: r["micro"]["Overall"]["overall"],
+             "overall_macro": lambda r: r["macro"]["Overall"]["overall"],
+             "strict_micro": lambda r: r["strict_micro"]}
+
+
 def report_scalars(prefix: str, report: dict) -> dict[str, float]:
-    """A few headline numbers of an evaluator report, for logs and curves."""
+    """A few headline numbers of an evaluator report, for logs, curves and `train.select_by`."""
     out = {}
     try:
-        out[f"{prefix}_overall_micro_f1"] = float(report["micro"]["Overall"]["overall"])
-        out[f"{prefix}_overall_macro_f1"] = float(report["macro"]["Overall"]["overall"])
-        out[f"{prefix}_strict_micro_f1"] = float(report["strict_micro"])
+        for name, value in REPORT_F1.items():
+            out[f"{prefix}_{name}_f1"] = float(value(report))
     except (KeyError, TypeError):
         pass
     return out

@@ -17,6 +17,7 @@ from etils import epath
 from bapjax import decode, input_pipeline, optimizer, run_config, sharding
 from bapjax.errors import UserError
 from bapjax.items import SPLITS
+from bapjax.metric_writer import REPORT_F1
 from bapjax.models import builder
 from bapjax.paths import REPO_ROOT
 
@@ -24,7 +25,8 @@ RUN_LOG = "runs.jsonl"  # one line per invocation of train on a workdir (the com
 # What fixes a run: changing any of these makes the checkpoints, the vocabulary or the data order of
 # an existing workdir meaningless, so a resume with other values is refused before anything is written.
 RUN_DEFINING_FIELDS = ("seed", "model", "features", "data.sources", "data.vocab_path", "data.min_count",
-                       "curriculum", "train.glove", "train.batch_size", "train.schedule", "train.warmup_steps")
+                       "curriculum", "train.glove", "train.batch_size", "train.schedule", "train.warmup_steps",
+                       "train.select_by")
 
 
 class ConfigError(UserError):
@@ -82,6 +84,16 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
             raise ConfigError(f"--config.eval.final_splits entry {key!r}: expected <source>:<split> with a "
                               f"source of config.data.sources ({', '.join(config.data.sources)}) and a split "
                               f"of {', '.join(SPLITS)}")
+    if tc.select_by != "loss":
+        sources = [n for n in config.data.sources if "val" in (config.data.sources[n].get("splits", SPLITS) or SPLITS)]
+        allowed = [f"{n}_val_{m}_f1" for n in sources for m in REPORT_F1]
+        if tc.select_by not in allowed:
+            raise ConfigError(f"--config.train.select_by={tc.select_by!r}: expected 'loss' or a decoded val F1 of "
+                              f"a source with a val split: {', '.join(allowed)}")
+        if int(ec.val_decode_items) < 0:
+            raise ConfigError(f"--config.train.select_by={tc.select_by!r} needs decoded val F1 at each eval: "
+                              f"--config.eval.val_decode_items must be >= 0 (0: all val items), not "
+                              f"{ec.val_decode_items}")
     if ec.stop_rule_val and ec.stop_rule_val not in config.data.sources:
         raise ConfigError(f"--config.eval.stop_rule_val={ec.stop_rule_val!r}: expected '' (all val items) or a "
                           f"source of config.data.sources ({', '.join(config.data.sources)})")

@@ -95,6 +95,10 @@ def base_config() -> ml_collections.ConfigDict:
     config.train.weight_decay = 0.1
     config.train.grad_clip = 5.0
     config.train.patience = 10  # evals without val-loss improvement before stopping (0: off)
+    # what picks checkpoints/best (and counts for patience): "loss" (val loss, lower is better) or a decoded
+    # val F1 the evals write, "<source>_val_<overall_micro|overall_macro|strict_micro>_f1" (higher is better;
+    # decoded on eval.val_decode_items items per source, so it needs val_decode_items >= 0)
+    config.train.select_by = "loss"
     config.train.min_delta = 0.0
     config.train.eval_every_steps = 0  # 0: once per pass over the data
     config.train.checkpoint_every_steps = 0  # 0: at every eval

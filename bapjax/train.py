@@ -3,7 +3,7 @@
 Teacher forcing with cross entropy over actions + STOP (decoder step t sees the world after the
 gold actions < t), AdamW with gradient clipping, data parallel over every device (batch on the
 mesh's 'data' axis, params replicated, `jax.jit` with shardings), evaluation on val with the v2
-metrics, early stopping on val loss, best + latest Orbax checkpoints (params, optimizer, step,
+metrics, early stopping on val loss (or `train.select_by`), best + latest Orbax checkpoints (params, optimizer, step,
 the data iterator's position, early-stopping counters) so a killed run resumes to the same
 result, TensorBoard + JSONL metrics (`metric_writer`), a progress line with rate and ETA, and a
 learning-curve PNG. The config is completed from `bapjax.run_config.base_config` and checked before
@@ -27,6 +27,7 @@ import numpy as np
 import optax
 from absl import flags
 from etils import epath
+from jax.experimental import multihost_utils
 
 from bapjax import (
     checkpoints,
@@ -190,20 +191,30 @@ def describe_budget(iterator: input_pipeline.DataIterator, steps: int, num_stage
 
 
 class EarlyStopping:
-    """Best-val-loss bookkeeping (kept in the checkpoint's metadata so a resumed run continues
-    it). An eval without val loss (no val split) neither improves nor counts against patience."""
+    """Best-eval bookkeeping (kept in the checkpoint's metadata so a resumed run continues it) on
+    a score where lower is better: the val loss, or minus the decoded val F1 that
+    `train.select_by` names (`score`). An eval without it (no val split) neither improves nor
+    counts against patience. `best_val_loss` is the key's old name: it holds the best score."""
 
     @staticmethod
     def initial() -> dict:
         return {"best_val_loss": math.inf, "evals_without_improvement": 0, "stopped_early": False}
 
     @staticmethod
-    def update(meta: dict, val_loss: float | None, min_delta: float, patience: int) -> bool:
-        """Record an eval; True when its val loss is the best so far (save the best checkpoint)."""
-        if val_loss is None:
+    def score(values: dict, select_by: str) -> float | None:
+        """The eval's score under `select_by` (lower is better), or None when the eval lacks it."""
+        value = values.get(select_by)
+        if value is None:
+            return None
+        return float(value) if select_by == "loss" else -float(value)
+
+    @staticmethod
+    def update(meta: dict, score: float | None, min_delta: float, patience: int) -> bool:
+        """Record an eval; True when its score is the best so far (save the best checkpoint)."""
+        if score is None:
             return False
-        if val_loss < meta["best_val_loss"] - min_delta:
-            meta["best_val_loss"] = val_loss
+        if score < meta["best_val_loss"] - min_delta:
+            meta["best_val_loss"] = score
             meta["evals_without_improvement"] = 0
             return True
         meta["evals_without_improvement"] += 1
@@ -312,10 +323,15 @@ class TrainingRun:
                     values.update(report_scalars(f"{name}_val", report))
         self.writer.write(step, "val", values)
         log("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in values.items()}))
-        if EarlyStopping.update(self.meta, values.get("loss"), float(tc.min_delta), int(tc.patience)):
+        score = EarlyStopping.score(values, tc.select_by)
+        if tc.select_by != "loss" and jax.process_count() > 1:  # decoded on process 0 only: every process
+            # must take the same save decision (the save is collective)
+            score = float(multihost_utils.broadcast_one_to_all(np.float32(math.nan if score is None else score)))
+            score = None if math.isnan(score) else score
+        if EarlyStopping.update(self.meta, score, float(tc.min_delta), int(tc.patience)):
             self.save(self.ckpts.best)
         if self.meta["stopped_early"]:
-            log("early stopping at step %d (no val-loss improvement in %d evals)", step, int(tc.patience))
+            log("early stopping at step %d (no %s improvement in %d evals)", step, tc.select_by, int(tc.patience))
 
     def val_iterator(self):
         ec = self.config.eval
@@ -369,7 +385,7 @@ class TrainingRun:
             watch.uninstall()
 
     def final_evaluation(self) -> dict:
-        """The best checkpoint (lowest val loss, else the last state) decoded as `bapjax.predict`
+        """The best checkpoint (by `train.select_by`, else the last state) decoded as `bapjax.predict`
         decodes a run (`predict.run_decode_settings`), after choosing its STOP rule on val."""
         ec = self.config.eval
         params = self.state["params"]

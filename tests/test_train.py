@@ -275,7 +275,9 @@ def test_learning_rate_schedules():
 
 @pytest.mark.parametrize("field, value", [("train.batch_size", 0), ("train.batch_size", -4),
                                           ("train.num_epochs", 0), ("eval.stop_thresholds", (0.3, 1.5)),
-                                          ("train.schedule", "linear"), ("eval.stop_rule_val", "nosuch")])
+                                          ("train.schedule", "linear"), ("eval.stop_rule_val", "nosuch"),
+                                          ("train.select_by", "mc_val_location_f1"),
+                                          ("train.select_by", "nosuch_val_overall_micro_f1")])
 def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, field, value):
     from bapjax import train
 
@@ -379,3 +381,47 @@ def test_evals_without_val_loss_never_stop_training():
     assert not meta["stopped_early"]
     assert train.EarlyStopping.update(meta, 2.95, min_delta=0.1, patience=3) is False  # within min_delta
     assert meta["stopped_early"] and meta["best_val_loss"] == 3.0
+
+
+def test_select_by_scores_lower_is_better_and_needs_decoded_val(tmp_path):
+    """`train.select_by`: the val loss as is, a decoded val F1 negated (higher F1 = better), None
+    when an eval lacks it; an F1 with val decoding switched off is refused, naming both fields."""
+    from bapjax import train
+
+    values = {"loss": 2.5, "mc_val_overall_micro_f1": 0.25}
+    assert train.EarlyStopping.score(values, "loss") == 2.5
+    assert train.EarlyStopping.score(values, "mc_val_overall_micro_f1") == -0.25
+    assert train.EarlyStopping.score({"loss": 2.5}, "mc_val_strict_micro_f1") is None
+    meta = train.EarlyStopping.initial()
+    assert train.EarlyStopping.update(meta, train.EarlyStopping.score(values, "mc_val_overall_micro_f1"), 0.0, 0)
+    assert not train.EarlyStopping.update(meta, -0.20, 0.0, 0)  # a lower F1 is not an improvement
+    assert train.EarlyStopping.update(meta, -0.30, 0.0, 0)
+    config = load_config("quickstart")
+    config.train.select_by = "mc_val_strict_micro_f1"
+    config.eval.val_decode_items = -1
+    with pytest.raises(run_checks.ConfigError, match=r"train\.select_by.*eval\.val_decode_items"):
+        train.train_and_evaluate(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # one short run with compilation: ~1 min on an idle 2-core CPU
+def test_select_by_decoded_f1_keeps_the_eval_with_the_highest_f1(tmp_path, mdc_path, monkeypatch):
+    """With `train.select_by` a decoded val F1, checkpoints/best holds the step of the eval whose
+    F1 (as metrics.jsonl recorded it) is the highest, the earliest of ties, whatever its val loss."""
+    from bapjax import train
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    config = tiny_config("unused")
+    config.data.sources.mc.corpus = str(mdc_path)
+    config.train.update(dict(max_steps=8, eval_every_steps=2, learning_rate=3e-3))
+    config.eval.update(dict(val_decode_items=0, max_actions=4))
+    config.train.select_by = "mc_val_overall_micro_f1"
+    train.train_and_evaluate(config, tmp_path / "run")
+    evals = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evals = [e for e in evals if e["kind"] == "val"]
+    assert [e["step"] for e in evals] == [2, 4, 6, 8]
+    f1 = [e["mc_val_overall_micro_f1"] for e in evals]
+    best_step = evals[f1.index(max(f1))]["step"]
+    assert checkpoints.load_params(tmp_path / "run" / "checkpoints" / "best")[1] == best_step
+    # the two rules disagree here (the val loss still falls at step 8), so the test tells them apart
+    assert min(evals, key=lambda e: e["loss"])["step"] != best_step
