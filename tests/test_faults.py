@@ -220,7 +220,8 @@ def test_two_processes_agree_on_the_step_to_save_at(tmp_path, signum):
 @pytest.mark.slow  # ~5-10 min on a 2-core CPU: two training processes compile and run, twice
 def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path, monkeypatch):
     """The pod case end to end: `bapjax.train` on 2 processes joined by `jax.distributed`, a
-    SIGTERM to one of them; both save the same step, exit 75, and the same commands resume."""
+    SIGTERM to one of them; both save the same step, exit 75, and the same commands resume. The
+    best checkpoint is chosen by a decoded val F1 (`train.select_by`), which only process 0 has."""
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     for name in ("bs", "ss", "r"):  # built first: on a busy CPU one process building them while the
         # other waits on the lock can keep them apart longer than JAX's 30 s collective set-up
@@ -233,7 +234,9 @@ def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path, 
             *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
             "--config.eval.final_splits=()", "--config.train.eval_every_steps=5",
             "--config.distributed.initialize=True", f"--config.distributed.coordinator_address=localhost:{port}",
-            "--config.distributed.num_processes=2"]
+            "--config.distributed.num_processes=2",
+            # the best checkpoint by a decoded val F1: process 0 decodes, both take its save decision
+            "--config.train.select_by=r_val_overall_micro_f1", "--config.eval.val_decode_items=4"]
     for name in ("bs", "ss", "r"):
         base += [f"--config.data.sources.{name}.generate.train_items=60",
                  f"--config.data.sources.{name}.generate.processes=1"]
@@ -268,6 +271,7 @@ def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path, 
     for proc, output in zip(procs, outputs):
         assert proc.returncode == 0, output[-3000:]
     assert f"resumed from step {step}" in outputs[0]
+    assert any(p.name.isdigit() for p in (tmp_path / "run" / "checkpoints" / "best").iterdir())
 
 
 # ------------------------------------------------------------------------------------------------

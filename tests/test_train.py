@@ -402,6 +402,11 @@ def test_select_by_scores_lower_is_better_and_needs_decoded_val(tmp_path):
     with pytest.raises(run_checks.ConfigError, match=r"train\.select_by.*eval\.val_decode_items"):
         train.train_and_evaluate(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+    config.eval.val_decode_items = 0  # quickstart's mc source has no corpus, so no val items: refused
+    config.train.update(dict(glove=False, max_steps=1))  # once its data is read, before training starts
+    with pytest.raises(run_checks.ConfigError, match=r"select_by='mc_val_strict_micro_f1'.*no val items"):
+        train.train_and_evaluate(config, tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints").exists()
 
 
 @pytest.mark.slow  # one short run with compilation: ~1 min on an idle 2-core CPU
