@@ -30,7 +30,8 @@ evaluation uses the checkpoint with the lowest val loss, the STOP rule chosen on
 Runtime on the 2-core CPU of this workspace, one run at a time (docs/results.md, "One world
 encoding per item"): the once model's 192,000 items (6,000 steps) took agg,0 22.7 min, cl,0 16.8,
 mc,0 19.6 (beside a CI run), agg,1 17.0, cl,1 17.8, mc,1 17.1 (quiet), cl,2 23.5 (beside a CI
-run), agg,2 16.8, cl_mc,0 ~17 (quiet, a faster day: ~210 items/s), each with five evals, the
+run), agg,2 16.7, cl_mc,0 15.9, cl_mc,1 15.7 (quiet, a faster day: ~210 items/s), cl_mc,2 23.7 (beside
+a CI run), each with five evals, the
 STOP-rule choice and the final decodes. The film model's 48,000 items (1,500 steps) took 29-41
 min (docs/results.md, "The experiment with the chosen CPU model"). Two trainings at once are
 slower in total than one after the other.
