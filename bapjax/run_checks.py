@@ -14,7 +14,7 @@ import jax
 import ml_collections
 from etils import epath
 
-from bapjax import decode, input_pipeline, optimizer, run_config, sharding
+from bapjax import decode, input_pipeline, optimizer, run_config, sharding, sources
 from bapjax.errors import UserError
 from bapjax.items import SPLITS
 from bapjax.metric_writer import REPORT_F1
@@ -84,12 +84,7 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
             raise ConfigError(f"--config.eval.final_splits entry {key!r}: expected <source>:<split> with a "
                               f"source of config.data.sources ({', '.join(config.data.sources)}) and a split "
                               f"of {', '.join(SPLITS)}")
-    if tc.select_by != "loss":
-        sources = [n for n in config.data.sources if "val" in (config.data.sources[n].get("splits", SPLITS) or SPLITS)]
-        allowed = [f"{n}_val_{m}_f1" for n in sources for m in REPORT_F1]
-        if tc.select_by not in allowed:
-            raise ConfigError(f"--config.train.select_by={tc.select_by!r}: expected 'loss' or a decoded val F1 of "
-                              f"a source with a val split: {', '.join(allowed)}")
+    if select_by_source(config) is not None:
         if int(ec.val_decode_items) < 0:
             raise ConfigError(f"--config.train.select_by={tc.select_by!r} needs decoded val F1 at each eval: "
                               f"--config.eval.val_decode_items must be >= 0 (0: all val items), not "
@@ -104,6 +99,20 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
         sharding.check_batch_size(int(tc.batch_size), mesh)
     except ValueError as err:
         raise ConfigError(f"--config.train.batch_size={tc.batch_size!r} is out of range: {err}") from None
+
+
+def select_by_source(config: ml_collections.ConfigDict) -> str | None:
+    """The data source whose decoded val F1 `train.select_by` names ("<source>_val_<REPORT_F1 name>_f1",
+    as `TrainingRun.evaluate` writes it), None for "loss"; ConfigError when it names no such F1."""
+    select_by = config.train.select_by
+    if select_by == "loss":
+        return None
+    allowed = {f"{name}_val_{metric}_f1": name for name, source in config.data.sources.items()
+               if "val" in sources.source_splits(source) for metric in REPORT_F1}
+    if select_by not in allowed:
+        raise ConfigError(f"--config.train.select_by={select_by!r}: expected 'loss' or a decoded val F1 of "
+                          f"a source with a val split: {', '.join(allowed)}")
+    return allowed[select_by]
 
 
 def _flatten(tree, prefix=""):

@@ -161,6 +161,11 @@ def source_is_set(source: Mapping) -> bool:
     return bool(source.get("corpus", "") or source.get("generate", None) or source.get("store", ""))
 
 
+def source_splits(source: Mapping) -> tuple[str, ...]:
+    """The splits a source keeps: its `splits` field, all three when unset or empty."""
+    return tuple(source.get("splits", SPLITS) or SPLITS)
+
+
 def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
     """{split: items} of ``config.data.sources.<name>``: a `store` (+ `dataset`), a `corpus`, or
     a `generate` block; train items from `train_corpus` or the `augment` block when given;
@@ -168,7 +173,7 @@ def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
     ("test",) for a set a model is evaluated on but not trained on; `dataset` tags every item
     (the curriculum's metric D)."""
     where = f"config.data.sources.{name}"
-    wanted = tuple(source.get("splits", SPLITS) or SPLITS)
+    wanted = source_splits(source)
     unknown = [s for s in wanted if s not in SPLITS]
     if unknown:
         raise SourceError(f"{where}.splits: {unknown} are not splits ({', '.join(SPLITS)})")

@@ -245,8 +245,8 @@ class TrainingRun:
         self.val_items = [it for splits in self.data.values() for it in splits["val"]]
         if not train_items:
             raise UserError("no training items: check config.data.sources (every source is empty or unset)")
-        select_source = tc.select_by.rpartition("_val_")[0]  # "" for "loss"
-        if select_source and not self.data.get(select_source, {}).get("val"):
+        select_source = run_checks.select_by_source(config)
+        if select_source is not None and not self.data.get(select_source, {}).get("val"):
             raise run_checks.ConfigError(f"--config.train.select_by={tc.select_by!r}: the source {select_source!r} "
                                          f"has no val items to decode; choose a source with val items or 'loss'")
         self.vocab, embedding_matrix = load_vocab_and_embeddings(config, train_items, workdir)
