@@ -113,10 +113,16 @@ def abstract_like(state, mesh):
     return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=repl), state)
 
 
+def evaluation_params(state: dict):
+    """The weights a run evaluates and predicts with: the moving average when the run keeps one
+    (`train.ema_decay` > 0: the state's "ema_params"), else the trained weights."""
+    return state["ema_params"] if "ema_params" in state else state["params"]
+
+
 def load_params(checkpoint_dir: str | os.PathLike) -> tuple[Any, int]:
-    """(params, step) of a run's best (else latest) intact checkpoint: `checkpoint_dir` is the
-    run's workdir, its checkpoints/ dir, or a best/ or latest/ manager dir (the params tree comes
-    from the checkpoint's own metadata)."""
+    """(params, step) of a run's best (else latest) intact checkpoint, its evaluation weights
+    (`evaluation_params`): `checkpoint_dir` is the run's workdir, its checkpoints/ dir, or a best/
+    or latest/ manager dir (the params tree comes from the checkpoint's own metadata)."""
     root = workdir_path(checkpoint_dir)
     candidates = [root / "checkpoints" / "best", root / "checkpoints" / "latest", root / "best",
                   root / "latest", root]
@@ -130,7 +136,7 @@ def load_params(checkpoint_dir: str | os.PathLike) -> tuple[Any, int]:
         finally:
             manager.close()
         if restored is not None:
-            return restored["state"]["params"], step
+            return evaluation_params(restored["state"]), step
     raise CheckpointError(f"no intact Orbax checkpoint under {checkpoint_dir} (looked in "
                           f"{', '.join(str(c) for c in candidates)})")
 

@@ -26,7 +26,7 @@ RUN_LOG = "runs.jsonl"  # one line per invocation of train on a workdir (the com
 # an existing workdir meaningless, so a resume with other values is refused before anything is written.
 RUN_DEFINING_FIELDS = ("seed", "model", "features", "data.sources", "data.vocab_path", "data.min_count",
                        "curriculum", "train.glove", "train.batch_size", "train.schedule", "train.warmup_steps",
-                       "train.select_by")
+                       "train.select_by", "train.ema_decay")
 
 
 class ConfigError(UserError):
@@ -77,6 +77,7 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
         ("train.warmup_steps", tc.warmup_steps, int(tc.warmup_steps) >= 0, ">= 0"),
         ("train.pack_multiple", tc.pack_multiple, int(tc.pack_multiple) >= 1, ">= 1"),
         ("train.patience", tc.patience, int(tc.patience) >= 0, ">= 0 (0: no early stopping)"),
+        ("train.ema_decay", tc.ema_decay, 0.0 <= float(tc.ema_decay) < 1.0, ">= 0 and < 1 (0: no moving average)"),
     ]
     for key in ec.final_splits:
         source_name, _, split = str(key).partition(":")

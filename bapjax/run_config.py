@@ -94,6 +94,9 @@ def base_config() -> ml_collections.ConfigDict:
     config.train.final_lr_fraction = 0.1
     config.train.weight_decay = 0.1
     config.train.grad_clip = 5.0
+    # > 0 (e.g. 0.999): evals, checkpoint selection, the final decode and bapjax.predict use an exponential
+    # moving average of the weights (bapjax.optimizer.update_ema); 0: the weights themselves
+    config.train.ema_decay = 0.0
     config.train.patience = 10  # evals without val-loss improvement before stopping (0: off)
     # what picks checkpoints/best (and counts for patience): "loss" (val loss, lower is better) or a decoded
     # val F1 the evals write, "<source>_val_<overall_micro|overall_macro|strict_micro>_f1" (higher is better;

@@ -47,7 +47,7 @@ from bapjax.errors import UserError
 from bapjax.items import BapItem
 from bapjax.metric_writer import MetricWriter, plot_learning_curves, report_scalars
 from bapjax.models import builder
-from bapjax.optimizer import make_optimizer
+from bapjax.optimizer import make_optimizer, update_ema
 from bapjax.paths import cache_root, resolve_path, workdir_path
 from bapjax.text.glove import load_glove_50d
 from bapjax.text.vocab import Vocabulary
@@ -84,12 +84,16 @@ def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath
 # Train state and steps
 
 
-def create_state(model, optimizer, rng, embedding_matrix) -> dict:
+def create_state(model, optimizer, rng, embedding_matrix, ema_decay: float = 0.0) -> dict:
     """The whole training state as one pytree (what the checkpoints hold, besides JSON metadata);
-    `rng` initializes the parameters (training itself draws nothing: no dropout)."""
+    `rng` initializes the parameters (training itself draws nothing: no dropout). With `ema_decay`
+    it also holds "ema_params", the weights' moving average (`checkpoints.evaluation_params`)."""
     init_rng, _ = jax.random.split(rng)  # the key every run has initialized from (same params per seed)
     params = builder.init_params(model, init_rng, embedding_matrix)
-    return {"step": jnp.int32(0), "params": params, "opt_state": optimizer.init(params)}
+    state = {"step": jnp.int32(0), "params": params, "opt_state": optimizer.init(params)}
+    if ema_decay:
+        state["ema_params"] = jax.tree_util.tree_map(jnp.copy, params)  # own buffers: the state is donated
+    return state
 
 
 def device_loss_sums(model, num_packed: int, params, batch):
@@ -99,9 +103,10 @@ def device_loss_sums(model, num_packed: int, params, batch):
     return jax.lax.psum(builder.loss_sums(logits, pack), sharding.DATA_AXIS)
 
 
-def train_step(model, optimizer, mesh, state, batch, num_packed: int):
+def train_step(model, optimizer, mesh, ema_decay: float, state, batch, num_packed: int):
     """One AdamW step on a global batch (loss = mean cross entropy over all target steps of the
-    global batch; `num_packed` is the pack size per device)."""
+    global batch; `num_packed` is the pack size per device), and the weights' moving average
+    when the state holds one."""
     sums_fn = sharding.per_device(functools.partial(device_loss_sums, model, num_packed), mesh)
 
     def loss_fn(params):
@@ -111,7 +116,13 @@ def train_step(model, optimizer, mesh, state, batch, num_packed: int):
     updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
     params = optax.apply_updates(state["params"], updates)
     metrics["grad_norm"] = optax.global_norm(grads)
-    return {"step": state["step"] + 1, "params": params, "opt_state": opt_state}, metrics
+    new_state = {"step": state["step"] + 1, "params": params, "opt_state": opt_state}
+    if ("ema_params" in state) != bool(ema_decay):
+        raise ValueError(f"the train state {'holds' if 'ema_params' in state else 'lacks'} ema_params but the "
+                         f"Trainer's ema_decay is {ema_decay}: build both from the same train.ema_decay")
+    if ema_decay:
+        new_state["ema_params"] = update_ema(state["ema_params"], params, state["step"], ema_decay)
+    return new_state, metrics
 
 
 def eval_step(model, mesh, params, batch, num_packed: int):
@@ -126,14 +137,14 @@ class Trainer:
     a multiple of `pack_multiple / devices` (and of the model's `packed_chunk`), agreed over hosts.
     """
 
-    def __init__(self, model, optimizer, mesh, pack_multiple: int = 32):
+    def __init__(self, model, optimizer, mesh, pack_multiple: int = 32, ema_decay: float = 0.0):
         self.model, self.optimizer, self.mesh = model, optimizer, mesh
         chunk = max(1, int(getattr(model, "packed_chunk", 0) or 1))
         per_device = max(1, int(pack_multiple) // mesh.size)
         self.pack_multiple = -(-per_device // chunk) * chunk
         self.local_devices = sharding.local_device_count(mesh)
         repl, data = sharding.replicated(mesh), sharding.batch_sharding(mesh)
-        self._train = jax.jit(functools.partial(train_step, model, optimizer, mesh), static_argnums=(2,),
+        self._train = jax.jit(functools.partial(train_step, model, optimizer, mesh, float(ema_decay)), static_argnums=(2,),
                               in_shardings=(repl, data), out_shardings=(repl, repl), donate_argnums=(0,))
         self._eval = jax.jit(functools.partial(eval_step, model, mesh), static_argnums=(2,),
                              in_shardings=(repl, data), out_shardings=repl)
@@ -281,8 +292,9 @@ class TrainingRun:
 
         self.model = builder.build_model(config.model, self.vocab.size)
         optimizer = make_optimizer(tc, self.steps_total)
-        self.trainer = Trainer(self.model, optimizer, self.mesh, int(tc.pack_multiple))
-        state = create_state(self.model, optimizer, jax.random.PRNGKey(int(config.seed)), embedding_matrix)
+        self.trainer = Trainer(self.model, optimizer, self.mesh, int(tc.pack_multiple), float(tc.ema_decay))
+        state = create_state(self.model, optimizer, jax.random.PRNGKey(int(config.seed)), embedding_matrix,
+                             float(tc.ema_decay))
         self.state = sharding.replicate(state, self.mesh)
         self.ckpts = checkpoints.Checkpoints(workdir)
         self.meta = {"iterator": self.train_iter.get_state(), **EarlyStopping.initial()}
@@ -313,17 +325,18 @@ class TrainingRun:
 
     def evaluate(self, step: int) -> None:
         """Val loss (every source's val), decoded val F1 (up to `eval.val_decode_items` per
-        source), early-stopping bookkeeping, and the best checkpoint when val loss improved."""
+        source), early-stopping bookkeeping, and the best checkpoint when val loss improved; all
+        with the evaluation weights (the moving average under `train.ema_decay`)."""
         tc, ec = self.config.train, self.config.eval
-        values = {}
+        values, params = {}, checkpoints.evaluation_params(self.state)
         if self.val_features is not None:
-            values.update(self.trainer.eval_loss(self.state["params"], self.val_iterator()))
+            values.update(self.trainer.eval_loss(params, self.val_iterator()))
         cap = int(ec.val_decode_items)
         if self.is_main and cap >= 0:
             for name, splits in self.data.items():
                 items = splits["val"][:cap] if cap else splits["val"]
                 if items:
-                    report = self.evaluator.split(self.state["params"], items, self.eval_settings)
+                    report = self.evaluator.split(params, items, self.eval_settings)
                     values.update(report_scalars(f"{name}_val", report))
         self.writer.write(step, "val", values)
         log("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in values.items()}))
@@ -392,9 +405,9 @@ class TrainingRun:
         """The best checkpoint (by `train.select_by`, else the last state) decoded as `bapjax.predict`
         decodes a run (`predict.run_decode_settings`), after choosing its STOP rule on val."""
         ec = self.config.eval
-        params = self.state["params"]
+        params = checkpoints.evaluation_params(self.state)
         if self.ckpts.best.latest_step() is not None:
-            params = self.ckpts.restore(self.ckpts.best, self.abstract_state())[0]["params"]
+            params = checkpoints.evaluation_params(self.ckpts.restore(self.ckpts.best, self.abstract_state())[0])
         results = {}
         if not self.is_main:
             return results

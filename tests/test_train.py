@@ -142,12 +142,14 @@ def preempted_after(monkeypatch, last_step: int) -> None:
 
 
 @pytest.mark.slow  # three short runs with compilation: ~1-2 min on an idle 2-core CPU
-def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypatch):
+@pytest.mark.parametrize("ema_decay", [0.0, 0.9])  # with 0.9 the compared weights are the moving average
+def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypatch, ema_decay):
     from bapjax import train
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     config = tiny_config("unused")
     config.data.sources.mc.corpus = str(mdc_path)
+    config.train.ema_decay = ema_decay
     train.train_and_evaluate(config, tmp_path / "straight")
     straight, step = latest_params(tmp_path / "straight")
     assert step == 6
@@ -277,7 +279,8 @@ def test_learning_rate_schedules():
                                           ("train.num_epochs", 0), ("eval.stop_thresholds", (0.3, 1.5)),
                                           ("train.schedule", "linear"), ("eval.stop_rule_val", "nosuch"),
                                           ("train.select_by", "mc_val_location_f1"),
-                                          ("train.select_by", "nosuch_val_overall_micro_f1")])
+                                          ("train.select_by", "nosuch_val_overall_micro_f1"),
+                                          ("train.ema_decay", 1.0), ("train.ema_decay", -0.1)])
 def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, field, value):
     from bapjax import train
 

@@ -1,0 +1,102 @@
+"""`train.ema_decay`: the weights' moving average against a plain-Python loop, through the jitted
+train step, and as the weights a checkpoint is evaluated and predicted with."""
+
+import jax
+import numpy as np
+import pytest
+
+from bapjax import checkpoints, run_checks, sharding, train
+from bapjax import optimizer as optim
+from bapjax.models import builder
+
+
+def reference_ema(initial, trained_sequence, decay):
+    """The average as the docstrings state it, in float64: d_t = min(decay, (1 + t) / (10 + t))."""
+    ema = np.asarray(initial, np.float64)
+    for t, params in enumerate(trained_sequence):
+        d = min(decay, (1.0 + t) / (optim.EMA_WARMUP + t))
+        ema = d * ema + (1.0 - d) * np.asarray(params, np.float64)
+    return ema
+
+
+def test_update_ema_matches_a_python_loop():
+    rng = np.random.default_rng(0)
+    initial = rng.normal(size=(3, 4)).astype(np.float32)
+    sequence = [rng.normal(size=(3, 4)).astype(np.float32) for _ in range(40)]
+    for decay in (0.5, 0.9, 0.999):
+        ema = {"w": initial}
+        for t, params in enumerate(sequence):
+            ema = optim.update_ema(ema, {"w": params}, np.int32(t), decay)
+        np.testing.assert_allclose(np.asarray(ema["w"]), reference_ema(initial, sequence, decay), rtol=1e-5, atol=1e-6)
+    assert float(optim.ema_decay_at(0, 0.999)) == pytest.approx(0.1)  # the first update mostly takes the new weights
+    assert float(optim.ema_decay_at(100_000, 0.999)) == pytest.approx(0.999)
+
+
+def synthetic_batches(count, rng, vocab_size=30, batch=8, steps=4):
+    batches = []
+    for _ in range(count):
+        actions = np.full((batch, steps), 7623, np.int32)
+        mask = np.zeros((batch, steps), bool)
+        for b in range(batch):
+            n = int(rng.integers(0, steps))
+            actions[b, :n] = rng.integers(0, 7623, size=n)
+            mask[b, :n + 1] = True
+        batches.append({
+            "text_tokens": rng.integers(2, vocab_size, size=(batch, 6)).astype(np.int32),
+            "text_mask": np.ones((batch, 6), bool),
+            "grid": rng.integers(0, 2, size=(batch, 11, 9, 11)).astype(np.int8),
+            "recent_cells": rng.integers(-1, 1089, size=(batch, 4)).astype(np.int32),
+            "pose": rng.normal(size=(batch, 5)).astype(np.float32),
+            "actions": actions, "action_mask": mask, "weight": np.ones(batch, np.float32),
+        })
+    return batches
+
+
+def test_train_step_keeps_the_moving_average_and_trains_the_same_weights(tmp_path):
+    """The jitted step's "ema_params" equal the Python loop over the weights each step produced;
+    the weights themselves are those of a run without the average; a checkpoint of such a state
+    predicts with the average (`checkpoints.load_params`)."""
+    tc = run_checks.with_defaults({"train": dict(learning_rate=3e-3)}).train
+    model = builder.BuilderModel(vocab_size=30, embedding_dim=8, text_hidden=8, world_features=4, world_layers=1,
+                                 action_embedding=8, decoder_hidden=8, head_hidden=8, world_encoding="once")
+    optimizer = optim.make_optimizer(tc)
+    mesh = sharding.data_mesh(jax.devices()[:1])
+    batches = synthetic_batches(4, np.random.default_rng(1))
+    decay = 0.6
+
+    def run(ema_decay):
+        trainer = train.Trainer(model, optimizer, mesh, ema_decay=ema_decay)
+        state = train.create_state(model, optimizer, jax.random.PRNGKey(0), None, ema_decay)
+        state = sharding.replicate(state, mesh)
+        trained = [jax.device_get(state["params"])]
+        for batch in batches:
+            state, _ = trainer.train(state, batch)
+            trained.append(jax.device_get(state["params"]))
+        return state, trained
+
+    state, trained = run(decay)
+    plain, plain_trained = run(0.0)
+    assert "ema_params" not in plain  # off: the state (and its checkpoints) as before the option existed
+    flat = [jax.tree_util.tree_leaves(p) for p in trained]
+    for i, (ema_leaf, plain_leaf) in enumerate(zip(jax.tree_util.tree_leaves(jax.device_get(state["ema_params"])),
+                                                   jax.tree_util.tree_leaves(plain_trained[-1]))):
+        expected = reference_ema(flat[0][i], [f[i] for f in flat[1:]], decay)
+        np.testing.assert_allclose(np.asarray(ema_leaf), expected, rtol=1e-4, atol=1e-6)
+        np.testing.assert_array_equal(np.asarray(flat[-1][i]), np.asarray(plain_leaf))
+    assert any(not np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(state["ema_params"]), flat[-1]))
+    assert checkpoints.evaluation_params(state) is state["ema_params"]
+    assert checkpoints.evaluation_params(plain) is plain["params"]
+
+    ckpts = checkpoints.Checkpoints(tmp_path)
+    ckpts.save(ckpts.best, state, {"iterator": {}})
+    ckpts.close()
+    loaded, step = checkpoints.load_params(tmp_path)
+    assert step == len(batches)
+    for a, b in zip(jax.tree_util.tree_leaves(loaded), jax.tree_util.tree_leaves(state["ema_params"])):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+    with pytest.raises(ValueError, match="ema_decay"):  # a state and a step built from different settings
+        train.Trainer(model, optimizer, mesh, ema_decay=0.0).train(
+            sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None, decay), mesh),
+            batches[0])
+
