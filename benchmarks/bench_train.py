@@ -104,14 +104,15 @@ def describe(path: str, overrides: list[str]) -> str:
     return " ".join([path, *overrides])
 
 
-def time_training(model, optimizer, features, feature_config, batch_size, steps, seed=0, devices=1):
+def time_training(model, optimizer, features, feature_config, batch_size, steps, seed=0, devices=1, ema_decay=0.0):
     import jax
 
     from bapjax import input_pipeline, sharding, train
 
     mesh = sharding.data_mesh(jax.devices()[:devices if batch_size % devices == 0 else 1])
-    trainer = train.Trainer(model, optimizer, mesh)
-    state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(seed), None), mesh)
+    ema = {"ema_decay": ema_decay} if ema_decay else {}  # a checkout from before train.ema_decay takes no such argument
+    trainer = train.Trainer(model, optimizer, mesh, **ema)
+    state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(seed), None, **ema), mesh)
     iterator = input_pipeline.DataIterator(features, None, feature_config, batch_size, seed=seed)
     batches = [next(iterator) for _ in range(steps + 2)]
     # one untimed pass compiles every pack size these batches need
@@ -198,7 +199,8 @@ def measure(args) -> dict:
     result = {}
     for batch_size, steps in ((1, args.steps_b1), (32, args.steps)):
         items_s, steps_s, timed = time_training(model, optimizer, features, feature_config, batch_size, steps,
-                                                devices=getattr(args, "host_devices", 1))
+                                                devices=getattr(args, "host_devices", 1),
+                                                ema_decay=float(config.train.get("ema_decay", 0.0)))
         result[f"train_b{batch_size}_items_per_s"] = round(items_s, 3)
         print(f"train batch {batch_size:>2}: {items_s:7.2f} items/s ({steps_s:7.1f} decoder steps/s)", flush=True)
     gflop = train_gflop_per_item(model, optimizer, timed)
