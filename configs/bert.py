@@ -47,7 +47,9 @@ def get_config(variant: str = "cl"):
     config.model.transformer_width = 256
     config.model.transformer_heads = 4
     config.model.transformer_mlp = 1024
-    # No decoded val F1 during training (val loss still picks the checkpoint, and the STOP rule is
-    # still chosen on val at the end): the cache-less Transformer decoder decodes ~4x slower.
+    # No decoded val F1 during training (val loss picks the checkpoint, as when M' was run, and the
+    # STOP rule is still chosen on val at the end): the cache-less Transformer decoder decodes ~4x slower.
     config.eval.val_decode_items = -1
+    config.train.select_by = "loss"
+    config.train.ema_decay = 0.0  # as M' was run
     return config

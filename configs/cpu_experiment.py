@@ -23,16 +23,18 @@ all 1,331 val items, against the per-step model's best variant M_mc 19.7) or "fi
 
 Every variant has the same model, optimizer and schedule (learning rate 2e-3, chosen on MDC val
 with FiLM: results/cpu_ablation.md), and trains on exactly TRAIN_ITEMS[model] items
-(`train.max_steps`; no early stopping), so machine load cannot change a result; the final
-evaluation uses the checkpoint with the lowest val loss, the STOP rule chosen on MDC val alone
-(`eval.stop_rule_val`), and every MDC test item (1,616) plus each synthetic test split.
+(`train.max_steps`; no early stopping), so machine load cannot change a result; every eval
+decodes all val items, the weights are averaged (`train.ema_decay` 0.999) and the final
+evaluation uses the checkpoint with the best decoded MDC val micro Overall F1 (`train.select_by`;
+both chosen on MDC val in issue 32's fourth session), the STOP rule chosen on MDC val alone
+(`eval.stop_rule_val`), and every MDC test item (1,616) plus each synthetic test split. The
+collections before that (results/cpu_experiment_lossrule.md, cpu_experiment_film.md) ran with
+`--config.train.select_by=loss --config.train.ema_decay=0 --config.eval.val_decode_items=128`.
 
 Runtime on the 2-core CPU of this workspace, one run at a time (docs/results.md, "One world
-encoding per item"): the once model's 192,000 items (6,000 steps) took agg,0 22.7 min, cl,0 16.8,
-mc,0 19.6 (beside a CI run), agg,1 17.0, cl,1 17.8, mc,1 17.1 (quiet), cl,2 23.5 (beside a CI
-run), agg,2 16.7, cl_mc,0 15.9, cl_mc,1 15.7 (quiet, a faster day: ~210 items/s), cl_mc,2 23.7 (beside
-a CI run), each with five evals, the
-STOP-rule choice and the final decodes. The film model's 48,000 items (1,500 steps) took 29-41
+encoding per item"): the once model's 192,000 items (6,000 steps), five evals each decoding every
+val item, the STOP-rule choice and the final decodes, took agg,0 16.6 min, agg,1 16.2, agg,2 17.2
+(quiet, ~200 items/s). With the earlier checkpoint rule (128 val items decoded per eval): 15.7-23.7 min. The film model's 48,000 items (1,500 steps) took 29-41
 min (docs/results.md, "The experiment with the chosen CPU model"). Two trainings at once are
 slower in total than one after the other.
 """
@@ -66,7 +68,13 @@ def get_config(arg: str = "cl"):
     config.train.learning_rate = 2e-3  # chosen on MDC val with FiLM (results/cpu_ablation.md: 18.7 vs 15.3 at 1e-3)
     config.train.patience = 0
     config.train.eval_every_steps = config.train.max_steps // 5  # five evals (val loss, decoded val F1)
-    config.eval.val_decode_items = 128
+    # Chosen on MDC val in session 4 of issue 32 (docs/results.md, "Checkpoints by decoded MDC val F1,
+    # weights averaged"): the checkpoint with the best decoded MDC val micro Overall F1 (M_mc's val loss
+    # rises from its first eval while its F1 climbs), evaluated with a moving average of the weights.
+    # The collections before it ran with select_by "loss", ema_decay 0 and val_decode_items 128.
+    config.train.select_by = "mc_val_overall_micro_f1"
+    config.train.ema_decay = 0.999
+    config.eval.val_decode_items = 0  # every val item at each eval (select_by reads MDC's)
     config.eval.stop_thresholds = (0.2, 0.3, 0.4)  # with argmax: 4 candidates, decoded on MDC val
     config.eval.stop_rule_val = "mc"
     for name, (train, val, test) in run_config.PAPER_SIZES.items():
