@@ -169,9 +169,12 @@ def breakdown_table(results: dict) -> str:
 def plot_curves(runs: dict[str, Path], out: Path) -> None:
     """Train loss, val loss and decoded MDC val F1 against training items, one line per run."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    decoded = set()  # each run's eval.val_decode_items (0: all val items)
     for name, run in runs.items():
         rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-        batch = json.loads((run / "config.json").read_text())["train"]["batch_size"]
+        config = json.loads((run / "config.json").read_text())
+        batch = config["train"]["batch_size"]
+        decoded.add(int(config.get("eval", {}).get("val_decode_items", 0)))
         train = [(r["step"] * batch, r["loss"]) for r in rows if r["kind"] == "train" and "loss" in r]
         val = [r for r in rows if r["kind"] == "val"]
         loss = [(r["step"] * batch, r["loss"]) for r in val if "loss" in r]
@@ -181,7 +184,8 @@ def plot_curves(runs: dict[str, Path], out: Path) -> None:
                 ax.plot(*zip(*points), style, label=name, markersize=3, linewidth=1)
     axes[0].set(xlabel="training items", ylabel="train loss (per action, log window)")
     axes[1].set(xlabel="training items", ylabel="val loss (the run's val sets)")
-    axes[2].set(xlabel="training items", ylabel="MDC val micro Overall F1 (128 items, %)")
+    items = ", ".join("all items" if n == 0 else f"{n} items" for n in sorted(decoded))
+    axes[2].set(xlabel="training items", ylabel=f"MDC val micro Overall F1 ({items}, %)")
     for ax in axes:
         if ax.lines:
             ax.legend()
