@@ -33,8 +33,9 @@ collections before that (results/cpu_experiment_lossrule.md, cpu_experiment_film
 
 Runtime on the 2-core CPU of this workspace, one run at a time (docs/results.md, "One world
 encoding per item"): the once model's 192,000 items (6,000 steps), five evals each decoding every
-val item, the STOP-rule choice and the final decodes, took agg,0 16.6 min, agg,1 16.2, agg,2 17.2
-(quiet, ~200 items/s). With the earlier checkpoint rule (128 val items decoded per eval): 15.7-23.7 min. The film model's 48,000 items (1,500 steps) took 29-41
+val item, the STOP-rule choice and the final decodes, took agg,0 16.6 min, agg,1 16.2, agg,2 17.2,
+cl,0 16.9, cl,1 17.5, mc,1 17.3 (quiet, ~190-200 items/s), mc,0 20.8 (beside a CI run). With the
+earlier checkpoint rule (128 val items decoded per eval): 15.7-23.7 min. The film model's 48,000 items (1,500 steps) took 29-41
 min (docs/results.md, "The experiment with the chosen CPU model"). Two trainings at once are
 slower in total than one after the other.
 """
