@@ -8,6 +8,7 @@ import pytest
 from bapjax import checkpoints, run_checks, sharding, train
 from bapjax import optimizer as optim
 from bapjax.models import builder
+from tests.test_models import random_batch
 
 
 def reference_ema(initial, trained_sequence, decay):
@@ -32,26 +33,6 @@ def test_update_ema_matches_a_python_loop():
     assert float(optim.ema_decay_at(100_000, 0.999)) == pytest.approx(0.999)
 
 
-def synthetic_batches(count, rng, vocab_size=30, batch=8, steps=4):
-    batches = []
-    for _ in range(count):
-        actions = np.full((batch, steps), 7623, np.int32)
-        mask = np.zeros((batch, steps), bool)
-        for b in range(batch):
-            n = int(rng.integers(0, steps))
-            actions[b, :n] = rng.integers(0, 7623, size=n)
-            mask[b, :n + 1] = True
-        batches.append({
-            "text_tokens": rng.integers(2, vocab_size, size=(batch, 6)).astype(np.int32),
-            "text_mask": np.ones((batch, 6), bool),
-            "grid": rng.integers(0, 2, size=(batch, 11, 9, 11)).astype(np.int8),
-            "recent_cells": rng.integers(-1, 1089, size=(batch, 4)).astype(np.int32),
-            "pose": rng.normal(size=(batch, 5)).astype(np.float32),
-            "actions": actions, "action_mask": mask, "weight": np.ones(batch, np.float32),
-        })
-    return batches
-
-
 def test_train_step_keeps_the_moving_average_and_trains_the_same_weights(tmp_path):
     """The jitted step's "ema_params" equal the Python loop over the weights each step produced;
     the weights themselves are those of a run without the average; a checkpoint of such a state
@@ -61,7 +42,8 @@ def test_train_step_keeps_the_moving_average_and_trains_the_same_weights(tmp_pat
                                  action_embedding=8, decoder_hidden=8, head_hidden=8, world_encoding="once")
     optimizer = optim.make_optimizer(tc)
     mesh = sharding.data_mesh(jax.devices()[:1])
-    batches = synthetic_batches(4, np.random.default_rng(1))
+    rng = np.random.default_rng(1)
+    batches = [random_batch(rng, batch=8, text_len=6, steps=4, vocab=30) for _ in range(4)]
     decay = 0.6
 
     def run(ema_decay):
