@@ -325,7 +325,7 @@ class TrainingRun:
 
     def evaluate(self, step: int) -> None:
         """Val loss (every source's val), decoded val F1 (up to `eval.val_decode_items` per
-        source), early-stopping bookkeeping, and the best checkpoint when val loss improved; all
+        source), early-stopping bookkeeping, and the best checkpoint when the `train.select_by` score improved; all
         with the evaluation weights (the moving average under `train.ema_decay`)."""
         tc, ec = self.config.train, self.config.eval
         values, params = {}, checkpoints.evaluation_params(self.state)

@@ -81,7 +81,8 @@ def main():
     test_table = input_pipeline.featurize_items(test_items, vocab, feature_config)
     model = builder.build_model(config.model, vocab.size).unchunked()  # see the module docstring
     optimizer = optim.make_optimizer(config.train, total_steps=1000)
-    state = train.create_state(model, optimizer, jax.random.PRNGKey(0), None)
+    ema = {"ema_decay": float(config.train.ema_decay)} if config.train.get("ema_decay") else {}  # the step as the config trains it
+    state = train.create_state(model, optimizer, jax.random.PRNGKey(0), None, **ema)
     print(f"{jax.device_count()} {jax.devices()[0].platform} devices; model world "
           f"{config.model.world_features}x{config.model.world_layers} ({config.model.get('world_encoding', 'per_step')} "
           f"world encoding), batch {args.batch_size} "
@@ -92,7 +93,7 @@ def main():
            "train_pack_per_device": []}
     for n in counts:
         mesh = sharding.data_mesh(jax.devices()[:n])
-        trainer = train.Trainer(model, optimizer, mesh, int(config.train.get("pack_multiple", 32)))
+        trainer = train.Trainer(model, optimizer, mesh, int(config.train.get("pack_multiple", 32)), **ema)
         replicated = sharding.replicate(state, mesh)
         out["train_pack_per_device"].append(trainer.prepare(batch)[1])
         out["train_flops_per_device"].append(flops(trainer.compile_train(replicated, batch)))
