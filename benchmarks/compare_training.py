@@ -40,6 +40,8 @@ config.features.max_text_tokens = 24
 config.features.max_actions = 3
 config.train.update(dict(batch_size=8, max_steps=steps, eval_every_steps=3, log_every_steps=3))
 config.eval.update(dict(val_decode_items=-1, final_splits=("mc:test",), batch_size=8, stop_thresholds=(0.3,)))
+if config.train.get("select_by", "loss") != "loss":  # no val decoding here, so the checkpoint rule is val loss
+    config.train.select_by = "loss"
 result = train.train_and_evaluate(config, out + "/run")
 params, step = checkpoints.load_params(out + "/run/checkpoints/latest")
 np.savez(out + "/params.npz", **{jax.tree_util.keystr(k): np.asarray(v)

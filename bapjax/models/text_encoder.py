@@ -5,6 +5,9 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from flax.linen.recurrent import flip_sequences
+
+from bapjax.models.gru import GRUWeights, gru_states
 
 
 class GRUTextEncoder(nn.Module):
@@ -30,12 +33,18 @@ class GRUTextEncoder(nn.Module):
         if not self.train_embeddings:
             x = jax.lax.stop_gradient(x)
         lengths = jnp.maximum(mask.sum(-1).astype(jnp.int32), 1)
-        fwd_carry, fwd = nn.RNN(nn.GRUCell(self.hidden), return_carry=True, name="gru_fwd")(
-            x, seq_lengths=lengths)
+        # the cells' parameters where nn.RNN(nn.GRUCell) kept them, so trees and checkpoints are unchanged
+        fwd, fwd_carry = _run(GRUWeights(self.hidden, name="GRUCell_0")(x.shape[-1]), x, lengths)
         if not self.bidirectional:
             return fwd, fwd_carry
-        bwd_carry, bwd = nn.RNN(nn.GRUCell(self.hidden), return_carry=True, reverse=True,
-                                keep_order=True, name="gru_bwd")(x, seq_lengths=lengths)
-        states = nn.Dense(self.hidden, name="merge_states")(jnp.concatenate([fwd, bwd], -1))
+        flip = lambda a: flip_sequences(a, lengths, num_batch_dims=1, time_major=False)  # noqa: E731
+        bwd, bwd_carry = _run(GRUWeights(self.hidden, name="GRUCell_1")(x.shape[-1]), flip(x), lengths)
+        states = nn.Dense(self.hidden, name="merge_states")(jnp.concatenate([fwd, flip(bwd)], -1))
         summary = nn.Dense(self.hidden, name="merge_summary")(jnp.concatenate([fwd_carry, bwd_carry], -1))
         return states, summary
+
+
+def _run(weights: dict, x: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(states [B, L, H], the state after each row's last real token [B, H])."""
+    states = gru_states(weights, x)
+    return states, jnp.take_along_axis(states, (lengths - 1)[:, None, None], axis=1)[:, 0]

@@ -1,0 +1,108 @@
+"""Where the once model's (`world_encoding="once"`) training loss spends its time, on one real MDC
+batch of 32: the jitted forward and forward+backward of the whole loss, of the text encoder alone,
+of the text encoder with the action decoder, and of the start worlds' CNN alone (chunked as
+training runs it). The rest (change convolution, per-cell head, loss) is the difference.
+`benchmarks/profile_train.py` splits the per-step model the same way.
+
+    python benchmarks/profile_once.py [--config configs/cpu_experiment.py:mc] [--config.model.encode_chunk=4 ...]
+
+`--config.<field>=value` overrides work as in training (e.g. to time other chunk sizes, which do
+not change the function). Best of 3 tries of 5 calls each. The last line is JSON {"<part>_fwd_ms",
+"<part>_fwd_bwd_ms", "packed_steps"} for the parts loss, text, text_decoder, start_cnn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+from bench_train import load_config  # noqa: E402 (benchmarks/ is the script's directory)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def timed_ms(fn, *args, repeats: int = 5) -> float:
+    jax.block_until_ready(fn(*args))
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            out = fn(*args)
+        jax.block_until_ready(out)
+        best = min(best, (time.perf_counter() - start) / repeats)
+    return best * 1e3
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="configs/cpu_experiment.py:mc")
+    parser.add_argument("--corpus", default="@mdc")
+    parser.add_argument("--batch", type=int, default=32)
+    args, overrides = parser.parse_known_args()
+    bad = [o for o in overrides if not o.startswith("--config.")]
+    if bad:
+        parser.error(f"unknown argument {bad[0]} (overrides are --config.<field>=value)")
+
+    from bapjax import input_pipeline
+    from bapjax.corpus import mdc
+    from bapjax.models import builder, world_input
+    from bapjax.text.vocab import Vocabulary
+
+    config = load_config(args.config, REPO, overrides)
+    if config.model.get("world_encoding", "per_step") != "once":
+        raise SystemExit(f"error: --config {args.config}: world_encoding is not 'once' "
+                         "(benchmarks/profile_train.py profiles the per-step model)")
+    train_items = list(mdc.load_corpus(args.corpus).split("train"))
+    vocab = Vocabulary.build(train_items)
+    feature_config = input_pipeline.FeatureConfig.from_config(config)
+    features = input_pipeline.featurize_items(train_items[:2048], vocab, feature_config)
+    model = builder.build_model(config.model, vocab.size)
+    host_batch = next(input_pipeline.DataIterator(features, None, feature_config, args.batch, seed=0))
+    batch = {k: jnp.asarray(v) for k, v in host_batch.items()}
+    packed = builder.packed_size(host_batch["action_mask"], host_batch["weight"])
+    params = builder.init_params(model, jax.random.PRNGKey(0))
+
+    def squares(tree):
+        return sum((x.astype(jnp.float32) ** 2).sum() for x in jax.tree_util.tree_leaves(tree))
+
+    def loss(p, b):
+        logits, pack = model.apply({"params": p}, b, packed)
+        return builder.loss_from_logits(logits, pack)[0]
+
+    def text(p, b):
+        return squares(model.apply({"params": p}, b[model.text_key], b["text_mask"], method=model.encode_text))
+
+    def text_decoder(p, b):
+        def run(m, b):
+            token_states, summary = m.encode_text(b[m.text_key], b["text_mask"])
+            actions = b["actions"].astype(jnp.int32)
+            prev = jnp.concatenate([jnp.full((actions.shape[0], 1), builder.START, jnp.int32), actions[:, :-1]], 1)
+            state = m.init_decoder(summary, token_states, b["text_mask"], actions.shape[1])
+            return m.decoder_sequence(state, prev, token_states, b["text_mask"]), summary
+        return squares(model.apply({"params": p}, b, method=run))
+
+    def start_cnn(p, b):
+        def run(m, b):
+            summary = jnp.zeros((b["actions"].shape[0], m.text_hidden))
+            return m.encode_starts(world_input.start_world(b), summary)
+        return squares(model.apply({"params": p}, b, method=run))
+
+    result = {"packed_steps": packed}
+    for name, fn in (("loss", loss), ("text", text), ("text_decoder", text_decoder), ("start_cnn", start_cnn)):
+        result[f"{name}_fwd_ms"] = round(timed_ms(jax.jit(fn), params, batch), 2)
+        result[f"{name}_fwd_bwd_ms"] = round(timed_ms(jax.jit(jax.grad(fn)), params, batch), 2)
+        print(f"{name:13s} forward {result[f'{name}_fwd_ms']:7.1f} ms   forward+backward "
+              f"{result[f'{name}_fwd_bwd_ms']:7.1f} ms", flush=True)
+    rest = result["loss_fwd_bwd_ms"] - result["text_decoder_fwd_bwd_ms"] - result["start_cnn_fwd_bwd_ms"]
+    print(f"rest (change convolution, head, loss): {rest:.1f} ms of {result['loss_fwd_bwd_ms']:.1f}; "
+          f"batch {args.batch}, {packed} packed steps")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
