@@ -85,11 +85,20 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
             raise ConfigError(f"--config.eval.final_splits entry {key!r}: expected <source>:<split> with a "
                               f"source of config.data.sources ({', '.join(config.data.sources)}) and a split "
                               f"of {', '.join(SPLITS)}")
-    if select_by_source(config) is not None:
+    decode_sources = tuple(ec.val_decode_sources)
+    unknown = [name for name in decode_sources if name not in config.data.sources]
+    if unknown:
+        raise ConfigError(f"--config.eval.val_decode_sources names {unknown[0]!r}: expected () (every source) or "
+                          f"sources of config.data.sources ({', '.join(config.data.sources)})")
+    selecting = select_by_source(config)
+    if selecting is not None:
         if int(ec.val_decode_items) < 0:
             raise ConfigError(f"--config.train.select_by={tc.select_by!r} needs decoded val F1 at each eval: "
                               f"--config.eval.val_decode_items must be >= 0 (0: all val items), not "
                               f"{ec.val_decode_items}")
+        if decode_sources and selecting not in decode_sources:
+            raise ConfigError(f"--config.train.select_by={tc.select_by!r} needs {selecting!r}'s val decoded at each "
+                              f"eval: --config.eval.val_decode_sources={decode_sources!r} leaves it out")
     if ec.stop_rule_val and ec.stop_rule_val not in config.data.sources:
         raise ConfigError(f"--config.eval.stop_rule_val={ec.stop_rule_val!r}: expected '' (all val items) or a "
                           f"source of config.data.sources ({', '.join(config.data.sources)})")

@@ -100,7 +100,8 @@ def base_config() -> ml_collections.ConfigDict:
     config.train.patience = 10  # evals without val-loss improvement before stopping (0: off)
     # what picks checkpoints/best (and counts for patience): "loss" (val loss, lower is better) or a decoded
     # val F1 the evals write, "<source>_val_<overall_micro|overall_macro|strict_micro>_f1" (higher is better;
-    # decoded on eval.val_decode_items items per source, so it needs val_decode_items >= 0)
+    # decoded on eval.val_decode_items items per source, so it needs val_decode_items >= 0 and its source
+    # among eval.val_decode_sources when that names any)
     config.train.select_by = "loss"
     config.train.min_delta = 0.0
     config.train.eval_every_steps = 0  # 0: once per pass over the data
@@ -120,6 +121,7 @@ def base_config() -> ml_collections.ConfigDict:
     config.eval.stop_thresholds = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
     config.eval.stop_rule_val = ""  # "": choose the STOP rule on all val items; a source name (e.g. "mc"): on its val only
     config.eval.val_decode_items = 0  # decode-and-score this many val items per source at each eval (0: all, -1: none)
+    config.eval.val_decode_sources = ()  # the sources whose val items evals decode (empty: every source), e.g. ("mc",)
     config.eval.final_splits = ("mc:test",)
 
     config.curriculum = ml_collections.ConfigDict()

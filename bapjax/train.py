@@ -234,6 +234,16 @@ class EarlyStopping:
         return False
 
 
+def decoded_val_items(data: dict, eval_config) -> dict[str, list]:
+    """{source: the val items an eval decodes}: the first `eval.val_decode_items` (0: all, -1: none)
+    of each source in `eval.val_decode_sources` (empty: every source) that has val items."""
+    cap, chosen = int(eval_config.val_decode_items), tuple(eval_config.val_decode_sources) or tuple(data)
+    if cap < 0:
+        return {}
+    picked = {name: (splits["val"][:cap] if cap else splits["val"]) for name, splits in data.items() if name in chosen}
+    return {name: items for name, items in picked.items() if items}
+
+
 class TrainingRun:
     """One invocation of training on a workdir: the data, model, state and checkpoints, with the
     loop's pieces as plain methods (`train_and_evaluate` strings them together)."""
@@ -324,20 +334,18 @@ class TrainingRun:
         self.save(self.ckpts.latest)
 
     def evaluate(self, step: int) -> None:
-        """Val loss (every source's val), decoded val F1 (up to `eval.val_decode_items` per
-        source), early-stopping bookkeeping, and the best checkpoint when the `train.select_by` score improved; all
-        with the evaluation weights (the moving average under `train.ema_decay`)."""
+        """Val loss (every source's val), decoded val F1 (up to `eval.val_decode_items` per source
+        of `eval.val_decode_sources`), early-stopping bookkeeping, and the best checkpoint when the
+        `train.select_by` score improved; all with the evaluation weights (the moving average under
+        `train.ema_decay`)."""
         tc, ec = self.config.train, self.config.eval
         values, params = {}, checkpoints.evaluation_params(self.state)
         if self.val_features is not None:
             values.update(self.trainer.eval_loss(params, self.val_iterator()))
-        cap = int(ec.val_decode_items)
-        if self.is_main and cap >= 0:
-            for name, splits in self.data.items():
-                items = splits["val"][:cap] if cap else splits["val"]
-                if items:
-                    report = self.evaluator.split(params, items, self.eval_settings)
-                    values.update(report_scalars(f"{name}_val", report))
+        if self.is_main:
+            for name, items in decoded_val_items(self.data, ec).items():
+                report = self.evaluator.split(params, items, self.eval_settings)
+                values.update(report_scalars(f"{name}_val", report))
         self.writer.write(step, "val", values)
         log("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in values.items()}))
         score = EarlyStopping.score(values, tc.select_by)

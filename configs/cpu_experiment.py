@@ -76,6 +76,9 @@ def get_config(arg: str = "cl"):
     config.train.select_by = "mc_val_overall_micro_f1"
     config.train.ema_decay = 0.999
     config.eval.val_decode_items = 0  # every val item at each eval (select_by reads MDC's)
+    # only MDC's: select_by reads nothing else (the session-4 and -5 runs of results/cpu_experiment.* also
+    # decoded the 900 synthetic val items at each eval; the same training and checkpoints, longer evals)
+    config.eval.val_decode_sources = ("mc",)
     config.eval.stop_thresholds = (0.2, 0.3, 0.4)  # with argmax: 4 candidates, decoded on MDC val
     config.eval.stop_rule_val = "mc"
     for name, (train, val, test) in run_config.PAPER_SIZES.items():

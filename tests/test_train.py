@@ -280,7 +280,8 @@ def test_learning_rate_schedules():
                                           ("train.schedule", "linear"), ("eval.stop_rule_val", "nosuch"),
                                           ("train.select_by", "mc_val_location_f1"),
                                           ("train.select_by", "nosuch_val_overall_micro_f1"),
-                                          ("train.ema_decay", 1.0), ("train.ema_decay", -0.1)])
+                                          ("train.ema_decay", 1.0), ("train.ema_decay", -0.1),
+                                          ("eval.val_decode_sources", ("mc", "nosuch"))])
 def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, field, value):
     from bapjax import train
 
@@ -405,11 +406,34 @@ def test_select_by_scores_lower_is_better_and_needs_decoded_val(tmp_path):
     with pytest.raises(run_checks.ConfigError, match=r"train\.select_by.*eval\.val_decode_items"):
         train.train_and_evaluate(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
-    config.eval.val_decode_items = 0  # quickstart's mc source has no corpus, so no val items: refused
+    config.eval.val_decode_items = 0
+    config.eval.val_decode_sources = ("r", "bs")  # the F1 select_by reads would never be decoded: refused
+    with pytest.raises(run_checks.ConfigError, match=r"select_by='mc_val_strict_micro_f1'.*val_decode_sources"):
+        train.train_and_evaluate(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    config.eval.val_decode_sources = ("mc",)  # quickstart's mc source has no corpus, so no val items: refused
     config.train.update(dict(glove=False, max_steps=1))  # once its data is read, before training starts
     with pytest.raises(run_checks.ConfigError, match=r"select_by='mc_val_strict_micro_f1'.*no val items"):
         train.train_and_evaluate(config, tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_evals_decode_the_chosen_sources_val_items():
+    """`eval.val_decode_items` caps each source's decoded val items (0: all, -1: none) and
+    `eval.val_decode_sources` names the sources decoded (empty: every one with val items)."""
+    import ml_collections
+
+    from bapjax import train
+
+    data = {"mc": {"val": list(range(5))}, "bs": {"val": list(range(3))}, "r": {"val": []}}
+    ec = ml_collections.ConfigDict({"val_decode_items": 0, "val_decode_sources": ()})
+    assert train.decoded_val_items(data, ec) == {"mc": [0, 1, 2, 3, 4], "bs": [0, 1, 2]}
+    ec.val_decode_items = 2
+    assert train.decoded_val_items(data, ec) == {"mc": [0, 1], "bs": [0, 1]}
+    ec.val_decode_sources = ("mc",)
+    assert train.decoded_val_items(data, ec) == {"mc": [0, 1]}
+    ec.val_decode_items = -1
+    assert train.decoded_val_items(data, ec) == {}
 
 
 @pytest.mark.slow  # one short run with compilation: ~1 min on an idle 2-core CPU
