@@ -121,10 +121,15 @@ def read_predictions(path: str | os.PathLike) -> dict[str, list[Action]]:
     return predictions
 
 
+def prediction_records(predictions: Mapping[str, Iterable[Action]]) -> Iterator[dict]:
+    """The predictions JSONL records of {item_id: actions}, one per item (what ``read_predictions`` takes)."""
+    return ({"item_id": item_id, "actions": [grid.action_to_dict(a) for a in actions]}
+            for item_id, actions in predictions.items())
+
+
 def write_predictions(path: str | os.PathLike, predictions: Mapping[str, Iterable[Action]]) -> None:
     """Write {item_id: actions} as predictions JSONL (the format ``read_predictions`` takes)."""
-    _write_lines(path, ({"item_id": item_id, "actions": [grid.action_to_dict(a) for a in actions]}
-                        for item_id, actions in predictions.items()))
+    _write_lines(path, prediction_records(predictions))
 
 
 # --------------------------------------------------------------------------------------------

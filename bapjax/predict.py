@@ -54,11 +54,17 @@ class Evaluator:
             self._decode_fns[settings] = settings.decode_fn(self.model, self.mesh)
         return self._decode_fns[settings]
 
-    def split(self, params, items, settings: decode.DecodeSettings) -> dict:
+    def split(self, params, items, settings: decode.DecodeSettings, predictions_path=None) -> dict:
+        """The v2 report of `items` decoded with `settings`; with `predictions_path` (a path object
+        with `write_text`), the predictions are also written there as predictions JSONL
+        (`bapjax.formats`, what `bapjax.evaluate --predictions` reads)."""
         local = sharding.replicate(jax.tree_util.tree_map(lambda x: x.addressable_data(0), params), self.mesh)
         predictions = decode.predict_items(self.model, local, items, self.vocab, self.feature_config,
                                            batch_size=settings.slots, max_actions=settings.max_actions,
                                            decode_fn=self.decode_fn(settings), mesh=self.mesh)
+        if predictions_path is not None:  # an epath.Path: a run's workdir may be a bucket
+            predictions_path.parent.mkdir(parents=True, exist_ok=True)
+            predictions_path.write_text("".join(json.dumps(r) + "\n" for r in formats.prediction_records(predictions)))
         return evaluate.evaluate_predictions(items, predictions, drop_infeasible=False)
 
     def tune_stop_rule(self, params, val_items, eval_config, workdir, chosen_on: str = "val",

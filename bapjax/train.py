@@ -411,7 +411,8 @@ class TrainingRun:
 
     def final_evaluation(self) -> dict:
         """The best checkpoint (by `train.select_by`, else the last state) decoded as `bapjax.predict`
-        decodes a run (`predict.run_decode_settings`), after choosing its STOP rule on val."""
+        decodes a run (`predict.run_decode_settings`), after choosing its STOP rule on val; the
+        reports go to final_eval.json, the predictions to predictions/<source>_<split>.jsonl."""
         ec = self.config.eval
         params = checkpoints.evaluation_params(self.state)
         if self.ckpts.best.latest_step() is not None:
@@ -429,7 +430,8 @@ class TrainingRun:
             items = self.data.get(source_name, {}).get(split)
             if not items:
                 continue
-            report = self.evaluator.split(params, items, settings)
+            report = self.evaluator.split(params, items, settings,
+                                          predictions_path=self.workdir / "predictions" / f"{source_name}_{split}.jsonl")
             results[f"{source_name}_{split}"] = report
             self.writer.write(self.step, "test", report_scalars(f"{source_name}_{split}", report))
         (self.workdir / "final_eval.json").write_text(json.dumps(results, indent=1))

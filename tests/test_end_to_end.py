@@ -1,7 +1,8 @@
 """A user's whole path in the fast test run: train a tiny model, then `python -m bapjax.predict`
 on its checkpoint and `python -m bapjax.evaluate` on the predictions. The predict CLI decodes as
 the run's final evaluation did (`predict.run_decode_settings`: the run's config and the STOP rule it
-chose on val, decode.json), so the evaluator's figures equal the run's own, to the last digit."""
+chose on val, decode.json), so the evaluator's figures equal the run's own, to the last digit, and
+its predictions equal those the run's final evaluation kept (predictions/<source>_<split>.jsonl)."""
 
 import json
 import os
@@ -51,6 +52,9 @@ def test_train_then_predict_then_evaluate(tmp_path, mdc_path, mdc_corpus, monkey
                         f"--items={tmp_path / 'items.jsonl'}", f"--out={tmp_path / 'predictions.jsonl'}", env=env)
     assert "wrote 8 predictions" in predicted.stderr
     assert set(formats.read_predictions(tmp_path / "predictions.jsonl")) == {it.item_id for it in items}
+    # the run kept its final decode's predictions: the same as predict's, item for item
+    assert (formats.read_predictions(run / "predictions" / "mc_test.jsonl")
+            == formats.read_predictions(tmp_path / "predictions.jsonl"))
     evaluated = run_cli("bapjax.evaluate", f"--items={tmp_path / 'items.jsonl'}",
                         f"--predictions={tmp_path / 'predictions.jsonl'}", "--format=json", env=env)
     report = json.loads(evaluated.stdout.strip().splitlines()[-1])
