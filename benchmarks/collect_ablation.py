@@ -4,7 +4,7 @@
 
 Each argument is a finished `python -m bapjax.train` workdir of the same data and item budget
 that evaluated `mc:val` at the end (`--config.eval.final_splits="('mc:val',)"`; the test split is
-not decoded while options are chosen). A row: the model fields and optimizer settings that differ from the first run, MDC val micro Overall / Location / strict F1 (the final evaluation, best-val-loss checkpoint,
+not decoded while options are chosen). A row: the model fields, feature settings and optimizer settings that differ from the first run, MDC val micro Overall / Location / strict F1 (the final evaluation, best-val-loss checkpoint,
 STOP rule chosen on val), the lowest val loss, training items, and the training rate the run
 logged (its mean over the run, machine load included: compare rates with
 `benchmarks/bench_train.py --compare_config`, not with this column). Writes OUT.json and OUT.md.
@@ -21,7 +21,8 @@ from collect_experiment import collect_run  # noqa: E402  (benchmarks/ is the sc
 TRAIN_FIELDS = ("learning_rate", "schedule", "warmup_steps", "final_lr_fraction", "weight_decay", "batch_size")
 
 
-def ablation_row(run: Path, reference_model: dict | None, reference_train: dict | None = None) -> dict:
+def ablation_row(run: Path, reference_model: dict | None, reference_train: dict | None = None,
+                 reference_features: dict | None = None) -> dict:
     record = collect_run(run)
     model = record["config"]["model"]
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -39,6 +40,9 @@ def ablation_row(run: Path, reference_model: dict | None, reference_train: dict 
         value = record["config"]["train"].get(key)
         if reference_train is not None and reference_train.get(key) != value:
             changed[f"train.{key}"] = value
+    for key, value in record["config"].get("features", {}).items():  # e.g. features.max_text_tokens
+        if reference_features is not None and reference_features.get(key) != value:
+            changed[f"features.{key}"] = value
     return {"options": changed, "command": record["command"], "commit": record["commit"],
             "train_items_seen": record["train_items_seen"], "wall_minutes": record["wall_minutes"],
             "stop_rule": record["stop_rule"],
@@ -70,7 +74,7 @@ def main() -> None:
         config = json.loads((run / "config.json").read_text())
         if reference is None:
             reference = config
-        rows[run.name] = ablation_row(run, reference["model"], reference["train"])
+        rows[run.name] = ablation_row(run, reference["model"], reference["train"], reference.get("features"))
     Path(f"{args.out}.json").write_text(json.dumps(rows, indent=1) + "\n")
     Path(f"{args.out}.md").write_text(markdown(rows))
     print(markdown(rows))

@@ -1,6 +1,7 @@
 """benchmarks/collect_experiment.py: results JSON, table and curves come from run directories only."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,24 @@ def test_model_label_names_the_data_sets_kept_in_every_stage():
     assert collect_experiment.model_label(config) == "M_agg+cl (D, 10 buckets, mc in every stage)"
     config["curriculum"]["every_stage"] = []
     assert collect_experiment.model_label(config) == "M_agg+cl (D, 10 buckets)"
+
+
+def test_ablation_rows_name_the_model_feature_and_optimizer_settings_that_differ(tmp_path, mdc_corpus, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(collect_experiment.__file__).parent))  # the script imports its neighbour
+    from benchmarks import collect_ablation
+
+    items = mdc_corpus.split("val")[:20]
+    report = evaluate.evaluate_predictions(items, {i.item_id: predictors.oracle_prediction(i) for i in items})
+    metrics = [{"kind": "val", "step": 300, "loss": 3.1}, {"kind": "train", "step": 300, "items_per_s": 150.0}]
+    argv = ["bapjax/train.py", "--config=configs/cpu_experiment.py:mc"]
+    runs = [_fake_run(tmp_path, name, "cpu_experiment.py:mc", {"mc_val": report}, [_invocation(argv, 320, 60.0)],
+                      metrics) for name in ("base", "variant")]
+    config = configs.load("configs/cpu_experiment.py:mc")
+    config.model.world_features, config.features.max_text_tokens, config.train.learning_rate = 32, 128, 3e-3
+    (runs[1] / "config.json").write_text(config.to_json())
+    reference = json.loads((runs[0] / "config.json").read_text())
+    rows = [collect_ablation.ablation_row(run, reference["model"], reference["train"], reference["features"])
+            for run in runs]
+    assert rows[0]["options"] == {}
+    assert rows[1]["options"] == {"world_features": 32, "train.learning_rate": 3e-3, "features.max_text_tokens": 128}
+    assert rows[1]["mc_val_micro_overall"] == 1.0 and rows[1]["best_val_loss"] == 3.1
