@@ -30,12 +30,17 @@ both chosen on MDC val in issue 32's fourth session), the STOP rule chosen on MD
 (`eval.stop_rule_val`), and every MDC test item (1,616) plus each synthetic test split. The
 collections before that (results/cpu_experiment_lossrule.md, cpu_experiment_film.md) ran with
 `--config.train.select_by=loss --config.train.ema_decay=0 --config.eval.val_decode_items=128`.
+Since issue 32's fifth session the dialogue window is the newest 128 tokens
+(`features.max_text_tokens`; equal on MDC val to 256, chosen there: docs/results.md, "Session 5: a
+shorter dialogue window"; the text GRU is a third of the step). results/cpu_experiment.* (the
+session-4 collection) ran with 256 tokens: reproduce it with `--config.features.max_text_tokens=256`.
 
 Runtime on the 2-core CPU of this workspace, one run at a time (docs/results.md, "One world
 encoding per item"): the once model's 192,000 items (6,000 steps), five evals each decoding every
 val item, the STOP-rule choice and the final decodes, took agg,0 16.6 min, agg,1 16.2, agg,2 17.2,
 cl,0 16.9, cl,1 17.5, mc,1 17.3 (quiet, ~190-200 items/s), mc,0 20.8 (beside a CI run). With the
-earlier checkpoint rule (128 val items decoded per eval): 15.7-23.7 min. The film model's 48,000 items (1,500 steps) took 29-41
+earlier checkpoint rule (128 val items decoded per eval): 15.7-23.7 min. With 128 tokens (evals
+decoding MDC val only): agg,0 15.9 min (its features computed first), cl,0 15.0, mc,0 15.1. The film model's 48,000 items (1,500 steps) took 29-41
 min (docs/results.md, "The experiment with the chosen CPU model"). Two trainings at once are
 slower in total than one after the other.
 """
@@ -75,6 +80,7 @@ def get_config(arg: str = "cl"):
     # The collections before it ran with select_by "loss", ema_decay 0 and val_decode_items 128.
     config.train.select_by = "mc_val_overall_micro_f1"
     config.train.ema_decay = 0.999
+    config.features.max_text_tokens = 128  # the newest 128 dialogue tokens: equal to 256 on MDC val, ~1.2x the items/s
     config.eval.val_decode_items = 0  # every val item at each eval (select_by reads MDC's)
     # only MDC's: select_by reads nothing else (the session-4 and -5 runs of results/cpu_experiment.* also
     # decoded the 900 synthetic val items at each eval; the same training and checkpoints, longer evals)
