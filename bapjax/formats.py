@@ -127,6 +127,11 @@ def prediction_records(predictions: Mapping[str, Iterable[Action]]) -> Iterator[
             for item_id, actions in predictions.items())
 
 
+def predictions_jsonl(predictions: Mapping[str, Iterable[Action]]) -> str:
+    """{item_id: actions} as the text of a predictions JSONL file (for writers other than a local path)."""
+    return "".join(json.dumps(record) + "\n" for record in prediction_records(predictions))
+
+
 def write_predictions(path: str | os.PathLike, predictions: Mapping[str, Iterable[Action]]) -> None:
     """Write {item_id: actions} as predictions JSONL (the format ``read_predictions`` takes)."""
     _write_lines(path, prediction_records(predictions))

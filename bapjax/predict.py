@@ -64,7 +64,7 @@ class Evaluator:
                                            decode_fn=self.decode_fn(settings), mesh=self.mesh)
         if predictions_path is not None:  # an epath.Path: a run's workdir may be a bucket
             predictions_path.parent.mkdir(parents=True, exist_ok=True)
-            predictions_path.write_text("".join(json.dumps(r) + "\n" for r in formats.prediction_records(predictions)))
+            predictions_path.write_text(formats.predictions_jsonl(predictions))
         return evaluate.evaluate_predictions(items, predictions, drop_infeasible=False)
 
     def tune_stop_rule(self, params, val_items, eval_config, workdir, chosen_on: str = "val",

@@ -16,26 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from bench_train import load_config  # noqa: E402 (benchmarks/ is the script's directory)
+from bench_gru import timed_ms  # noqa: E402 (benchmarks/ is the script's directory)
+from bench_train import load_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def timed_ms(fn, *args, repeats: int = 5) -> float:
-    jax.block_until_ready(fn(*args))
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            out = fn(*args)
-        jax.block_until_ready(out)
-        best = min(best, (time.perf_counter() - start) / repeats)
-    return best * 1e3
 
 
 def main():
@@ -94,8 +82,8 @@ def main():
 
     result = {"packed_steps": packed}
     for name, fn in (("loss", loss), ("text", text), ("text_decoder", text_decoder), ("start_cnn", start_cnn)):
-        result[f"{name}_fwd_ms"] = round(timed_ms(jax.jit(fn), params, batch), 2)
-        result[f"{name}_fwd_bwd_ms"] = round(timed_ms(jax.jit(jax.grad(fn)), params, batch), 2)
+        result[f"{name}_fwd_ms"] = round(timed_ms(jax.jit(fn), params, batch, repeats=5), 2)
+        result[f"{name}_fwd_bwd_ms"] = round(timed_ms(jax.jit(jax.grad(fn)), params, batch, repeats=5), 2)
         print(f"{name:13s} forward {result[f'{name}_fwd_ms']:7.1f} ms   forward+backward "
               f"{result[f'{name}_fwd_bwd_ms']:7.1f} ms", flush=True)
     rest = result["loss_fwd_bwd_ms"] - result["text_decoder_fwd_bwd_ms"] - result["start_cnn_fwd_bwd_ms"]
