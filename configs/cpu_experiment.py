@@ -2,8 +2,8 @@
 
     python -m bapjax.train --config=configs/cpu_experiment.py:agg,0    # workdir runs/exp/agg-once-s0
     python -m bapjax.train --config=configs/cpu_experiment.py:cl,1     # and mc, cl_mc, cl_la; seeds 0, 1, ...
-    python benchmarks/collect_experiment.py results/runs/mc-once-s0 results/runs/agg-once-s0 ... \
-      --out results/cpu_experiment
+    python benchmarks/collect_experiment.py results/runs/mc-once-tok128-s{0,1} results/runs/agg-once-tok128-s{0,1,2} \
+      results/runs/cl-once-tok128-s{0,1} results/runs/cl_mc-once-tok128-s{0,1} --out results/cpu_experiment
 
 The argument is `<variant>[,<seed>][,<model>]` (seed 0 by default); the seed sets `config.seed`
 (data order, initialization) and the simulators' seed (the synthetic corpora), so two seeds of a
@@ -32,15 +32,17 @@ collections before that (results/cpu_experiment_lossrule.md, cpu_experiment_film
 `--config.train.select_by=loss --config.train.ema_decay=0 --config.eval.val_decode_items=128`.
 Since issue 32's fifth session the dialogue window is the newest 128 tokens
 (`features.max_text_tokens`; equal on MDC val to 256, chosen there: docs/results.md, "Session 5: a
-shorter dialogue window"; the text GRU is a third of the step). results/cpu_experiment.* (the
-session-4 collection) ran with 256 tokens: reproduce it with `--config.features.max_text_tokens=256`.
+shorter dialogue window"; the text GRU is a third of the step). results/cpu_experiment.* is this
+config's collection (session 6: every variant's seeds average 21.4 strict on MDC test);
+results/cpu_experiment_tokens256.* (session 4) ran with `--config.features.max_text_tokens=256`.
 
 Runtime on the 2-core CPU of this workspace, one run at a time (docs/results.md, "One world
 encoding per item"): the once model's 192,000 items (6,000 steps), five evals each decoding every
 val item, the STOP-rule choice and the final decodes, took agg,0 16.6 min, agg,1 16.2, agg,2 17.2,
 cl,0 16.9, cl,1 17.5, mc,1 17.3 (quiet, ~190-200 items/s), mc,0 20.8 (beside a CI run). With the
-earlier checkpoint rule (128 val items decoded per eval): 15.7-23.7 min. With 128 tokens (evals
-decoding MDC val only): agg,0 15.9 min (its features computed first), cl,0 15.0, mc,0 15.1. The film model's 48,000 items (1,500 steps) took 29-41
+earlier checkpoint rule (128 val items decoded per eval): 15.7-23.7 min. As configured now (128
+tokens, evals decoding MDC val only): 14.7-15.9 min per run (results/cpu_experiment.md: mc 15.1,
+14.7; agg 15.9, 15.0, 14.9; cl 15.0, 15.1; cl_mc 15.7, 15.5). The film model's 48,000 items (1,500 steps) took 29-41
 min (docs/results.md, "The experiment with the chosen CPU model"). Two trainings at once are
 slower in total than one after the other.
 """
@@ -50,8 +52,8 @@ from configs import common, cpu
 
 VARIANTS = ("mc", "agg", "cl", "cl_la", "cl_mc")
 MODELS = {"once": common.cpu_once_model, "film": common.cpu_film_model}  # the first is the default
-# items per variant and model (the same for every variant): once 6,000 steps of 32 (17-24 min on this
-# CPU: three runs fit one session); film 1,500 steps (~40 min)
+# items per variant and model (the same for every variant): once 6,000 steps of 32 (15-16 min on this
+# 2-core CPU, one run at a time); film 1,500 steps (~40 min)
 TRAIN_ITEMS = {"once": 192_000, "film": 48_000}
 
 
@@ -82,7 +84,7 @@ def get_config(arg: str = "cl"):
     config.train.ema_decay = 0.999
     config.features.max_text_tokens = 128  # the newest 128 dialogue tokens: equal to 256 on MDC val, ~1.2x the items/s
     config.eval.val_decode_items = 0  # every val item at each eval (select_by reads MDC's)
-    # only MDC's: select_by reads nothing else (the session-4 and -5 runs of results/cpu_experiment.* also
+    # only MDC's: select_by reads nothing else (the runs of results/cpu_experiment_tokens256.* also
     # decoded the 900 synthetic val items at each eval; the same training and checkpoints, longer evals)
     config.eval.val_decode_sources = ("mc",)
     config.eval.stop_thresholds = (0.2, 0.3, 0.4)  # with argmax: 4 candidates, decoded on MDC val
