@@ -21,6 +21,7 @@ from __future__ import annotations
 import ml_collections
 
 from bapjax import input_pipeline, paths
+from bapjax.corpus import augment as augment_lib
 from bapjax.items import TABLE3
 from bapjax.models import builder
 
@@ -44,9 +45,11 @@ def _source(corpus: str, dataset: str) -> ml_collections.ConfigDict:
 
 
 def mdc_source(augment: bool = True) -> ml_collections.ConfigDict:
-    """The MDC as a source; `augment`: train on the augmented MDC games (4x mix, docs/training_data.md)."""
+    """The MDC as a source; `augment`: train on the augmented MDC games (4x mix, docs/training_data.md;
+    `augment.copies` per game besides the original)."""
     source = _source(MDC, "mc")
-    source.augment = ml_collections.ConfigDict({"enabled": augment, "seed": 0, "out": ""})
+    source.augment = ml_collections.ConfigDict(
+        {"enabled": augment, "seed": 0, "copies": augment_lib.DEFAULT_COPIES, "out": ""})
     return source
 
 

@@ -94,3 +94,26 @@ def test_two_processes_asking_for_one_entry_build_it_once(tmp_path):
     assert results[0][0] == results[1][0]
     assert sorted(r[1] for r in results) == [False, True]  # one built it, the other waited and reused it
     assert len(load.load_split(results[0][0], "train")) == 12
+
+
+def test_augment_copies_come_from_the_config(monkeypatch):
+    """`--config.data.sources.mc.augment.copies=N` reaches the augmented corpus it trains on."""
+    from bapjax import cli
+    from bapjax.corpus import augment
+
+    config = cli.load_config("cpu_experiment:mc")
+    assert config.data.sources.mc.augment.copies == augment.DEFAULT_COPIES
+    cli.apply_overrides(config, ["--config.data.sources.mc.augment.copies=7"])
+    asked = []
+
+    class Built(Exception):
+        pass
+
+    def fake_augmented_corpus(mdc_path, seed, copies, paraphrase_prob, out):
+        asked.append((seed, copies))
+        raise Built
+
+    monkeypatch.setattr(sources, "augmented_corpus", fake_augmented_corpus)
+    with pytest.raises(Built):
+        sources.load_source("mc", config.data.sources.mc)
+    assert asked == [(0, 7)]
