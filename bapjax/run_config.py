@@ -49,7 +49,8 @@ def mdc_source(augment: bool = True) -> ml_collections.ConfigDict:
     `augment.copies` per game besides the original)."""
     source = _source(MDC, "mc")
     source.augment = ml_collections.ConfigDict(
-        {"enabled": augment, "seed": 0, "copies": augment_lib.DEFAULT_COPIES, "out": ""})
+        {"enabled": augment, "seed": 0, "copies": augment_lib.DEFAULT_COPIES,
+         "paraphrase_prob": augment_lib.DEFAULT_PARAPHRASE_PROB, "out": ""})
     return source
 
 

@@ -134,7 +134,8 @@ def generated_corpus(dataset: str, seed: int, sizes: Sequence[int], processes: i
     return _cached_entry(root, matches, build, f"the generated {dataset} corpus", generate.WRITER)
 
 
-def augmented_corpus(mdc_path: str | os.PathLike, seed: int, copies: int = augment.DEFAULT_COPIES, paraphrase_prob: float = 0.5,
+def augmented_corpus(mdc_path: str | os.PathLike, seed: int, copies: int = augment.DEFAULT_COPIES,
+                     paraphrase_prob: float = augment.DEFAULT_PARAPHRASE_PROB,
                      out: str | os.PathLike | None = None, processes: int | None = None) -> tuple[Path, bool]:
     """The MDC training games augmented `copies` times (``bapjax.corpus.augment``) plus the
     originals, built on first use. Returns (directory, whether it was reused)."""
@@ -206,7 +207,7 @@ def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
         if not train_path and aug and aug.get("enabled", True) and "train" in wanted:
             def augment_it():
                 return augmented_corpus(corpus_path, int(aug["seed"]), int(aug.get("copies", augment.DEFAULT_COPIES)),
-                                        float(aug.get("paraphrase_prob", 0.5)), aug.get("out", "") or None)
+                                        float(aug.get("paraphrase_prob", augment.DEFAULT_PARAPHRASE_PROB)), aug.get("out", "") or None)
 
             splits["train"] = list(_load_derived(augment_it()[0], augment_it, "the augmented MDC").split("train"))
         elif train_path:

@@ -97,23 +97,25 @@ def test_two_processes_asking_for_one_entry_build_it_once(tmp_path):
 
 
 def test_augment_copies_come_from_the_config(monkeypatch):
-    """`--config.data.sources.mc.augment.copies=N` reaches the augmented corpus it trains on."""
+    """`--config.data.sources.mc.augment.copies=N` (and `.paraphrase_prob`) reach the augmented corpus
+    it trains on."""
     from bapjax import cli
     from bapjax.corpus import augment
 
     config = cli.load_config("cpu_experiment:mc")
     assert config.data.sources.mc.augment.copies == augment.DEFAULT_COPIES
-    cli.apply_overrides(config, ["--config.data.sources.mc.augment.copies=7"])
+    cli.apply_overrides(config, ["--config.data.sources.mc.augment.copies=7",
+                                 "--config.data.sources.mc.augment.paraphrase_prob=0.25"])
     asked = []
 
     class Built(Exception):
         pass
 
     def fake_augmented_corpus(mdc_path, seed, copies, paraphrase_prob, out):
-        asked.append((seed, copies))
+        asked.append((seed, copies, paraphrase_prob))
         raise Built
 
     monkeypatch.setattr(sources, "augmented_corpus", fake_augmented_corpus)
     with pytest.raises(Built):
         sources.load_source("mc", config.data.sources.mc)
-    assert asked == [(0, 7)]
+    assert asked == [(0, 7, 0.25)]

@@ -53,6 +53,7 @@ from bapjax.grid import Action, Block
 from bapjax.items import BapItem, BuilderPose, ChatTurn
 
 DEFAULT_COPIES = 3  # augmented copies per MDC training game: the paper's 4x mix with the originals
+DEFAULT_PARAPHRASE_PROB = 0.5  # each lexicon word of a copy substituted with this probability
 LEXICON_PATH = Path("data") / "lexicons" / "synonym_substitutions.json"
 IDENTITY = tuple(range(1, grid.NUM_COLORS + 1))
 ALL_PERMUTATIONS = tuple(itertools.permutations(IDENTITY))
@@ -331,7 +332,7 @@ WRITER = "bapjax.corpus.augment"  # the owner marker (bapjax.paths) of the folde
 
 
 def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: int, copies: int = DEFAULT_COPIES,
-                  paraphrase_prob: float = 0.5, include_originals: bool = True,
+                  paraphrase_prob: float = DEFAULT_PARAPHRASE_PROB, include_originals: bool = True,
                   processes: int | None = None, progress: bool = True, split: str = "train") -> dict:
     """Write the augmented training corpus to ``out_dir``; returns item counts and settings."""
     root = mdc.resolve_corpus(corpus)
@@ -439,7 +440,7 @@ def define_flags() -> None:
     cli.flag("string", "out", None, "Output corpus directory (its data/logs is replaced).")
     cli.flag("integer", "seed", 0, "Seed for every random choice.")
     cli.flag("integer", "copies", DEFAULT_COPIES, "Augmented copies per training game (3 gives the paper's 4x mix).")
-    cli.flag("float", "paraphrase_prob", 0.5, "Probability of substituting each lexicon word.")
+    cli.flag("float", "paraphrase_prob", DEFAULT_PARAPHRASE_PROB, "Probability of substituting each lexicon word.")
     cli.flag("bool", "include_originals", True, "Also put (hard links to) the original training games in OUT.")
     cli.flag("integer", "processes", None, "Worker processes (default: min(cpus, 4)).")
 
