@@ -1,15 +1,11 @@
-"""The BAP v2 evaluator: predictions + items -> micro/macro tables (EB / NEB / Overall).
+"""Score predictions with the BAP v2 benchmark: micro/macro tables (EB / NEB / Overall).
 
     python -m bapjax.evaluate --corpus PATH --split test --predictions preds.jsonl
     python -m bapjax.evaluate --items clean.jsonl --annotations ann.jsonl \\
         --predictions preds.jsonl --format markdown
 
-Predictions: one JSON object per line, ``{"item_id": ..., "actions": [{"type": "place",
-"color": "red", "x": 0, "y": 1, "z": 0}, ...]}`` (``write_predictions`` writes this).
-With ``--format json`` the last printed line is the report: ``{"micro": {"EB": {"type",
-"color", "location", "shape", "overall"}, "NEB": ..., "Overall": ...}, "macro": {...},
-"strict_micro": f, "counts": {...}}`` (fractions in [0, 1]; null for a group with no items).
-The metric definitions live in ``bapjax.metrics``; this module is input checking and output.
+Predictions and the report are described in `bapjax.evaluation.evaluator`; with ``--format json``
+the last printed line is the report.
 """
 
 from __future__ import annotations
@@ -17,165 +13,14 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Iterable, Mapping, Sequence
+from typing import Sequence
 
-import numpy as np
 from absl import flags, logging
 
-from bapjax import cli, formats, grid, metrics
+from bapjax import cli
 from bapjax.corpus import load, v2_clean
-from bapjax.errors import UserError
-from bapjax.grid import Action
-from bapjax.items import BapItem
-
-
-class EvaluationError(UserError):
-    """Bad evaluator input; the message names the file, line, item or field."""
-
-
-# --------------------------------------------------------------------------------------------
-# Evaluation
-
-
-def evaluate_items(items: Sequence[BapItem], predictions: Mapping[str, Sequence[Action]],
-                   multiple: Iterable[str] | None = None, drop_infeasible: bool = False,
-                   allow_missing: bool = False):
-    """Score every item; returns (report dict, metrics.ItemScores, per-item details).
-
-    ``multiple``: ids of the items in M (fairer alignment); None means all EB items.
-    """
-    with metrics.no_gc():
-        return _evaluate_items(items, predictions, multiple, drop_infeasible, allow_missing)
-
-
-def _evaluate_items(items, predictions, multiple, drop_infeasible, allow_missing):
-    known = {item.item_id for item in items}
-    if len(known) != len(items):
-        raise EvaluationError("the item list holds the same item id twice")
-    unknown = [item_id for item_id in predictions if item_id not in known]
-    if unknown:
-        raise EvaluationError(
-            f"{len(unknown)} predicted item id(s) are not among the {len(items)} items "
-            f"being evaluated, e.g. {unknown[0]!r}")
-    if multiple is None:
-        in_multiple = {item.item_id for item in items if item.is_empty_board}
-    else:
-        in_multiple = set(multiple) & known
-    missing = []
-    action_lists = []
-    for item in items:
-        actions = predictions.get(item.item_id)
-        if actions is None:
-            if not allow_missing:
-                raise EvaluationError(
-                    f"item {item.item_id} has no prediction (use --allow_missing to score missing "
-                    "items as empty predictions)")
-            missing.append(item.item_id)
-            actions = []
-        action_lists.append(actions)
-    multiple_positions = [n for n, item in enumerate(items) if item.item_id in in_multiple]
-    try:
-        pred_sets, fair_sources, dropped = metrics.predicted_net_actions_batch(
-            [item.prev_structure for item in items], action_lists, drop_infeasible,
-            names=[item.item_id for item in items], structure_needed=multiple_positions)
-    except metrics.InfeasibleActionError as err:
-        raise EvaluationError(str(err)) from None
-    dropped_steps = sum(map(len, dropped))
-    items_with_drops = sum(1 for d in dropped if d)
-    ref_sets = [grid.net_actions(item.reference_actions) for item in items]
-    fair_targets = {n: grid.apply_sequence(items[n].prev_structure, items[n].reference_actions)
-                    for n in multiple_positions}
-    scores = metrics.score_items(pred_sets, ref_sets, fair_sources, fair_targets)
-    is_eb = np.array([item.is_empty_board for item in items], bool)
-    report = metrics.tables(scores, is_eb)
-    report["counts"] = {
-        "items": len(items),
-        "EB": int(is_eb.sum()),
-        "NEB": int((~is_eb).sum()),
-        "multiple": len(in_multiple),
-        "unique": len(items) - len(in_multiple),
-        "missing": len(missing),
-        "dropped_infeasible_actions": dropped_steps,
-        "items_with_dropped_actions": items_with_drops,
-        "predicted_net_actions": int(scores.n_pred.sum()),
-        "reference_net_actions": int(scores.n_ref.sum()),
-    }
-    details = {"pred_sets": pred_sets, "ref_sets": ref_sets, "missing": missing,
-               "in_multiple": in_multiple}
-    return report, scores, details
-
-
-def evaluate_predictions(items: Sequence[BapItem], predictions: Mapping[str, Sequence[Action]],
-                         multiple: Iterable[str] | None = None, drop_infeasible: bool = False,
-                         allow_missing: bool = False) -> dict:
-    """The v2 report: {"micro", "macro", "strict_micro", "counts"} (see the module docstring)."""
-    return evaluate_items(items, predictions, multiple, drop_infeasible, allow_missing)[0]
-
-
-def per_item_records(items: Sequence[BapItem], scores: metrics.ItemScores, details: dict):
-    """One JSON-able record per item: F1s, set sizes, and the alignments chosen."""
-    f1 = scores.per_item()
-    for n, item in enumerate(items):
-        yield {
-            "item_id": item.item_id,
-            "group": "EB" if item.is_empty_board else "NEB",
-            "multiple": item.item_id in details["in_multiple"],
-            "n_pred": int(scores.n_pred[n]),
-            "n_ref": int(scores.n_ref[n]),
-            **{metric: float(values[n]) for metric, values in f1.items()},
-            "fair_alignment": list(metrics.transform_params(scores.fair_index[n])),
-            "shape_alignment": list(metrics.transform_params(scores.shape_index[n])),
-        }
-
-
-# --------------------------------------------------------------------------------------------
-# Output
-
-
-def _cell(value, percent: bool) -> str:
-    if value is None:
-        return "-"
-    return f"{100 * value:.1f}" if percent else f"{value:.4f}"
-
-
-def format_report(report: Mapping, fmt: str = "text", percent: bool = True) -> str:
-    """The two v2 tables (micro, macro) and legacy strict micro F1 as text, markdown or JSON."""
-    if fmt == "json":
-        return json.dumps(report)
-    if fmt not in ("text", "markdown"):
-        raise ValueError(f"unknown format {fmt!r}; expected text, markdown or json")
-    header = ["", "Type", "Color", "Location", "Shape", "Overall"]
-    unit = " (%)" if percent else ""
-    lines = []
-    for kind in ("micro", "macro"):
-        rows = [[group] + [_cell(report[kind][group][m], percent) for m in metrics.METRIC_NAMES]
-                for group in metrics.GROUPS]
-        title = f"{kind.capitalize()} F1{unit}"
-        if fmt == "markdown":
-            lines.append(f"**{title}**")
-            lines.append("")
-            lines.append("| " + " | ".join(header) + " |")
-            lines.append("|" + "|".join(["---"] + ["---:"] * 5) + "|")
-            lines.extend("| " + " | ".join(row) + " |" for row in rows)
-        else:
-            lines.append(title)
-            lines.append(f"{'':<8}" + "".join(f"{h:>10}" for h in header[1:]))
-            lines.extend(f"{row[0]:<8}" + "".join(f"{v:>10}" for v in row[1:]) for row in rows)
-        lines.append("")
-    counts = report.get("counts", {})
-    strict = _cell(report.get("strict_micro"), percent)
-    legacy = f"Legacy strict micro F1{unit}: {strict}"
-    lines.append(f"**{legacy}**" if fmt == "markdown" else legacy)
-    if counts:
-        lines.append("")
-        summary = (f"items {counts.get('items')} (EB {counts.get('EB')}, NEB {counts.get('NEB')}; "
-                   f"multiple {counts.get('multiple')}, unique {counts.get('unique')}); "
-                   f"missing {counts.get('missing')}; dropped infeasible actions "
-                   f"{counts.get('dropped_infeasible_actions')} in "
-                   f"{counts.get('items_with_dropped_actions')} items")
-        lines.append(summary)
-    return "\n".join(lines)
-
+from bapjax.evaluation.evaluator import EvaluationError, evaluate_items, format_report, per_item_records
+from bapjax.world import jsonl
 
 # --------------------------------------------------------------------------------------------
 # CLI
@@ -205,10 +50,10 @@ def run(argv_flags=FLAGS) -> dict:
     cli.check_output_file("per_item", argv_flags.per_item)
     items = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
                                      argv_flags.store, argv_flags.dataset)
-    predictions = formats.read_predictions(argv_flags.predictions)
+    predictions = jsonl.read_predictions(argv_flags.predictions)
     multiple = None
     if argv_flags.annotations:
-        annotations = formats.read_annotations(argv_flags.annotations)
+        annotations = jsonl.read_annotations(argv_flags.annotations)
         multiple = v2_clean.multiple_ids(items, annotations, argv_flags.annotations)
     report, scores, details = evaluate_items(items, predictions, multiple, argv_flags.drop_infeasible,
                                              argv_flags.allow_missing)

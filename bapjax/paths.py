@@ -46,7 +46,7 @@ def resolve_path(path: str | os.PathLike) -> Path:
 # --------------------------------------------------------------------------------------------
 # The Minecraft Dialogue Corpus: found in one place
 
-MDC = "@mdc"  # a path value (bapjax.run_config.MDC, any --corpus) meaning "the MDC, found by mdc_path()"
+MDC = "@mdc"  # a path value (bapjax.training.run_config.MDC, any --corpus) meaning "the MDC, found by mdc_path()"
 MDC_ENV = "BAPJAX_MDC"
 MDC_REPOSITORY = "https://github.com/prashant-jayan21/minecraft-bap-models"  # publishes it in data/
 

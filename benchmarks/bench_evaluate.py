@@ -6,7 +6,7 @@
    reference, color swaps, dropped and extra actions; infeasible steps dropped): the full
    evaluation (``evaluate_predictions``: feasibility, net sets, alignment search, tables) timed
    with compilation (first call in a fresh process, no persistent cache) and after it (best and
-   median of repeats), against the plain-Python reference ``bapjax.metrics_reference`` on the same
+   median of repeats), against the plain-Python reference ``bapjax.evaluation.metrics_reference`` on the same
    items in the same run (best of ``--oracle_repeats``). The two reports must agree to 1e-9.
    The ratio uses best times on both sides: on a shared machine the best of several runs is
    the least disturbed one.
@@ -28,10 +28,12 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
-from bapjax import evaluate, grid, metrics, paths
-from bapjax.metrics_reference import tables as oracle_tables
-from bapjax.metrics_reference import tables_agree
-from bapjax.predictors import perturb_actions as perturb
+from bapjax import paths
+from bapjax.evaluation import evaluator, metrics
+from bapjax.evaluation.metrics_reference import tables as oracle_tables
+from bapjax.evaluation.metrics_reference import tables_agree
+from bapjax.evaluation.trivial import perturb_actions as perturb
+from bapjax.world import grid
 
 
 def timed(fn, repeats=1):
@@ -62,7 +64,7 @@ def main() -> None:
 
     out["device"] = str(jax.devices()[0])
 
-    run = lambda: evaluate.evaluate_predictions(items, predictions, drop_infeasible=True)  # noqa: E731
+    run = lambda: evaluator.evaluate_predictions(items, predictions, drop_infeasible=True)  # noqa: E731
     report, (first,) = timed(run)
     cases = [(grid.as_structure(i.prev_structure), predictions[i.item_id], list(i.reference_actions),
               i.is_empty_board, i.is_empty_board) for i in items]
@@ -75,7 +77,7 @@ def main() -> None:
         (want, _), (oracle_once,) = timed(lambda: oracle_tables(cases))
         oracle_times.append(oracle_once)
         if not tables_agree(report, want):
-            raise SystemExit("the batched evaluator and bapjax.metrics_reference disagree")
+            raise SystemExit("the batched evaluator and bapjax.evaluation.metrics_reference disagree")
     batched_times += timed(run, args.repeats)[1]
     out["batched_first_call_s"] = first
     out["batched_s"] = min(batched_times)
@@ -101,11 +103,11 @@ def main() -> None:
             item = dataclasses.replace(items[pick], item_id=f"{items[pick].item_id}#{n}")
             synthetic.append(item)
             synthetic_predictions[item.item_id] = perturb(rng, item.reference_actions)
-        fn = lambda: evaluate.evaluate_items(synthetic, synthetic_predictions, drop_infeasible=True)  # noqa: E731
+        fn = lambda: evaluator.evaluate_items(synthetic, synthetic_predictions, drop_infeasible=True)  # noqa: E731
         _, (first_s,) = timed(fn)
         _, times = timed(fn, 3)
         # the device part alone: the same sets through score_items
-        _, _, details = evaluate.evaluate_items(synthetic, synthetic_predictions, drop_infeasible=True)
+        _, _, details = evaluator.evaluate_items(synthetic, synthetic_predictions, drop_infeasible=True)
         _, device_times = timed(lambda: metrics.score_items(details["pred_sets"], details["ref_sets"]), 2)
         row = {"items": size, "first_s": first_s, "s": min(times), "score_items_s": min(device_times),
                "us_per_item": 1e6 * min(times) / size}

@@ -18,8 +18,9 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from bapjax import grid, paths
+from bapjax import paths
 from bapjax.corpus import mdc
+from bapjax.world import grid
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the oracles live in tests/ (not installed)
 from tests.test_grid import oracle_mask, random_structure

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bapjax import cli, input_pipeline, paths
+from bapjax import cli, paths
+from bapjax.data import input_pipeline
 from bapjax.text.vocab import Vocabulary
 
 
@@ -53,17 +54,17 @@ def train_step_rate(args, vocab, iterator, batch_size):
     try:
         import jax
 
-        from bapjax import optimizer as optim
-        from bapjax import sharding, train
         from bapjax.models import builder
+        from bapjax.training import loop, sharding
+        from bapjax.training import optimizer as optim
     except ImportError as err:
         return None, f"bapjax.train not importable ({err})"
     config = cli.load_config(args.config)
     mesh = sharding.data_mesh()
     model = builder.build_model(config.model, vocab.size)
     optimizer = optim.make_optimizer(config.train, total_steps=1000)
-    trainer = train.Trainer(model, optimizer, mesh, int(config.train.get("pack_multiple", 32)))
-    state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)
+    trainer = loop.Trainer(model, optimizer, mesh, int(config.train.get("pack_multiple", 32)))
+    state = sharding.replicate(loop.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)
     batches = [next(iterator) for _ in range(args.train_steps + 2)]
     # Compile for every packed size these batches need, then time.
     for batch in batches[:2]:

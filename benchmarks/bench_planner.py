@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bapjax import grid
 from bapjax.sim.planner import extra_actions, plan_actions, plan_is_valid
 from bapjax.sim.shapes import sample_shape
 from bapjax.sim.structures import grow_random_structure, sample_shape_structure, touches, touching_translations
+from bapjax.world import grid
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the oracles live in tests/ (not installed)
 from tests.test_sim_planner import random_pair

@@ -48,7 +48,7 @@ INSTRUCTIONS = [
 def make_run(run: Path) -> None:
     """The CPU experiment's model, 20 steps on the MDC train games, decoding 20 actions always."""
     import configs
-    from bapjax import train
+    from bapjax.training import loop
 
     config = configs.load("configs/cpu_experiment.py:mc")
     for name in [n for n in config.data.sources if n != "mc"]:
@@ -59,7 +59,7 @@ def make_run(run: Path) -> None:
     config.train.update(dict(max_steps=20, eval_every_steps=20, log_every_steps=10))
     config.eval.update(dict(final_splits=(), stop_thresholds=(), val_decode_items=-1,
                             min_actions=config.eval.max_actions))
-    train.train_and_evaluate(config, run)
+    loop.train_and_evaluate(config, run)
 
 
 def request(address, method: str, path: str, body=None):

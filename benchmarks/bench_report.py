@@ -7,7 +7,7 @@ Predictions: the perturbed predictor (seed 0), as `python -m bapjax.predictors p
 writes them. Each repeat starts a fresh headless Chromium (WebGL on SwiftShader, software GL: the
 CPU), lets it paint about:blank, then opens the page, as a person opens a file in a running
 browser, and reads the page's own clock (`performance.now()`, ms from navigation start) through
-the DevTools protocol (`bapjax.browser.Browser`) once the 3D view is drawn. Phases (median over
+the DevTools protocol (`bapjax.pages.browser.Browser`) once the 3D view is drawn. Phases (median over
 `--repeats`):
 
 * `data`: the embedded JSON parsed (the script starts after HTML and three.js are parsed),
@@ -35,8 +35,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bapjax import browser, predictors, report
 from bapjax.corpus import mdc
+from bapjax.evaluation import trivial
+from bapjax.pages import browser, report_page
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("script", "data", "open", "fcp", "renderer", "frame")
@@ -60,22 +61,30 @@ READ_TIMES = """new Promise((resolve) => {
   }).observe({ type: "paint", buffered: true });
   setTimeout(() => read(null), 30000);
 })"""
-DRAWN = (f"window.bapjaxReport ? ({report.VIEW_DRAWN}) "
+DRAWN = (f"window.bapjaxReport ? ({report_page.VIEW_DRAWN}) "
          ": /opened in/.test(document.getElementById('opened').textContent)")
 
 
 def page_of_commit(commit: str, data: dict, out: Path) -> Path:
-    """``data`` rendered by report.py and report_assets/ as they were at ``commit``."""
+    """``data`` rendered by the report page module and its assets as they were at ``commit``
+    (``bapjax/pages/report_page.py``, or ``bapjax/report.py`` in trees before the package layout)."""
     module_dir = out / "report_module"
     (module_dir / "report_assets").mkdir(parents=True, exist_ok=True)
-    show = lambda path: subprocess.run(["git", "show", f"{commit}:{path}"], cwd=REPO, check=True,
-                                       capture_output=True).stdout
-    (module_dir / "report.py").write_bytes(show("bapjax/report.py"))
+
+    def show(*paths):
+        for path in paths:
+            done = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=REPO, capture_output=True)
+            if done.returncode == 0:
+                return done.stdout
+        raise SystemExit(f"error: commit {commit} has none of {', '.join(paths)}")
+
+    (module_dir / "report.py").write_bytes(show("bapjax/pages/report_page.py", "bapjax/report.py"))
     spec = importlib.util.spec_from_file_location(f"report_at_{commit}", module_dir / "report.py")
     old = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(old)
     for name in old.ASSET_FILES:
-        (module_dir / "report_assets" / name).write_bytes(show(f"bapjax/report_assets/{name}"))
+        (module_dir / "report_assets" / name).write_bytes(
+            show(f"bapjax/pages/report_assets/{name}", f"bapjax/report_assets/{name}"))
     return old.write_report(out / "page", data)
 
 
@@ -98,13 +107,13 @@ def main() -> None:
     if browser.find_chromium() is None:
         raise SystemExit("error: no Chromium found (apt-get install -y chromium, or set BAPJAX_CHROMIUM)")
     items = mdc.load_corpus(args.corpus).split(args.split)
-    predictions = predictors.perturbed_predictions(items, seed=0)
+    predictions = trivial.perturbed_predictions(items, seed=0)
     start = time.perf_counter()
-    data = report.report_data(items, predictions, title=f"bench {args.split}", split=args.split,
+    data = report_page.report_data(items, predictions, title=f"bench {args.split}", split=args.split,
                               items_source=f"--corpus {args.corpus} --split {args.split}",
                               predictions_source="perturbed, seed 0")
     out = Path(args.out or tempfile.mkdtemp(prefix="bapjax-report-"))
-    pages = {"this": report.write_report(out, data)}
+    pages = {"this": report_page.write_report(out, data)}
     made = time.perf_counter() - start
     if args.compare_to:
         pages[args.compare_to] = page_of_commit(args.compare_to, data, out / "compare")
@@ -120,7 +129,7 @@ def main() -> None:
                for name, got in runs.items()}
     size = pages["this"].stat().st_size
     print(f"{len(items)} items: {size / 1e6:.2f} MB ({size / len(items) / 1e3:.2f} kB per item, three.js "
-          f"{(report.ASSETS / f'three-{report.THREE_VERSION}.min.js').stat().st_size / 1e6:.2f} MB), made in {made:.1f} s; "
+          f"{(report_page.ASSETS / f'three-{report_page.THREE_VERSION}.min.js').stat().st_size / 1e6:.2f} MB), made in {made:.1f} s; "
           f"load average {load[0]:.1f} on {os.cpu_count()} CPUs")
     for name, median in medians.items():
         print(f"{name}: median of {len(runs[name])}: " + ", ".join(f"{k} {v:.0f} ms" for k, v in median.items()))

@@ -35,12 +35,14 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 import configs
-from bapjax import decode, input_pipeline, paths, sharding, train
-from bapjax import optimizer as optim
+from bapjax import paths
 from bapjax.corpus import mdc
+from bapjax.data import input_pipeline
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.text.vocab import Vocabulary
+from bapjax.training import decode, loop, sharding
+from bapjax.training import optimizer as optim
 
 
 def flops(compiled) -> float:
@@ -82,7 +84,7 @@ def main():
     model = builder.build_model(config.model, vocab.size).unchunked()  # see the module docstring
     optimizer = optim.make_optimizer(config.train, total_steps=1000)
     ema = {"ema_decay": float(config.train.ema_decay)} if config.train.get("ema_decay") else {}  # the step as the config trains it
-    state = train.create_state(model, optimizer, jax.random.PRNGKey(0), None, **ema)
+    state = loop.create_state(model, optimizer, jax.random.PRNGKey(0), None, **ema)
     print(f"{jax.device_count()} {jax.devices()[0].platform} devices; model world "
           f"{config.model.world_features}x{config.model.world_layers} ({config.model.get('world_encoding', 'per_step')} "
           f"world encoding), batch {args.batch_size} "
@@ -93,7 +95,7 @@ def main():
            "train_pack_per_device": []}
     for n in counts:
         mesh = sharding.data_mesh(jax.devices()[:n])
-        trainer = train.Trainer(model, optimizer, mesh, int(config.train.get("pack_multiple", 32)), **ema)
+        trainer = loop.Trainer(model, optimizer, mesh, int(config.train.get("pack_multiple", 32)), **ema)
         replicated = sharding.replicate(state, mesh)
         out["train_pack_per_device"].append(trainer.prepare(batch)[1])
         out["train_flops_per_device"].append(flops(trainer.compile_train(replicated, batch)))

@@ -107,12 +107,13 @@ def describe(path: str, overrides: list[str]) -> str:
 def time_training(model, optimizer, features, feature_config, batch_size, steps, seed=0, devices=1, ema_decay=0.0):
     import jax
 
-    from bapjax import input_pipeline, sharding, train
+    from bapjax.data import input_pipeline
+    from bapjax.training import loop, sharding
 
     mesh = sharding.data_mesh(jax.devices()[:devices if batch_size % devices == 0 else 1])
     ema = {"ema_decay": ema_decay} if ema_decay else {}  # a checkout from before train.ema_decay takes no such argument
-    trainer = train.Trainer(model, optimizer, mesh, **ema)
-    state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(seed), None, **ema), mesh)
+    trainer = loop.Trainer(model, optimizer, mesh, **ema)
+    state = sharding.replicate(loop.create_state(model, optimizer, jax.random.PRNGKey(seed), None, **ema), mesh)
     iterator = input_pipeline.DataIterator(features, None, feature_config, batch_size, seed=seed)
     batches = [next(iterator) for _ in range(steps + 2)]
     # one untimed pass compiles every pack size these batches need
@@ -138,12 +139,12 @@ def train_gflop_per_item(model, optimizer, batches, seed=0) -> float:
     """XLA's FLOP count of the compiled train step over `batches`, per item (see the docstring)."""
     import jax
 
-    from bapjax import sharding, train
+    from bapjax.training import loop, sharding
 
     whole = model.unchunked()
     mesh = sharding.data_mesh(jax.devices()[:1])
-    trainer = train.Trainer(whole, optimizer, mesh)
-    state = sharding.replicate(train.create_state(whole, optimizer, jax.random.PRNGKey(seed), None), mesh)
+    trainer = loop.Trainer(whole, optimizer, mesh)
+    state = sharding.replicate(loop.create_state(whole, optimizer, jax.random.PRNGKey(seed), None), mesh)
     by_pack: dict[int, float] = {}
     total = 0.0
     for b in batches:
@@ -176,11 +177,12 @@ def measure(args) -> dict:
     import jax
     import numpy as np
 
-    from bapjax import decode, input_pipeline
-    from bapjax import optimizer as optim
     from bapjax.corpus import mdc
+    from bapjax.data import input_pipeline
     from bapjax.models import builder
     from bapjax.text.vocab import Vocabulary
+    from bapjax.training import decode
+    from bapjax.training import optimizer as optim
 
     config = load_config(args.config, Path(args.repo), getattr(args, "overrides", []))
     corpus = mdc.load_corpus(args.corpus)
@@ -215,7 +217,7 @@ def measure(args) -> dict:
     if args.decode_items:
         test_items = test_items[:args.decode_items]
     if args.checkpoint:
-        from bapjax.checkpoints import load_run
+        from bapjax.training.checkpoints import load_run
 
         run = load_run(args.checkpoint)
         model, params, vocab = run.model, run.params, run.vocab

@@ -36,8 +36,8 @@ def main():
     if bad:
         parser.error(f"unknown argument {bad[0]} (overrides are --config.<field>=value)")
 
-    from bapjax import input_pipeline
     from bapjax.corpus import mdc
+    from bapjax.data import input_pipeline
     from bapjax.models import builder, world_input
     from bapjax.text.vocab import Vocabulary
 

@@ -29,11 +29,12 @@ import optax
 from bench_train import flops, matmul_gflops_per_s  # noqa: E402 (benchmarks/ is the script's directory)
 
 import configs
-from bapjax import input_pipeline, sharding, train
-from bapjax import optimizer as optim
 from bapjax.corpus import mdc
+from bapjax.data import input_pipeline
 from bapjax.models import builder, world_cnn, world_input
 from bapjax.text.vocab import Vocabulary
+from bapjax.training import loop, sharding
+from bapjax.training import optimizer as optim
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,12 +71,12 @@ def main() -> None:
         sys.exit(2)
     whole = model.unchunked()  # what XLA's cost analysis can count (see bench_scaling)
     mesh = sharding.data_mesh(jax.devices()[:1])
-    state = sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)
-    trainer = train.Trainer(model, optimizer, mesh)
+    state = sharding.replicate(loop.create_state(model, optimizer, jax.random.PRNGKey(0), None), mesh)
+    trainer = loop.Trainer(model, optimizer, mesh)
     local, k = trainer.prepare(batch)
     out = {"pack": k, "targets": int(batch["action_mask"].sum())}
 
-    step_flops = flops(train.Trainer(whole, optimizer, mesh).compile_train(state, batch))
+    step_flops = flops(loop.Trainer(whole, optimizer, mesh).compile_train(state, batch))
     live = {"state": state}  # the train step donates its state: each call takes the last one's
 
     def step():

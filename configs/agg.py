@@ -8,7 +8,7 @@ accelerator job: at the ~640 items/s configs/baseline.py ran on one H100 (result
 workspace one pass over its data would take days (see configs/cpu.py for the measured CPU run).
 """
 
-from bapjax import run_config
+from bapjax.training import run_config
 
 
 def get_config():

@@ -9,7 +9,7 @@ with data preparation and the final test decode, MDC test 22.4 micro Overall, 19
 2-core CPU of this workspace one pass would take hours (configs/cpu.py is the CPU run).
 """
 
-from bapjax import run_config
+from bapjax.training import run_config
 
 
 def get_config():

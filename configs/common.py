@@ -1,10 +1,10 @@
 """The CPU models the CPU configs share; everything else a config starts from is the library's
-run defaults (`bapjax.run_config`: `base_config`, `paper_model`, `mdc_source`, `generated_source`,
+run defaults (`bapjax.training.run_config`: `base_config`, `paper_model`, `mdc_source`, `generated_source`,
 `MDC`, `PAPER_SIZES`), and each config states only what differs."""
 
 import ml_collections
 
-from bapjax import run_config
+from bapjax.training import run_config
 
 
 def cpu_model() -> ml_collections.ConfigDict:

@@ -2,7 +2,7 @@
 
     python -m bapjax.train --config=configs/cpu_experiment.py:agg,0    # workdir runs/exp/agg-once-s0
     python -m bapjax.train --config=configs/cpu_experiment.py:cl,1     # and mc, cl_mc, cl_la; seeds 0, 1, ...
-    python benchmarks/collect_experiment.py results/runs/mc-once-tok128-s{0,1} results/runs/agg-once-tok128-s{0,1,2} \
+    python -m bapjax.analysis.collect_experiment results/runs/mc-once-tok128-s{0,1} results/runs/agg-once-tok128-s{0,1,2} \
       results/runs/cl-once-tok128-s{0,1} results/runs/cl_mc-once-tok128-s{0,1} --out results/cpu_experiment
 
 The argument is `<variant>[,<seed>][,<model>]` (seed 0 by default); the seed sets `config.seed`
@@ -47,7 +47,7 @@ min (docs/results.md, "The experiment with the chosen CPU model"). Two trainings
 slower in total than one after the other.
 """
 
-from bapjax import run_config
+from bapjax.training import run_config
 from configs import common, cpu
 
 VARIANTS = ("mc", "agg", "cl", "cl_la", "cl_mc")

@@ -6,7 +6,7 @@ python -m bapjax.train --config=configs/quickstart.py
 python -m bapjax.train --config=configs/quickstart.py --config.data.sources.mc.corpus=@mdc   # or a path
 """
 
-from bapjax import run_config
+from bapjax.training import run_config
 from configs import common
 
 

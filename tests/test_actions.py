@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from bapjax import grid
-from bapjax.actions import inverse_action, inverse_sequence, structure_diff, structure_distance
-from bapjax.grid import PLACE, REMOVE, Action, apply_sequence, as_blocks, as_structure, net_actions
+from bapjax.world import grid
+from bapjax.world.actions import inverse_action, inverse_sequence, structure_diff, structure_distance
+from bapjax.world.grid import PLACE, REMOVE, Action, apply_sequence, as_blocks, as_structure, net_actions
 
 
 def test_place_then_remove_is_nothing():

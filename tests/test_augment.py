@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-from bapjax import grid
 from bapjax.corpus import augment, mdc
-from bapjax.grid import apply_sequence, as_structure
+from bapjax.world import grid
+from bapjax.world.grid import apply_sequence, as_structure
 from tests.conftest import REPO
 
 NUM_GAMES = 6

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from bapjax.grid import Action
-from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.text import bert_states, tokenizer
+from bapjax.world.grid import Action
+from bapjax.world.items import BapItem, BuilderPose, ChatTurn
 
 
 class FakeEncoder:

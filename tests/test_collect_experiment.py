@@ -1,4 +1,4 @@
-"""benchmarks/collect_experiment.py: results JSON, table and curves come from run directories only."""
+"""bapjax/analysis/collect_experiment.py: results JSON, table and curves come from run directories only."""
 
 import json
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 import configs
-from bapjax import evaluate, predictors
-from benchmarks import collect_experiment
+from bapjax.analysis import collect_experiment
+from bapjax.evaluation import evaluator, trivial
 
 
 def _fake_run(root, name, config_arg, reports, invocations, metrics):
@@ -27,8 +27,8 @@ def _invocation(argv, items, seconds, finished=True, commit="abc123"):
 
 def test_collect_rebuilds_rows_from_run_files(tmp_path, mdc_corpus):
     items = mdc_corpus.split("test")[:40]
-    oracle = evaluate.evaluate_predictions(items, {i.item_id: predictors.oracle_prediction(i) for i in items})
-    empty = evaluate.evaluate_predictions(items, {i.item_id: [] for i in items})
+    oracle = evaluator.evaluate_predictions(items, {i.item_id: trivial.oracle_prediction(i) for i in items})
+    empty = evaluator.evaluate_predictions(items, {i.item_id: [] for i in items})
     argv = ["bapjax/train.py", "--config=configs/cpu_experiment.py:mc", "--workdir=runs/exp/mc"]
     mc = _fake_run(tmp_path, "mc", "cpu_experiment.py:mc", {"mc_test": oracle},
                    [_invocation(argv, 640, 90.0, finished=False), _invocation(argv, 320, 30.0)],
@@ -73,8 +73,8 @@ def test_collect_refuses_an_unfinished_run(tmp_path):
 
 def test_seeds_of_a_variant_are_listed_with_their_mean(tmp_path, mdc_corpus):
     items = mdc_corpus.split("test")[:30]
-    oracle = evaluate.evaluate_predictions(items, {i.item_id: predictors.oracle_prediction(i) for i in items})
-    empty = evaluate.evaluate_predictions(items, {i.item_id: [] for i in items})
+    oracle = evaluator.evaluate_predictions(items, {i.item_id: trivial.oracle_prediction(i) for i in items})
+    empty = evaluator.evaluate_predictions(items, {i.item_id: [] for i in items})
     rows = {}
     for name, arg, report, seconds in (("cl-s0", "cl", oracle, 60.0), ("cl-s1", "cl,1", empty, 120.0),
                                        ("mc-s0", "mc", empty, 30.0)):
@@ -102,10 +102,10 @@ def test_model_label_names_the_data_sets_kept_in_every_stage():
 
 def test_ablation_rows_name_the_model_feature_and_optimizer_settings_that_differ(tmp_path, mdc_corpus, monkeypatch):
     monkeypatch.syspath_prepend(str(Path(collect_experiment.__file__).parent))  # the script imports its neighbour
-    from benchmarks import collect_ablation
+    from bapjax.analysis import collect_ablation
 
     items = mdc_corpus.split("val")[:20]
-    report = evaluate.evaluate_predictions(items, {i.item_id: predictors.oracle_prediction(i) for i in items})
+    report = evaluator.evaluate_predictions(items, {i.item_id: trivial.oracle_prediction(i) for i in items})
     metrics = [{"kind": "val", "step": 300, "loss": 3.1}, {"kind": "train", "step": 300, "items_per_s": 150.0}]
     argv = ["bapjax/train.py", "--config=configs/cpu_experiment.py:mc"]
     runs = [_fake_run(tmp_path, name, "cpu_experiment.py:mc", {"mc_val": report}, [_invocation(argv, 320, 60.0)],

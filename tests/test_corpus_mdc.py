@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from bapjax import grid
-from bapjax.actions import structure_diff
 from bapjax.corpus import mdc
-from bapjax.grid import as_structure, net_actions
-from bapjax.items import BapItem, ChatTurn
+from bapjax.world import grid
+from bapjax.world.actions import structure_diff
+from bapjax.world.grid import as_structure, net_actions
+from bapjax.world.items import BapItem, ChatTurn
 from tests.conftest import REPO
 
 

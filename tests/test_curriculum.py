@@ -6,10 +6,11 @@ import ml_collections
 import numpy as np
 import pytest
 
-from bapjax import curriculum, run_checks
-from bapjax.grid import Action
-from bapjax.items import BapItem, BuilderPose, ChatTurn
+from bapjax.data import curriculum
 from bapjax.text import tokenizer
+from bapjax.training import run_checks
+from bapjax.world.grid import Action
+from bapjax.world.items import BapItem, BuilderPose, ChatTurn
 
 
 def _item(n, dataset, num_actions, words):

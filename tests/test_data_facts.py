@@ -1,8 +1,8 @@
-"""benchmarks/data_facts.py's per-item measures on hand-made items."""
+"""bapjax/analysis/data_facts.py's per-item measures on hand-made items."""
 
-from bapjax import grid as G
-from bapjax.items import BapItem, BuilderPose
-from benchmarks import data_facts
+from bapjax.analysis import data_facts
+from bapjax.world import grid as G
+from bapjax.world.items import BapItem, BuilderPose
 
 P, R = G.PLACE, G.REMOVE
 Y0 = G.Y_MIN

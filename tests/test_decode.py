@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bapjax import decode
-from bapjax import grid as G
 from bapjax.models import builder
+from bapjax.training import decode
+from bapjax.world import grid as G
 
 TINY = dict(vocab_size=30, embedding_dim=8, text_hidden=16, world_features=8, world_layers=2,
             action_embedding=16, decoder_hidden=16, head_hidden=16)
@@ -49,7 +49,7 @@ def _biased_params(model, seed, slot_bias):
 
 
 def _check_feasible(grid, ids):
-    """Plain-Python feasibility of every step (`bapjax.grid.is_feasible` on structure dicts)."""
+    """Plain-Python feasibility of every step (`bapjax.world.grid.is_feasible` on structure dicts)."""
     structure = {G.index_to_cell(i, j, k): int(c) for (i, j, k), c in np.ndenumerate(grid) if c}
     stopped = False
     for action_id in ids:
@@ -180,7 +180,7 @@ def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, options, mdc_
     world (colors and recent-action channel after the actions so far), pose channels and decoder
     state that decoding feeds the model are exactly teacher forcing's (world_encoding "once": the
     start-world encodings and the change features since)."""
-    from bapjax import input_pipeline
+    from bapjax.data import input_pipeline
     from bapjax.text.vocab import Vocabulary
 
     items = [it for it in mdc_corpus.split("val") if len(it.reference_actions) >= 3][:5]

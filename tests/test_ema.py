@@ -5,9 +5,9 @@ import jax
 import numpy as np
 import pytest
 
-from bapjax import checkpoints, run_checks, sharding, train
-from bapjax import optimizer as optim
 from bapjax.models import builder
+from bapjax.training import checkpoints, loop, run_checks, sharding
+from bapjax.training import optimizer as optim
 from tests.test_models import random_batch
 
 
@@ -47,8 +47,8 @@ def test_train_step_keeps_the_moving_average_and_trains_the_same_weights(tmp_pat
     decay = 0.6
 
     def run(ema_decay):
-        trainer = train.Trainer(model, optimizer, mesh, ema_decay=ema_decay)
-        state = train.create_state(model, optimizer, jax.random.PRNGKey(0), None, ema_decay)
+        trainer = loop.Trainer(model, optimizer, mesh, ema_decay=ema_decay)
+        state = loop.create_state(model, optimizer, jax.random.PRNGKey(0), None, ema_decay)
         state = sharding.replicate(state, mesh)
         trained = [jax.device_get(state["params"])]
         for batch in batches:
@@ -78,7 +78,7 @@ def test_train_step_keeps_the_moving_average_and_trains_the_same_weights(tmp_pat
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
     with pytest.raises(ValueError, match="ema_decay"):  # a state and a step built from different settings
-        train.Trainer(model, optimizer, mesh, ema_decay=0.0).train(
-            sharding.replicate(train.create_state(model, optimizer, jax.random.PRNGKey(0), None, decay), mesh),
+        loop.Trainer(model, optimizer, mesh, ema_decay=0.0).train(
+            sharding.replicate(loop.create_state(model, optimizer, jax.random.PRNGKey(0), None, decay), mesh),
             batches[0])
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bapjax import formats
+from bapjax.world import jsonl
 from tests.test_train import tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,25 +36,25 @@ def run_cli(module, *args, env):
 
 
 def test_train_then_predict_then_evaluate(tmp_path, mdc_path, mdc_corpus, monkeypatch):
-    from bapjax import train
+    from bapjax.training import loop
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     run = tmp_path / "run"
-    final = train.train_and_evaluate(tiny_run_config(mdc_path), run)
+    final = loop.train_and_evaluate(tiny_run_config(mdc_path), run)
     decode_json = json.loads((run / "decode.json").read_text())
     assert decode_json["chosen_on"] == "mc:val" and decode_json["val_items"] == 8
     assert (run / "checkpoints" / "best").is_dir() and (run / "final_eval.json").exists()
 
     items = list(mdc_corpus.split("test"))[:8]  # the run's mc:test (max_test_items keeps the first 8)
-    formats.write_items(tmp_path / "items.jsonl", items)
+    jsonl.write_items(tmp_path / "items.jsonl", items)
     env = {**os.environ, "BAPJAX_CACHE": str(tmp_path / "cache")}
     predicted = run_cli("bapjax.predict", f"--checkpoint={run / 'checkpoints' / 'best'}",
                         f"--items={tmp_path / 'items.jsonl'}", f"--out={tmp_path / 'predictions.jsonl'}", env=env)
     assert "wrote 8 predictions" in predicted.stderr
-    assert set(formats.read_predictions(tmp_path / "predictions.jsonl")) == {it.item_id for it in items}
+    assert set(jsonl.read_predictions(tmp_path / "predictions.jsonl")) == {it.item_id for it in items}
     # the run kept its final decode's predictions: the same as predict's, item for item
-    assert (formats.read_predictions(run / "predictions" / "mc_test.jsonl")
-            == formats.read_predictions(tmp_path / "predictions.jsonl"))
+    assert (jsonl.read_predictions(run / "predictions" / "mc_test.jsonl")
+            == jsonl.read_predictions(tmp_path / "predictions.jsonl"))
     evaluated = run_cli("bapjax.evaluate", f"--items={tmp_path / 'items.jsonl'}",
                         f"--predictions={tmp_path / 'predictions.jsonl'}", "--format=json", env=env)
     report = json.loads(evaluated.stdout.strip().splitlines()[-1])
@@ -66,9 +66,10 @@ def test_train_then_predict_then_evaluate(tmp_path, mdc_path, mdc_corpus, monkey
 
 def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path, mdc_corpus, monkeypatch):
     """A tiny run of world_encoding "once" (issue 32) through the user's tools: `python -m
-    bapjax.predict`, the report of its checkpoint, and benchmarks/error_analysis.py."""
-    from bapjax import report, train
-    from benchmarks import error_analysis
+    bapjax.predict`, the report of its checkpoint, and bapjax/analysis/error_analysis.py."""
+    from bapjax.analysis import error_analysis
+    from bapjax.pages import report_page
+    from bapjax.training import loop
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     config = tiny_config("unused")
@@ -77,17 +78,17 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
     config.train.update(dict(max_steps=2, eval_every_steps=2))
     config.eval.stop_thresholds = (0.5,)
     run = tmp_path / "run"
-    train.train_and_evaluate(config, run)
+    loop.train_and_evaluate(config, run)
     assert json.loads((run / "config.json").read_text())["model"]["world_encoding"] == "once"
 
     items = list(mdc_corpus.split("test"))[:8]
-    formats.write_items(tmp_path / "items.jsonl", items)
+    jsonl.write_items(tmp_path / "items.jsonl", items)
     env = {**os.environ, "BAPJAX_CACHE": str(tmp_path / "cache")}
     run_cli("bapjax.predict", f"--checkpoint={run}", f"--items={tmp_path / 'items.jsonl'}",
             f"--out={tmp_path / 'predictions.jsonl'}", env=env)
-    assert set(formats.read_predictions(tmp_path / "predictions.jsonl")) == {it.item_id for it in items}
-    page = report.make_report(out=str(tmp_path / "r"), checkpoint=str(run), corpus=str(mdc_path), split="val",
+    assert set(jsonl.read_predictions(tmp_path / "predictions.jsonl")) == {it.item_id for it in items}
+    page = report_page.make_report(out=str(tmp_path / "r"), checkpoint=str(run), corpus=str(mdc_path), split="val",
                               limit=8, batch_size=8)
-    assert len(report.read_embedded_data(page.read_text(encoding="utf-8"))["items"]) == 8
+    assert len(report_page.read_embedded_data(page.read_text(encoding="utf-8"))["items"]) == 8
     analysis = error_analysis.analyze_run(str(run), items, batch_size=8)
     assert analysis["counts"]["items"] == 8 and analysis["stop_rule"][0] in ("argmax", "mass")

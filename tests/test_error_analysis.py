@@ -1,10 +1,10 @@
-"""benchmarks/error_analysis.py: the near-miss and length breakdowns, on hand-made and real sets."""
+"""bapjax/analysis/error_analysis.py: the near-miss and length breakdowns, on hand-made and real sets."""
 
 import numpy as np
 
-from bapjax import evaluate, predictors
-from bapjax import grid as G
-from benchmarks import error_analysis
+from bapjax.analysis import error_analysis
+from bapjax.evaluation import evaluator, trivial
+from bapjax.world import grid as G
 
 P, R = G.PLACE, G.REMOVE
 
@@ -43,14 +43,14 @@ def test_nearest_same_kind_matches_brute_force():
 
 def test_by_length_on_real_items(mdc_corpus):
     items = mdc_corpus.split("val")[:60]
-    oracle = {i.item_id: predictors.oracle_prediction(i) for i in items}
-    _, scores, _ = evaluate.evaluate_items(items, oracle)
+    oracle = {i.item_id: trivial.oracle_prediction(i) for i in items}
+    _, scores, _ = evaluator.evaluate_items(items, oracle)
     rows = error_analysis.by_length(scores)
     assert sum(row["items"] for row in rows.values()) == len(items)
     assert rows["0"]["items"] >= 1 and rows["0"]["reference_net_actions"] == 0  # moves that cancel out
     for name, row in rows.items():
         assert row["micro_overall"] == 1.0 and row["predicted_net_actions"] == row["reference_net_actions"]
-    _, scores, _ = evaluate.evaluate_items(items, {i.item_id: [] for i in items})
+    _, scores, _ = evaluator.evaluate_items(items, {i.item_id: [] for i in items})
     rows = error_analysis.by_length(scores)
     assert all(row["empty_predictions"] == row["items"] for row in rows.values())
     assert all(row["micro_overall"] == (1.0 if name == "0" else 0.0) for name, row in rows.items())

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bapjax import evaluate, formats, metrics, predictors
-from bapjax.evaluate import EvaluationError
-from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.evaluation import evaluator, metrics, trivial
+from bapjax.evaluation.evaluator import EvaluationError
+from bapjax.world import jsonl
+from bapjax.world.grid import PLACE, REMOVE, Action
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,8 +25,8 @@ def test_items(mdc_corpus):
 
 
 def test_oracle_scores_one_everywhere(test_items):
-    predictions = predictors.predict("oracle", test_items)
-    report, scores, _ = evaluate.evaluate_items(test_items, predictions)
+    predictions = trivial.predict("oracle", test_items)
+    report, scores, _ = evaluator.evaluate_items(test_items, predictions)
     for kind in ("micro", "macro"):
         for group in ("EB", "NEB", "Overall"):
             assert report[kind][group] == {m: 1.0 for m in metrics.METRIC_NAMES}, (kind, group)
@@ -38,15 +39,15 @@ def test_oracle_scores_one_everywhere(test_items):
 
 
 def test_oracle_adds_supports_only_where_the_reference_is_infeasible(test_items):
-    changed = [i for i in test_items if predictors.oracle_prediction(i) != list(i.reference_actions)]
+    changed = [i for i in test_items if trivial.oracle_prediction(i) != list(i.reference_actions)]
     assert [i.item_id for i in changed] == ["B35-A15-C152-1524246905435:16"]
     with pytest.raises(EvaluationError, match="B35-A15-C152-1524246905435:16: step 1 of 1"):
-        evaluate.evaluate_predictions(changed, {changed[0].item_id: list(changed[0].reference_actions)})
+        evaluator.evaluate_predictions(changed, {changed[0].item_id: list(changed[0].reference_actions)})
 
 
 def test_empty_scores_zero_where_reference_nonempty(test_items):
-    predictions = predictors.predict("empty", test_items)
-    report, scores, details = evaluate.evaluate_items(test_items, predictions)
+    predictions = trivial.predict("empty", test_items)
+    report, scores, details = evaluator.evaluate_items(test_items, predictions)
     nonempty = scores.n_ref > 0
     assert nonempty.sum() > 1500
     for metric, values in scores.per_item().items():
@@ -66,7 +67,7 @@ def test_perturbed_predictions_ordering(test_items):
     for item in test_items:
         moved = [Action(a.type, a.color, min(5, a.x + 1), a.y, a.z) for a in item.reference_actions]
         predictions[item.item_id] = moved
-    report = evaluate.evaluate_predictions(test_items, predictions, drop_infeasible=True)
+    report = evaluator.evaluate_predictions(test_items, predictions, drop_infeasible=True)
     assert report["micro"]["EB"]["overall"] > report["micro"]["NEB"]["overall"]
     assert report["micro"]["Overall"]["shape"] >= report["micro"]["Overall"]["overall"]
     assert report["counts"]["dropped_infeasible_actions"] > 0
@@ -79,12 +80,12 @@ def test_missing_and_unknown_items(test_items):
     items = test_items[:5]
     predictions = {i.item_id: list(i.reference_actions) for i in items[1:]}
     with pytest.raises(EvaluationError, match=f"item {items[0].item_id} has no prediction"):
-        evaluate.evaluate_predictions(items, predictions)
-    report = evaluate.evaluate_predictions(items, predictions, allow_missing=True)
+        evaluator.evaluate_predictions(items, predictions)
+    report = evaluator.evaluate_predictions(items, predictions, allow_missing=True)
     assert report["counts"]["missing"] == 1
     predictions["nope:1"] = []
     with pytest.raises(EvaluationError, match="'nope:1'"):
-        evaluate.evaluate_predictions(items, predictions, allow_missing=True)
+        evaluator.evaluate_predictions(items, predictions, allow_missing=True)
 
 
 def test_infeasible_prediction_names_item_and_step(test_items):
@@ -95,8 +96,8 @@ def test_infeasible_prediction_names_item_and_step(test_items):
     predictions = {item.item_id: list(item.reference_actions) + bad}
     step = len(item.reference_actions) + 1
     with pytest.raises(EvaluationError, match=f"item {item.item_id}: step {step} of {step}"):
-        evaluate.evaluate_predictions([item], predictions)
-    report = evaluate.evaluate_predictions([item], predictions, drop_infeasible=True)
+        evaluator.evaluate_predictions([item], predictions)
+    report = evaluator.evaluate_predictions([item], predictions, drop_infeasible=True)
     assert report["counts"]["dropped_infeasible_actions"] == 1
     assert report["counts"]["items_with_dropped_actions"] == 1
 
@@ -104,13 +105,13 @@ def test_infeasible_prediction_names_item_and_step(test_items):
 def test_prediction_file_round_trip_and_errors(tmp_path):
     path = tmp_path / "p.jsonl"
     want = {"a:0": [Action(PLACE, 2, 0, 1, 0), Action(REMOVE, 2, 0, 1, 0)], "a:1": []}
-    formats.write_predictions(path, want)
-    assert formats.read_predictions(path) == want
+    jsonl.write_predictions(path, want)
+    assert jsonl.read_predictions(path) == want
 
     def bad(text, pattern):
         path.write_text(text)
-        with pytest.raises(formats.FormatError, match=pattern):
-            formats.read_predictions(path)
+        with pytest.raises(jsonl.FormatError, match=pattern):
+            jsonl.read_predictions(path)
 
     good = '{"item_id": "a:0", "actions": []}\n'
     bad(good + "{not json\n", r"p.jsonl:2: not valid JSON")
@@ -128,12 +129,12 @@ def test_prediction_file_round_trip_and_errors(tmp_path):
 
 
 def test_format_report_shapes(test_items):
-    report = evaluate.evaluate_predictions(test_items[:50], predictors.predict("oracle", test_items[:50]))
-    text = evaluate.format_report(report, "text")
+    report = evaluator.evaluate_predictions(test_items[:50], trivial.predict("oracle", test_items[:50]))
+    text = evaluator.format_report(report, "text")
     assert "Micro F1" in text and "Macro F1" in text and "Legacy strict micro F1" in text
-    markdown = evaluate.format_report(report, "markdown")
+    markdown = evaluator.format_report(report, "markdown")
     assert "| EB |" in markdown and "|---|---:|" in markdown
-    assert json.loads(evaluate.format_report(report, "json")) == report
+    assert json.loads(evaluator.format_report(report, "json")) == report
 
 
 def _cli(*args, env_extra=None):
@@ -144,7 +145,7 @@ def _cli(*args, env_extra=None):
 
 def test_cli_json_last_line_and_bad_input(test_items, tmp_path):
     items_file = tmp_path / "items.jsonl"
-    formats.write_items(items_file, test_items[:40])
+    jsonl.write_items(items_file, test_items[:40])
     predictions_file = tmp_path / "oracle.jsonl"
     done = _cli("-m", "bapjax.predictors", "oracle", "--items", str(items_file), "--out", str(predictions_file))
     assert done.returncode == 0, done.stderr
@@ -163,8 +164,8 @@ def test_cli_json_last_line_and_bad_input(test_items, tmp_path):
 
 def test_group_without_items_is_null(test_items):
     items = [i for i in test_items if not i.is_empty_board][:10]
-    report = evaluate.evaluate_predictions(items, {i.item_id: [] for i in items})
+    report = evaluator.evaluate_predictions(items, {i.item_id: [] for i in items})
     assert all(v is None for v in report["micro"]["EB"].values())
     assert all(v is None for v in report["macro"]["EB"].values())
     assert report["counts"]["EB"] == 0 and report["counts"]["multiple"] == 0
-    assert "EB               -" in evaluate.format_report(report, "text")
+    assert "EB               -" in evaluator.format_report(report, "text")

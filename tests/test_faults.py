@@ -1,7 +1,7 @@
 """Faults: `kill -9` at a random point of a run that simulates or augments data and trains,
 then the same command again must succeed (no stuck cache entry, no orphaned worker), and a
 killed corpus unpack leaves nothing that blocks the next one. SIGTERM/SIGINT during training
-saves that step and exits 75, on one process and agreed by two (`bapjax.preemption`). Damaged
+saves that step and exits 75, on one process and agreed by two (`bapjax.training.preemption`). Damaged
 cache entries (a file cut in half, a rewrite, a file that does not parse) are moved aside with
 one warning and rebuilt; nothing outside the cache is touched. A file-size limit (`ulimit -f`,
 RLIMIT_FSIZE: Python gets EFBIG) during a cache build, a checkpoint save or a predictions write
@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bapjax import paths, preemption, sources
+from bapjax import paths
+from bapjax.data import sources
+from bapjax.training import preemption
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_RUN = [  # the quickstart config, cut to a few steps of a tiny model
@@ -364,8 +366,8 @@ def test_damage_outside_the_cache_is_named_and_left_alone(tmp_path, monkeypatch)
 
 
 def test_damaged_item_and_feature_caches_are_rebuilt(tmp_path, monkeypatch, capfd, mdc_path):
-    from bapjax import input_pipeline
     from bapjax.corpus import mdc
+    from bapjax.data import input_pipeline
     from bapjax.text.vocab import Vocabulary
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
@@ -439,10 +441,10 @@ def _one_error_line(done) -> str:
 
 
 def test_a_predictions_write_past_the_limit_leaves_no_partial_file(tmp_path, mdc_corpus):
-    from bapjax import formats
+    from bapjax.world import jsonl
 
     items = tmp_path / "items.jsonl"
-    formats.write_items(items, mdc_corpus.split("test")[:300])
+    jsonl.write_items(items, mdc_corpus.split("test")[:300])
     out = tmp_path / "preds.jsonl"
     out.write_text("old\n")  # a previous complete file stays as it was
     command = [sys.executable, "-m", "bapjax.predictors", "oracle", "--items", str(items), "--out", str(out)]

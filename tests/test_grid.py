@@ -7,16 +7,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bapjax import actions as actions_lib
-from bapjax import grid
-from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.world import actions as actions_lib
+from bapjax.world import grid
+from bapjax.world.grid import PLACE, REMOVE, Action
 
 ALL_CELLS = list(itertools.product(range(grid.X_MIN, grid.X_MAX + 1),
                                    range(grid.Y_MIN, grid.Y_MAX + 1),
                                    range(grid.Z_MIN, grid.Z_MAX + 1)))
 
 
-# ---- plain-Python oracle (deliberately independent of bapjax.grid internals) -----------------
+# ---- plain-Python oracle (deliberately independent of bapjax.world.grid internals) -----------------
 
 def oracle_mask(structure: dict) -> list[bool]:
     """Feasibility of every action id, in codec order, for a {cell: color} structure."""

@@ -10,14 +10,15 @@ import ml_collections
 import numpy as np
 import pytest
 
-from bapjax import grid, input_pipeline
 from bapjax.corpus import augment
-from bapjax.grid import Action
-from bapjax.input_pipeline import DataIterator, FeatureConfig
-from bapjax.items import BuilderPose
+from bapjax.data import input_pipeline
+from bapjax.data.input_pipeline import DataIterator, FeatureConfig
 from bapjax.models import world_input
 from bapjax.text import tokenizer
 from bapjax.text.vocab import Vocabulary
+from bapjax.world import grid
+from bapjax.world.grid import Action
+from bapjax.world.items import BuilderPose
 
 CONFIG = FeatureConfig(max_text_tokens=64, max_actions=6, recent_window=4)
 RECENT_DECAY, PERSPECTIVE_SCALE = 0.5, 0.1  # the model's world-input options (BuilderModel fields)
@@ -218,7 +219,7 @@ def test_too_small_last_stage_is_an_error(features):
 
 
 def test_items_digest_sees_every_field(train):
-    from bapjax.items import ChatTurn
+    from bapjax.world.items import ChatTurn
 
     base = input_pipeline.items_digest(train[:80])
     assert input_pipeline.items_digest(list(train[:80])) == base

@@ -16,10 +16,10 @@ PACKAGE = REPO / "bapjax"
 # (modules checked, module names they must not import)
 RULES = [
     (sorted((PACKAGE / "corpus").rglob("*.py")),
-     ("bapjax.sources", "bapjax.curriculum", "bapjax.train", "bapjax.build")),
-    (sorted((PACKAGE / "sim").rglob("*.py")), ("bapjax.sources", "bapjax.train", "bapjax.build")),
+     ("bapjax.data.sources", "bapjax.data.curriculum", "bapjax.train", "bapjax.build")),
+    (sorted((PACKAGE / "sim").rglob("*.py")), ("bapjax.data.sources", "bapjax.train", "bapjax.build")),
     ([PACKAGE / "curriculum.py", *sorted((PACKAGE / "text").rglob("*.py"))], ("bapjax.corpus",)),
-    ([PACKAGE / "items.py"], ("bapjax.corpus", "bapjax.sources", "bapjax.sim", "bapjax.text")),
+    ([PACKAGE / "items.py"], ("bapjax.corpus", "bapjax.data.sources", "bapjax.sim", "bapjax.text")),
 ]
 
 
@@ -50,18 +50,18 @@ def test_low_modules_do_not_import_higher_ones(files, forbidden):
 
 def test_imported_modules_reads_every_form(tmp_path):
     source = tmp_path / "m.py"
-    source.write_text("import bapjax.sources\nfrom bapjax import curriculum\n"
+    source.write_text("import bapjax.data.sources\nfrom bapjax import curriculum\n"
                       "def f():\n    from bapjax.train import main\n")
     names = imported_modules(source)
-    assert {"bapjax.sources", "bapjax.curriculum", "bapjax.train"} <= names
+    assert {"bapjax.data.sources", "bapjax.data.curriculum", "bapjax.train"} <= names
 
 
 def test_the_training_stack_loads_no_plotting_and_the_low_modules_no_corpus():
     code = (
         "import sys, json\n"
-        "import bapjax.items, bapjax.curriculum, bapjax.text\n"
+        "import bapjax.world.items, bapjax.data.curriculum, bapjax.text\n"
         "low = sorted(m for m in sys.modules if m.startswith('bapjax.corpus'))\n"
-        "import bapjax.evaluate, bapjax.sources, bapjax.input_pipeline, bapjax.checkpoints, bapjax.decode\n"
+        "import bapjax.evaluate, bapjax.data.sources, bapjax.data.input_pipeline, bapjax.training.checkpoints, bapjax.training.decode\n"
         "import bapjax.corpus.v2_clean\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'\n"
         "               or m.startswith('bapjax.sim.grounding') or m == 'bapjax.viz')\n"

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bapjax import grid
 from bapjax.corpus import mdc
-from bapjax.grid import PLACE, REMOVE, Action, Block
-from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.llm import formats, lengths, parse, retrieval, score
 from bapjax.sim import generate
+from bapjax.world import grid
+from bapjax.world.grid import PLACE, REMOVE, Action, Block
+from bapjax.world.items import BapItem, BuilderPose, ChatTurn
 
 REPO = Path(__file__).resolve().parents[1]
 RED, BLUE = grid.COLOR_TO_ID["red"], grid.COLOR_TO_ID["blue"]
@@ -241,7 +241,7 @@ def _cli(*args, cache=None):
 
 def test_cli_export_score_and_errors(test_items, tmp_path):
     items_file = tmp_path / "items.jsonl"
-    from bapjax import formats as io
+    from bapjax.world import jsonl as io
 
     io.write_items(items_file, test_items[:30])
     prompts = tmp_path / "code.jsonl"

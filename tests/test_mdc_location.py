@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import configs
-from bapjax import paths, sources
+from bapjax import paths
 from bapjax.corpus import load, mdc
+from bapjax.data import sources
 from tests.conftest import REPO
 
 

@@ -1,4 +1,4 @@
-"""bapjax.metrics (the fast path) against bapjax.metrics_reference (the definitions in plain
+"""bapjax.evaluation.metrics (the fast path) against bapjax.evaluation.metrics_reference (the definitions in plain
 Python: loops over rotations and offsets, Counters), on random and hand-made cases.
 ``benchmarks/bench_evaluate.py`` times both.
 """
@@ -10,21 +10,21 @@ import itertools
 import numpy as np
 import pytest
 
-from bapjax import metrics
-from bapjax.grid import PLACE, REMOVE, Action
-from bapjax.metrics_reference import HI, LO, Y_HI, Y_LO
-from bapjax.metrics_reference import (
+from bapjax.evaluation import metrics
+from bapjax.evaluation.metrics_reference import HI, LO, Y_HI, Y_LO
+from bapjax.evaluation.metrics_reference import (
     apply_actions as o_apply,
 )
-from bapjax.metrics_reference import (
+from bapjax.evaluation.metrics_reference import (
     is_feasible as o_feasible,
 )
-from bapjax.metrics_reference import (  # the plain-Python reference definitions
+from bapjax.evaluation.metrics_reference import (  # the plain-Python reference definitions
     move as o_move,
 )
-from bapjax.metrics_reference import (
+from bapjax.evaluation.metrics_reference import (
     tables as oracle_tables,
 )
+from bapjax.world.grid import PLACE, REMOVE, Action
 
 # ---- random cases ----------------------------------------------------------------------------
 
@@ -91,7 +91,7 @@ def random_case(rng):
 
 
 def metrics_counts(cases):
-    """bapjax.metrics on the same cases (drop_infeasible semantics)."""
+    """bapjax.evaluation.metrics on the same cases (drop_infeasible semantics)."""
     multiple = [n for n, case in enumerate(cases) if case[3]]
     prevs = [[(x, y, z, c) for (x, y, z), c in case[0].items()] for case in cases]
     pred_sets, sources, _ = metrics.predicted_net_actions_batch(
@@ -327,7 +327,7 @@ def test_batch_walk_matches_dict_walk():
 
 
 def test_feasibility_matches_grid_rules():
-    from bapjax import grid
+    from bapjax.world import grid
 
     rng = np.random.default_rng(3)
     for _ in range(300):

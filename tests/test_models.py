@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bapjax import grid as G
 from bapjax.models import builder, world_input
 from bapjax.models.world_cnn import Conv3DIm2Col
+from bapjax.world import grid as G
 
 TINY = dict(vocab_size=40, embedding_dim=8, text_hidden=16, world_features=8, world_layers=2,
             action_embedding=16, decoder_hidden=16, head_hidden=16, transformer_layers=2,
@@ -175,7 +175,7 @@ def test_pack_steps_matches_python_and_packed_size_covers_targets():
 
 
 def test_balanced_order_evens_out_the_device_blocks():
-    from bapjax import sharding
+    from bapjax.training import sharding
 
     rng = np.random.default_rng(9)
     for _ in range(20):
@@ -204,7 +204,7 @@ def test_transformer_and_gru_share_the_interface_in_teacher_forcing():
 
 def _unsupported_reference_items(items):
     """Items whose reference has a step infeasible on the world it meets (as recorded)."""
-    from bapjax.grid import as_structure
+    from bapjax.world.grid import as_structure
 
     found = []
     for item in items:
@@ -220,7 +220,7 @@ def _unsupported_reference_items(items):
 
 
 def test_loss_is_finite_on_references_unsupported_as_recorded(mdc_corpus):
-    from bapjax import input_pipeline
+    from bapjax.data import input_pipeline
     from bapjax.text.vocab import Vocabulary
 
     all_items = [it for split in ("train", "val", "test") for it in mdc_corpus.split(split)]
@@ -252,8 +252,10 @@ def test_model_overfits_a_few_items_to_exact_predictions(mdc_corpus):
     """Strict F1 = 1.0 on four short real items after training on them alone."""
     import optax
 
-    from bapjax import decode, evaluate, input_pipeline
+    from bapjax.data import input_pipeline
+    from bapjax.evaluation import evaluator
     from bapjax.text.vocab import Vocabulary
+    from bapjax.training import decode
 
     items = [it for it in mdc_corpus.split("train") if 1 <= len(it.reference_actions) <= 3][:4]
     vocab = Vocabulary.build(items)
@@ -279,7 +281,7 @@ def test_model_overfits_a_few_items_to_exact_predictions(mdc_corpus):
         if float(loss) < 0.01:
             break
     predictions = decode.predict_items(model, params, items, vocab, fc, batch_size=4, max_actions=6)
-    report = evaluate.evaluate_predictions(items, predictions)
+    report = evaluator.evaluate_predictions(items, predictions)
     assert report["strict_micro"] == pytest.approx(1.0), (float(loss), predictions)
 
 

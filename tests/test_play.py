@@ -18,9 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from bapjax import browser, decode, evaluate, formats, grid, play
 from bapjax.corpus import mdc
-from bapjax.grid import Action
+from bapjax.evaluation import evaluator
+from bapjax.pages import browser, play_server
+from bapjax.training import decode
+from bapjax.world import grid, jsonl
+from bapjax.world.grid import Action
 
 REPO = Path(__file__).resolve().parents[1]
 POSE = {"x": 0.0, "y": 1.0, "z": -7.0, "yaw": 0.0, "pitch": 30.0}
@@ -91,8 +94,8 @@ class RowDecoder:
 def stand_in(tmp_path, monkeypatch):
     """(PlayServer with RowDecoder, its URL host and port); the HTTP server runs in a thread."""
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
-    server = play.PlayServer("stand-in", tmp_path / "games", "test", decoder=RowDecoder())
-    http_server = play.make_server(server, "127.0.0.1", 0)
+    server = play_server.PlayServer("stand-in", tmp_path / "games", "test", decoder=RowDecoder())
+    http_server = play_server.make_server(server, "127.0.0.1", 0)
     thread = threading.Thread(target=http_server.serve_forever, daemon=True)
     thread.start()
     yield server, http_server.server_address[:2]
@@ -154,13 +157,13 @@ def test_a_played_game_itemizes_to_the_items_the_server_decoded(stand_in):
         seen = decoded[item.item_id]
         assert (seen.history, seen.prev_structure, seen.builder_pose) == (
             item.history, item.prev_structure, item.builder_pose)
-    assert items[1].builder_pose == play.BuilderPose(3.0, 1.0, -7.0, 90.0, 30.0)
+    assert items[1].builder_pose == play_server.BuilderPose(3.0, 1.0, -7.0, 90.0, 30.0)
     assert [e.text for e in items[1].dialogue] == ["Mission has started.", "two blocks in a row please", "more"]
     # the game's predictions.jsonl: the decoded actions of its items (not of the undone turn)
     folder = Path(game["folder"])
-    predicted = formats.read_predictions(folder / "predictions.jsonl")
+    predicted = jsonl.read_predictions(folder / "predictions.jsonl")
     assert predicted == {items[0].item_id: first, items[1].item_id: second}
-    report = evaluate.evaluate_predictions(items, predicted)
+    report = evaluator.evaluate_predictions(items, predicted)
     assert report["counts"]["items"] == 2
     record = json.loads((folder / "play.json").read_text())
     assert record["items"] == 2 and [t["item_id"] for t in record["turns"]] == list(predicted)
@@ -214,7 +217,7 @@ def test_hostile_and_malformed_requests_get_a_4xx_with_a_reason(stand_in):
         ("POST", f"{game_path}/instruction", b"{not json", {}, 400, "not valid JSON"),
         ("POST", f"{game_path}/instruction", b"[1, 2]", {}, 400, "JSON object"),
         ("POST", f"{game_path}/instruction", b"\xff\xfe", {}, 400, "not valid JSON"),
-        ("POST", f"{game_path}/instruction", b"x" * (play.MAX_BODY_BYTES + 1), {}, 413, "at most"),
+        ("POST", f"{game_path}/instruction", b"x" * (play_server.MAX_BODY_BYTES + 1), {}, 413, "at most"),
         ("POST", f"{game_path}/instruction", b"{}", {"Content-Length": "abc"}, 400, "Content-Length"),
         ("POST", f"{game_path}/instruction", b"", {"Content-Length": str(10**9)}, 413, "at most"),
         ("POST", f"{game_path}/instruction", b"[" * 8000 + b"]" * 8000, {}, 400, "not valid JSON"),
@@ -281,7 +284,7 @@ def test_hostile_and_malformed_requests_get_a_4xx_with_a_reason(stand_in):
     assert len(server.games) == 1
     status, page = request(address, "GET", "/")
     assert status == 200 and b"/assets/play.js" in page
-    for name in play.ASSET_FILES:
+    for name in play_server.ASSET_FILES:
         assert request(address, "GET", f"/assets/{name}")[0] == 200
     game = move(address, game, "instruction", text="after all that", pose=POSE)
     assert len(game["predicted"]) == 2
@@ -329,10 +332,10 @@ def test_out_folder_of_another_corpus_is_refused(tmp_path, mdc_path):
     (other / "data" / "logs").mkdir(parents=True)
     (other / "data" / "logs" / "splits.json").write_text("{}")
     (other / "data" / "dataset.json").write_text('{"name": "bs"}')
-    with pytest.raises(play.PlayError, match="holds the corpus 'bs', not played games"):
-        play.PlayServer("stand-in", other, decoder=RowDecoder())
-    with pytest.raises(play.PlayError, match="--games_split 'dev'"):
-        play.PlayServer("stand-in", tmp_path / "g", "dev", decoder=RowDecoder())
+    with pytest.raises(play_server.PlayError, match="holds the corpus 'bs', not played games"):
+        play_server.PlayServer("stand-in", other, decoder=RowDecoder())
+    with pytest.raises(play_server.PlayError, match="--games_split 'dev'"):
+        play_server.PlayServer("stand-in", tmp_path / "g", "dev", decoder=RowDecoder())
 
 
 # --------------------------------------------------------------------------------------------
@@ -343,7 +346,7 @@ def test_out_folder_of_another_corpus_is_refused(tmp_path, mdc_path):
 def tiny_run(tmp_path_factory, mdc_path):
     """test_train's tiny run, 2 steps on 32 MDC items (~20 s with compilation); decoding places
     at least one action (min_actions 1), the run's own STOP rule."""
-    from bapjax import train
+    from bapjax.training import loop
     from tests.test_train import tiny_config
 
     config = tiny_config("unused")
@@ -353,7 +356,7 @@ def tiny_run(tmp_path_factory, mdc_path):
     config.train.update(dict(num_epochs=1, max_steps=2, eval_every_steps=2, log_every_steps=2))
     config.eval.update(dict(final_splits=(), min_actions=1, max_actions=6, stop_thresholds=()))
     run = tmp_path_factory.mktemp("play-run") / "run"
-    train.train_and_evaluate(config, run)
+    loop.train_and_evaluate(config, run)
     return run
 
 
@@ -476,11 +479,11 @@ def test_play_in_headless_chromium(served, tmp_path):
                             text=True, timeout=300)
     assert scored.returncode == 0, scored.stderr[-2000:]
     report = json.loads(scored.stdout.strip().splitlines()[-1])
-    expected = evaluate.evaluate_predictions(items, formats.read_predictions(predictions))
+    expected = evaluator.evaluate_predictions(items, jsonl.read_predictions(predictions))
     assert report["counts"] == json.loads(json.dumps(expected["counts"])) and report["counts"]["items"] == 2
     assert report["micro"] == json.loads(json.dumps(expected["micro"]))
-    _, scores, details = evaluate.evaluate_items(items, formats.read_predictions(predictions))
-    per_item = [r["overall"] for r in evaluate.per_item_records(items, scores, details)]
+    _, scores, details = evaluator.evaluate_items(items, jsonl.read_predictions(predictions))
+    per_item = [r["overall"] for r in evaluator.per_item_records(items, scores, details)]
     assert per_item[1] == 1.0 and per_item[0] < 1.0  # accepted as predicted / fixed by hand
     shown = subprocess.run([sys.executable, "-m", "bapjax.report", f"--predictions={predictions}",
                             f"--corpus={out}", "--split=test", f"--out={tmp_path / 'report'}"], cwd=REPO, env=env,

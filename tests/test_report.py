@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bapjax import browser, evaluate, formats, metrics, predictors, report
-from bapjax.items import ChatTurn
+from bapjax.evaluation import evaluator, metrics, trivial
+from bapjax.pages import browser, report_page
+from bapjax.world import jsonl
+from bapjax.world.items import ChatTurn
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOT_ITEM = "B1-A3-C6-1522433587517:14"  # matched and extra placements (perturbed, seed 0)
@@ -20,25 +22,25 @@ SCREENSHOT_ITEM = "B1-A3-C6-1522433587517:14"  # matched and extra placements (p
 @pytest.fixture(scope="module")
 def test_split(mdc_corpus):
     items = mdc_corpus.split("test")
-    return items, predictors.perturbed_predictions(items, seed=0)
+    return items, trivial.perturbed_predictions(items, seed=0)
 
 
 @pytest.fixture(scope="module")
 def full_report(test_split, tmp_path_factory):
     """The whole MDC test split (1,616 items) with the perturbed predictor's predictions."""
     items, predictions = test_split
-    data = report.report_data(items, predictions, title="bapjax report: perturbed predictions on test",
+    data = report_page.report_data(items, predictions, title="bapjax report: perturbed predictions on test",
                               items_source="--corpus ../shared/mdc --split test",
                               predictions_source="python -m bapjax.predictors perturbed --seed 0", split="test")
-    page = report.write_report(tmp_path_factory.mktemp("report"), data)
+    page = report_page.write_report(tmp_path_factory.mktemp("report"), data)
     return page, items, predictions
 
 
 def test_embedded_data_equals_the_evaluators_per_item_figures(full_report):
     page, items, predictions = full_report
-    data = report.read_embedded_data(page.read_text(encoding="utf-8"))
-    _, scores, details = evaluate.evaluate_items(items, predictions)
-    records = list(evaluate.per_item_records(items, scores, details))
+    data = report_page.read_embedded_data(page.read_text(encoding="utf-8"))
+    _, scores, details = evaluator.evaluate_items(items, predictions)
+    records = list(evaluator.per_item_records(items, scores, details))
     assert len(data["items"]) == len(records) == 1616
     aligned_items = 0
     for item, shown, record in zip(items, data["items"], records):
@@ -66,7 +68,7 @@ def test_embedded_data_equals_the_evaluators_per_item_figures(full_report):
             else:
                 assert event == list(original)
     assert aligned_items > 0  # some EB predictions are scored after a non-identity alignment
-    assert data["summary"]["micro"] == evaluate.evaluate_predictions(items, predictions)["micro"]
+    assert data["summary"]["micro"] == evaluator.evaluate_predictions(items, predictions)["micro"]
     # one history per game suffices on the MDC: the page stays small
     assert len(data["histories"]) == len({item.game_id for item in items})
     assert page.stat().st_size < 20e6
@@ -77,9 +79,9 @@ def test_matches_follow_the_fairer_alignment():
     ref = {(0, 1, 0, 1, 0), (0, 1, 1, 1, 0)}
     pred = {(0, 1, 1, 1, 2), (0, 1, 2, 1, 2)}
     index = metrics.transform_index(0, -1, -2)
-    marked_pred, marked_ref = report.mark_matches(pred, ref, index)
+    marked_pred, marked_ref = report_page.mark_matches(pred, ref, index)
     assert all(hit for _, hit in marked_pred) and all(hit for _, hit in marked_ref)
-    marked_pred, marked_ref = report.mark_matches(pred, ref, metrics.IDENTITY)
+    marked_pred, marked_ref = report_page.mark_matches(pred, ref, metrics.IDENTITY)
     assert not any(hit for _, hit in marked_pred + marked_ref)
 
 
@@ -91,16 +93,16 @@ def _report(*args, command=("bapjax.report",), cwd=REPO):
 def test_report_cli_writes_a_page_and_refuses_predictions_of_another_split(tmp_path, mdc_path, test_split):
     items, predictions = test_split
     preds = tmp_path / "preds.jsonl"
-    formats.write_predictions(preds, predictions)
+    jsonl.write_predictions(preds, predictions)
     done = _report("--predictions", str(preds), "--corpus", str(mdc_path), "--split", "test", "--out",
                 str(tmp_path / "r"), "--limit", "30")
     assert done.returncode == 0, done.stderr
-    data = report.read_embedded_data((tmp_path / "r" / "index.html").read_text(encoding="utf-8"))
+    data = report_page.read_embedded_data((tmp_path / "r" / "index.html").read_text(encoding="utf-8"))
     assert [it["id"] for it in data["items"]] == [item.item_id for item in items[:30]]
     assert "wrote" in done.stdout and "30 items" in done.stdout
     # predictions of another split: named before anything is written
-    with pytest.raises(report.ReportError, match=r"--predictions .*: 1616 item id\(s\) are not among the 1331 items"):
-        report.make_report(out=str(tmp_path / "v"), predictions=str(preds), corpus=str(mdc_path), split="val", limit=5)
+    with pytest.raises(report_page.ReportError, match=r"--predictions .*: 1616 item id\(s\) are not among the 1331 items"):
+        report_page.make_report(out=str(tmp_path / "v"), predictions=str(preds), corpus=str(mdc_path), split="val", limit=5)
     assert not (tmp_path / "v").exists()
 
 
@@ -123,8 +125,8 @@ def test_viz_report_is_the_same_command(tmp_path):
 ])
 def test_flag_mistakes_are_named(kwargs, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(report.ReportError, match=re.escape(message)):
-        report.check_flags(limit=0, batch_size=64, **kwargs)
+    with pytest.raises(report_page.ReportError, match=re.escape(message)):
+        report_page.check_flags(limit=0, batch_size=64, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -138,11 +140,11 @@ def test_report_in_headless_chromium(full_report, tmp_path):
     and sorting, next by keyboard; saves a screenshot (to docs/img/report.png with
     BAPJAX_UPDATE_DOCS_IMG=1, the README's picture)."""
     page, items, _ = full_report
-    data = report.read_embedded_data(page.read_text(encoding="utf-8"))
+    data = report_page.read_embedded_data(page.read_text(encoding="utf-8"))
     shown = data["items"]
-    result = report.selftest(page, "red")
+    result = report_page.selftest(page, "red")
     assert "error" not in result, result.get("error")
-    assert result["items"] == len(items) and result["three"] == report.THREE_VERSION.split(".")[1]
+    assert result["items"] == len(items) and result["three"] == report_page.THREE_VERSION.split(".")[1]
     assert result["selected"] == items[1].item_id and result["selected_row"]
     assert result["hash"] == f"#item={items[1].item_id}"
     assert result["after_next"] == result["expected_next"] == items[2].item_id
@@ -175,7 +177,7 @@ def test_report_in_headless_chromium(full_report, tmp_path):
         chromium.open(browser.file_url(page, fragment=f"item={item}"))
         assert chromium.evaluate("document.querySelector('#itemhead .id').textContent") == item
         assert chromium.evaluate("document.querySelectorAll('#dialogue .turn.last').length") == 1
-        times = chromium.wait_for(f"({report.VIEW_DRAWN}) && window.bapjaxReport.times")
+        times = chromium.wait_for(f"({report_page.VIEW_DRAWN}) && window.bapjaxReport.times")
         assert times["open"] <= times["painted"] <= times["view_start"] < times["renderer"] <= times["frame"], times
         shot = chromium.screenshot(target)
     from PIL import Image
@@ -191,16 +193,16 @@ def test_report_in_headless_chromium(full_report, tmp_path):
 @pytest.mark.slow  # a 6-step training run, then greedy decoding of 8 val items: ~1-2 min on 2 CPUs
 def test_report_of_a_trained_checkpoint(tmp_path, mdc_path, monkeypatch):
     """--checkpoint goes through predict.predict_with_run (the run's own decoding settings)."""
-    from bapjax import train
+    from bapjax.training import loop
     from tests.test_train import tiny_config
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     config = tiny_config("unused")
     config.data.sources.mc.corpus = str(mdc_path)
     config.eval.stop_thresholds = (0.5,)  # the run still chooses its STOP rule on val (decode.json)
-    train.train_and_evaluate(config, tmp_path / "run")
-    page = report.make_report(out=str(tmp_path / "r"), checkpoint=str(tmp_path / "run"), corpus=str(mdc_path),
+    loop.train_and_evaluate(config, tmp_path / "run")
+    page = report_page.make_report(out=str(tmp_path / "r"), checkpoint=str(tmp_path / "run"), corpus=str(mdc_path),
                               split="val", limit=8, batch_size=8)
-    data = report.read_embedded_data(page.read_text(encoding="utf-8"))
+    data = report_page.read_embedded_data(page.read_text(encoding="utf-8"))
     assert len(data["items"]) == 8 and data["meta"]["predictions_source"].startswith(f"--checkpoint {tmp_path / 'run'}")
     assert all(len(it["pred"]) == it["np"] <= config.eval.max_actions for it in data["items"])

@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bapjax import grid
 from bapjax.corpus import mdc
-from bapjax.grid import PLACE, Action, as_structure
 from bapjax.sim import generate
 from bapjax.sim.grounding import NUMBERS
 from bapjax.sim.shapes import Shape
 from bapjax.sim.structures import constraint_violations
+from bapjax.world import grid
+from bapjax.world.grid import PLACE, Action, as_structure
 from tests.test_sim_spatial import parse_direction_phrase, parse_offset, ref_axes
 
 SIZES = {"train_items": 360, "val_items": 45, "test_items": 41}
@@ -328,8 +328,8 @@ def test_mdc_stats_cli(sim_corpus, tmp_path):
 def test_no_doubled_one_and_middle_only_near_the_centre(sim_corpus):
     """Two template bugs stay fixed: "the purple one one to the right" (a doubled "one"), and
     "somewhere in the middle" for a first block far from the centre."""
-    from bapjax.items import ChatTurn
     from bapjax.sim import language
+    from bapjax.world.items import ChatTurn
 
     for item in sim_corpus[3].split("train"):
         architect = [e.text for e in item.history if isinstance(e, ChatTurn) and e.speaker == "Architect"]

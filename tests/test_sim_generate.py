@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bapjax.corpus import mdc
-from bapjax.items import SPLITS, TABLE3
 from bapjax.sim import generate
+from bapjax.world.items import SPLITS, TABLE3
 
 
 def tree_digest(root: Path) -> dict:

@@ -11,19 +11,19 @@ import sys
 
 import pytest
 
-from bapjax import formats
 from bapjax.corpus import mdc
-from bapjax.grid import Action
-from bapjax.items import TABLE3
 from bapjax.sim import generate, grounding
+from bapjax.world import jsonl
+from bapjax.world.grid import Action
+from bapjax.world.items import TABLE3
 
 
 def exported_items(dataset, root, split="train", seed=11, **sizes):
     """Generate a corpus, export a split as JSONL (as users do) and read the JSONL back."""
     generate.generate_corpus(dataset, root, seed=seed, processes=1, progress=False, **sizes)
     path = root / f"{split}.jsonl"
-    formats.write_items(path, mdc.load_corpus(root, use_cache=False).split(split))
-    return formats.read_items(path)
+    jsonl.write_items(path, mdc.load_corpus(root, use_cache=False).split(split))
+    return jsonl.read_items(path)
 
 
 @pytest.fixture(scope="module", params=["r", "bs", "ss"])

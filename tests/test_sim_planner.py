@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 import pytest
 
-from bapjax import grid
-from bapjax.grid import PLACE, REMOVE, Action
 from bapjax.sim import planner
 from bapjax.sim.planner import PlanningError, extra_actions, plan_actions, plan_is_valid, plan_problem
 from bapjax.sim.structures import grow_random_structure, sample_shape_structure
+from bapjax.world import grid
+from bapjax.world.grid import PLACE, REMOVE, Action
 
 REGION = [(x, y, z) for x in range(grid.X_MIN, grid.X_MAX + 1)
           for y in range(grid.Y_MIN, grid.Y_MAX + 1) for z in range(grid.Z_MIN, grid.Z_MAX + 1)]

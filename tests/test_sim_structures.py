@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bapjax import grid
 from bapjax.sim.shapes import DEFAULT_SIZE_BOUNDS, SHAPE_TYPES, Shape, make_shape, sample_shape, shape_geometry
 from bapjax.sim.structures import (
     ShapeStructure,
@@ -17,6 +16,7 @@ from bapjax.sim.structures import (
     touches,
     touching_translations,
 )
+from bapjax.world import grid
 
 
 def expected_size(shape: Shape) -> int:

@@ -1,4 +1,4 @@
-"""bapjax.sources: one resolver for every kind of item source, and the derived-corpus cache."""
+"""bapjax.data.sources: one resolver for every kind of item source, and the derived-corpus cache."""
 
 import json
 import os
@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bapjax import formats, paths, sources
+from bapjax import paths
 from bapjax.corpus import load, store
+from bapjax.data import sources
+from bapjax.world import jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,7 +31,7 @@ def test_every_path_kind_gives_the_same_items(mdc_path, mdc_corpus, tmp_path):
     want = [item.item_id for item in mdc_corpus.split("val")]
     assert [i.item_id for i in load.load_split(mdc_path, "val")] == want
     assert [i.item_id for i in load.load_split(mdc.resolve_corpus(mdc_path), "val")] == want
-    formats.write_items(tmp_path / "val.jsonl", mdc_corpus.split("val")[:30])
+    jsonl.write_items(tmp_path / "val.jsonl", mdc_corpus.split("val")[:30])
     assert [i.item_id for i in load.load_split(tmp_path / "val.jsonl", None)] == want[:30]
     store.write_store(tmp_path / "store", {"val": mdc_corpus.split("val")[:30]})
     assert [i.item_id for i in load.items_from_flags(store=str(tmp_path / "store"), split="val")] == want[:30]

@@ -83,41 +83,41 @@ def test_duplicates_and_bad_manifest_are_clear_errors(mdc_splits, tmp_path):
 
 
 def test_build_assembles_tagged_synthetic_sets_and_reuses_sources(tmp_path):
-    from bapjax import build
+    from bapjax.data import training_set
     from bapjax.text.vocab import Vocabulary
 
     sizes = {"bs": (40, 10, 10), "r": (30, 8, 6)}
-    manifest = build.build_store(tmp_path / "store", None, seed=3, datasets=("bs", "r"), sizes=sizes,
+    manifest = training_set.build_store(tmp_path / "store", None, seed=3, datasets=("bs", "r"), sizes=sizes,
                                  work_dir=tmp_path / "work", processes=1)
     opened = store.ItemStore(tmp_path / "store")
-    for split, column in zip(build.SPLITS, range(3)):
+    for split, column in zip(training_set.SPLITS, range(3)):
         assert manifest["splits"][split]["by_dataset"] == {d: sizes[d][column] for d in sizes}
         items = opened.split(split).items()
         assert {i.dataset for i in items} == {"bs", "r"}
         assert all(i.split == split for i in items)
     assert manifest["sources"]["bs"]["seed"] == 3 and manifest["sources"]["r"]["requested"] == [30, 8, 6]
-    # --work_dir holds the entries under the cache's names (bapjax.sources names them once).
-    from bapjax import sources
+    # --work_dir holds the entries under the cache's names (bapjax.data.sources names them once).
+    from bapjax.data import sources
 
     assert manifest["sources"]["r"]["corpus"] == str(sources.generated_entry("r", 3, (30, 8, 6), tmp_path / "work"))
-    assert build.size_table(manifest)["bs"]["train"] == [40, 9890]
+    assert training_set.size_table(manifest)["bs"]["train"] == [40, 9890]
     vocab = Vocabulary.load(tmp_path / "store" / "vocab.json")
     assert vocab.size == manifest["vocabulary"]["size"]
     # A second build with the same seed and sizes reuses the generated corpora and gives the same items.
-    again = build.build_store(tmp_path / "store2", None, seed=3, datasets=("bs", "r"), sizes=sizes,
+    again = training_set.build_store(tmp_path / "store2", None, seed=3, datasets=("bs", "r"), sizes=sizes,
                               work_dir=tmp_path / "work", processes=1)
     assert manifest["sources"]["bs"]["reused"] is False and again["sources"]["bs"]["reused"] is True
-    for split in build.SPLITS:
+    for split in training_set.SPLITS:
         assert again["splits"][split]["content_sha256"] == manifest["splits"][split]["content_sha256"]
     with pytest.raises(ValueError, match="sizes are for the synthetic sets"):
-        build.parse_sizes("mc=1:2:3")
+        training_set.parse_sizes("mc=1:2:3")
 
 
 @pytest.mark.slow
 def test_build_with_augmented_mdc(mdc_path, tmp_path):
-    from bapjax import build
+    from bapjax.data import training_set
 
-    manifest = build.build_store(tmp_path / "store", str(mdc_path), seed=0, datasets=("mc", "ss"),
+    manifest = training_set.build_store(tmp_path / "store", str(mdc_path), seed=0, datasets=("mc", "ss"),
                                  sizes={"ss": (20, 4, 4)}, processes=1)
     assert manifest["splits"]["train"]["by_dataset"] == {"mc": 14836, "ss": 20}
     assert manifest["splits"]["val"]["by_dataset"] == {"mc": 1331, "ss": 4}
@@ -126,7 +126,7 @@ def test_build_with_augmented_mdc(mdc_path, tmp_path):
 
 
 def test_fast_decoder_matches_validating_decoder_and_names_bad_fields(mdc_corpus):
-    from bapjax.items import BapItem
+    from bapjax.world.items import BapItem
 
     for item in mdc_corpus.split("test")[:300]:
         record = json.loads(store.item_record(item))

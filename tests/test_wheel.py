@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bapjax import report
+from bapjax.pages import report_page
 
 REPO = Path(__file__).resolve().parents[1]
 # The quickstart at a tiny size: 24/4/6 items per simulated data set, three steps of 8 items.
@@ -96,7 +96,7 @@ def test_an_installed_wheel_trains_the_quickstart_by_name_and_writes_a_report(tm
     (corpus,) = (tmp_path / "cache" / "generated").glob("bs-seed1-*")
     run([python, "-m", "bapjax.report", "--checkpoint", str(workdir), "--corpus", str(corpus), "--split", "test",
          "--out", "report"], home, env)
-    data = report.read_embedded_data((home / "report" / "index.html").read_text(encoding="utf-8"))
+    data = report_page.read_embedded_data((home / "report" / "index.html").read_text(encoding="utf-8"))
     assert len(data["items"]) == final["bs_test"]["counts"]["items"] == 6
     # the report decodes as the final evaluation did (the run's STOP rule): the same scores
     shown, evaluated = flat(data["summary"]["micro"]), flat(final["bs_test"]["micro"])

@@ -1,4 +1,4 @@
-"""One training run per workdir (`bapjax.workdir_claim`): a second run on a claimed workdir is
+"""One training run per workdir (`bapjax.training.workdir_claim`): a second run on a claimed workdir is
 refused with one line naming the holder and writes nothing, `--wait` waits for the claim, a claim
 left by a killed process is taken over with one warning, one left by another host is described
 with the file to remove, and the processes of one `jax.distributed` job share one claim."""
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from etils import epath
 
-from bapjax import checkpoints, run_checks, workdir_claim
+from bapjax.training import checkpoints, run_checks, workdir_claim
 
 REPO = Path(__file__).resolve().parents[1]
 

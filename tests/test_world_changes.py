@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bapjax import grid as G
 from bapjax.models import builder, world_changes, world_input
+from bapjax.world import grid as G
 from tests.test_decode import randomize_film
 from tests.test_models import TINY, random_batch
 

@@ -46,11 +46,12 @@ import numpy as np
 import orjson
 from absl import flags, logging
 
-from bapjax import cli, grid, parallel, paths
+from bapjax import cli, parallel, paths
 from bapjax.corpus import mdc
 from bapjax.errors import UserError
-from bapjax.grid import Action, Block
-from bapjax.items import BapItem, BuilderPose, ChatTurn
+from bapjax.world import grid
+from bapjax.world.grid import Action, Block
+from bapjax.world.items import BapItem, BuilderPose, ChatTurn
 
 DEFAULT_COPIES = 3  # augmented copies per MDC training game: the paper's 4x mix with the originals
 DEFAULT_PARAPHRASE_PROB = 0.5  # each lexicon word of a copy substituted with this probability

@@ -1,11 +1,11 @@
-"""Items of one split from a path: the reading half of ``bapjax.sources``, at the corpus level.
+"""Items of one split from a path: the reading half of ``bapjax.data.sources``, at the corpus level.
 
 A path is one of: an MDC-layout corpus directory, its ``.tar.xz`` (or a directory holding one
 archive), ``@mdc`` (``bapjax.paths.MDC``: the MDC wherever ``paths.mdc_path`` finds it), an item
 store directory (``bapjax.corpus.store``, has ``manifest.json``), or an items JSONL file
-(``bapjax.formats``). `load_split` reads any of them; `items_from_flags` is what the CLIs'
+(``bapjax.world.jsonl``). `load_split` reads any of them; `items_from_flags` is what the CLIs'
 ``--corpus/--store/--items --split [--dataset]`` flags resolve through; `split_names` lists
-what a path holds. ``bapjax.sources`` re-exports them (with the derived-corpus cache and the
+what a path holds. ``bapjax.data.sources`` re-exports them (with the derived-corpus cache and the
 training configs' sources above them); modules below it (the corpus tools, the simulators'
 checks) import them from here.
 """
@@ -16,12 +16,12 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from bapjax import formats
 from bapjax.corpus import mdc
 from bapjax.corpus.store import ItemStore
 from bapjax.errors import UserError
-from bapjax.items import BapItem
 from bapjax.paths import resolve_path
+from bapjax.world import jsonl
+from bapjax.world.items import BapItem
 
 
 class SourceError(UserError):
@@ -45,7 +45,7 @@ def load_split(path: str | os.PathLike, split: str | None, dataset: str | Sequen
     if not resolved.exists():
         raise SourceError(f"{path}: no such corpus, store or items file")
     if is_items_file(resolved):
-        items = formats.read_items(resolved)
+        items = jsonl.read_items(resolved)
     elif split is None:
         raise SourceError(f"{path}: give a split (train, val or test)")
     elif is_store(resolved):

@@ -35,12 +35,13 @@ from typing import Iterable, Sequence
 import orjson
 from absl import flags, logging
 
-from bapjax import cli, formats, grid, paths
-from bapjax.corpus.items import ItemizedCorpus
+from bapjax import cli, paths
+from bapjax.corpus.itemized import ItemizedCorpus
 from bapjax.errors import UserError
-from bapjax.grid import PLACE, REMOVE, Action, apply_sequence, as_blocks
-from bapjax.items import SPLITS, BapItem, BuilderPose, ChatTurn
 from bapjax.paths import build_lock, cache_root, resolve_path
+from bapjax.world import grid, jsonl
+from bapjax.world.grid import PLACE, REMOVE, Action, apply_sequence, as_blocks
+from bapjax.world.items import SPLITS, BapItem, BuilderPose, ChatTurn
 
 # Bump when the itemizer's output changes, so stale caches are not reused.
 ITEMIZER_VERSION = 5
@@ -572,7 +573,7 @@ def main(argv: Sequence[str]) -> int:
         for item in items:
             sys.stdout.write(json.dumps(item.to_json()) + "\n")
     else:
-        formats.write_items(FLAGS.out, items)
+        jsonl.write_items(FLAGS.out, items)
         print(f"wrote {len(items)} {FLAGS.split} items to {FLAGS.out}", file=sys.stderr)
     return 0
 

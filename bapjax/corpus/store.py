@@ -33,11 +33,11 @@ import numpy as np
 import orjson
 from absl import logging
 
-from bapjax import grid
 from bapjax.errors import UserError
-from bapjax.grid import Action, Block
-from bapjax.items import BapItem, BuilderPose, ChatTurn
 from bapjax.paths import file_sha256
+from bapjax.world import grid
+from bapjax.world.grid import Action, Block
+from bapjax.world.items import BapItem, BuilderPose, ChatTurn
 
 STORE_FORMAT = "bapjax-item-store"
 STORE_VERSION = 1

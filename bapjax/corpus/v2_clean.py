@@ -30,18 +30,19 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from absl import flags
 
-from bapjax import cli, formats, grid
-from bapjax.actions import structure_diff
+from bapjax import cli
 from bapjax.corpus.load import items_from_flags
 from bapjax.errors import UserError
-from bapjax.formats import (  # noqa: F401  (the record format; re-exported for this module's users)
+from bapjax.world import grid, jsonl
+from bapjax.world.actions import structure_diff
+from bapjax.world.grid import REMOVE, Action, as_blocks, as_structure
+from bapjax.world.items import BapItem
+from bapjax.world.jsonl import (  # noqa: F401  (the record format; re-exported for this module's users)
     Annotation,
     AnnotationError,
     read_annotations,
     write_annotations,
 )
-from bapjax.grid import REMOVE, Action, as_blocks, as_structure
-from bapjax.items import BapItem
 
 
 def check_annotations(items: Sequence[BapItem], annotations: Mapping[str, Annotation],
@@ -292,7 +293,7 @@ def main(argv: Sequence[str]) -> int:
         raise UserError("build needs --annotations")
     annotations = read_annotations(FLAGS.annotations)
     clean, stats = build_clean_set(items, annotations, FLAGS.skip_unannotated, FLAGS.annotations)
-    formats.write_items(FLAGS.out, clean)
+    jsonl.write_items(FLAGS.out, clean)
     if FLAGS.stats:
         Path(FLAGS.stats).write_text(json.dumps(stats, indent=2) + "\n")
     d = stats["dropped"]

@@ -21,12 +21,15 @@ from typing import Sequence
 import numpy as np
 from absl import flags, logging
 
-from bapjax import cli, curriculum, evaluate, formats, sources
+from bapjax import cli
 from bapjax.corpus import load
+from bapjax.data import curriculum, sources
 from bapjax.errors import UserError
+from bapjax.evaluation import evaluator
 from bapjax.llm import formats as llm_formats
 from bapjax.llm import lengths, retrieval
 from bapjax.llm.score import read_responses, score_responses
+from bapjax.world import jsonl
 
 FLAGS = flags.FLAGS
 COMMANDS = ("export", "finetune-set", "score")
@@ -111,9 +114,9 @@ def score(argv_flags=FLAGS) -> dict:
     responses = read_responses(argv_flags.responses, items)
     report, predictions = score_responses(items, responses)
     if argv_flags.out:
-        formats.write_predictions(argv_flags.out, predictions)
+        jsonl.write_predictions(argv_flags.out, predictions)
     parse = report["parse"]
-    print(evaluate.format_report(report, "text"))
+    print(evaluator.format_report(report, "text"))
     print(f"parse ({argv_flags.format} responses): " + ", ".join(f"{k} {v}" for k, v in parse.items()))
     print(json.dumps(report))
     return report

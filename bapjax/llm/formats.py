@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from bapjax import grid, predictors
-from bapjax.grid import PLACE, Action
-from bapjax.items import BapItem, ChatTurn
+from bapjax.evaluation import trivial
+from bapjax.world import grid
+from bapjax.world.grid import PLACE, Action
+from bapjax.world.items import BapItem, ChatTurn
 
 FORMATS = ("nebula", "code", "rich")
 LAST_ACTIONS = 5  # rich: how many of the Builder's latest actions are restated
@@ -59,7 +60,7 @@ def completion_actions(item: BapItem) -> list[Action]:
                 del remaining[n]
                 break
         else:
-            return predictors.oracle_prediction(item)
+            return trivial.oracle_prediction(item)
     return ordered
 
 

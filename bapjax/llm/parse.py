@@ -25,8 +25,8 @@ import dataclasses
 import re
 from typing import Iterable, NamedTuple
 
-from bapjax import grid
-from bapjax.grid import PLACE, REMOVE, Action
+from bapjax.world import grid
+from bapjax.world.grid import PLACE, REMOVE, Action
 
 VERBS = {"place": PLACE, "put": PLACE, "pick": REMOVE, "remove": REMOVE, "break": REMOVE}
 FILLER = {"a", "an", "the", "block", "blocks", "cube", "at", "in", "on", "to", "of", "cell", "color",

@@ -23,8 +23,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from bapjax import paths
-from bapjax.items import BapItem
 from bapjax.llm.formats import last_instruction
+from bapjax.world.items import BapItem
 
 ENCODER = "minilm"
 CHUNK = 512

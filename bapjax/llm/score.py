@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 from typing import Mapping, Sequence
 
-from bapjax import evaluate, formats
 from bapjax.errors import UserError
-from bapjax.grid import Action
-from bapjax.items import BapItem
+from bapjax.evaluation import evaluator
 from bapjax.llm.parse import ParseCounts, parse_response
+from bapjax.world import jsonl
+from bapjax.world.grid import Action
+from bapjax.world.items import BapItem
 
 
 class ResponsesError(UserError):
@@ -26,7 +27,7 @@ def read_responses(path: str | os.PathLike, items: Sequence[BapItem]) -> dict[st
     """{item_id: response text} (None for a null response) from a responses JSONL file."""
     known = {item.item_id for item in items}
     out: dict[str, str | None] = {}
-    for where, record in formats.iter_records(path, "responses", ResponsesError):
+    for where, record in jsonl.iter_records(path, "responses", ResponsesError):
         if not isinstance(record, dict) or "item_id" not in record:
             raise ResponsesError(f"{where}: expected an object with item_id and response")
         item_id = record["item_id"]
@@ -62,6 +63,6 @@ def score_responses(items: Sequence[BapItem], responses: Mapping[str, str | None
                     ) -> tuple[dict, dict[str, list[Action]]]:
     """(the evaluator's report with a "parse" object added, the parsed predictions)."""
     predictions, counts = parse_responses(items, responses)
-    report = evaluate.evaluate_predictions(items, predictions)
+    report = evaluator.evaluate_predictions(items, predictions)
     report["parse"] = counts.as_dict()
     return report, predictions

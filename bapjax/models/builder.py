@@ -2,12 +2,12 @@
 
 Action logits come from unit (1x1x1) convolutions over [world features ; decoder state] at every
 cell, 7 per cell (slots 0..5 place color 1..6, slot 6 remove), flattened cell-major so index
-cell * 7 + slot is exactly `bapjax.grid`'s action id; a STOP logit comes from the decoder state
+cell * 7 + slot is exactly `bapjax.world.grid`'s action id; a STOP logit comes from the decoder state
 and a max-pool of the world features. Teacher forcing encodes the world after the gold actions
 < t for decoder step t (`world_input.worlds_before_each_step`; `world_input` owns everything
 the CNN sees); only the (item, step) pairs that carry a target are encoded ("packing"), because the
 world CNN dominates the cost. The model works on the rows it is given: under data parallelism
-each device calls it on its own rows (`bapjax.sharding.per_device`), so each device packs and
+each device calls it on its own rows (`bapjax.training.sharding.per_device`), so each device packs and
 encodes only its own pairs. The packed encodings run through the CNN and the head in chunks of
 `encode_chunk` (rematerialized in the backward pass): on CPU this keeps the im2col buffers small
 and reused instead of gigabytes allocated and faulted in per step. With `world_encoding="once"`
@@ -15,7 +15,7 @@ and reused instead of gigabytes allocated and faulted in per step. With `world_e
 text summary) and each packed step adds features of what changed since, so a step costs no CNN.
 
 Construction: the `BuilderModel` field defaults are the model's defaults, given once. A config's
-`model` section (`bapjax.run_config.paper_model`, `configs/common.py`'s CPU models) starts from
+`model` section (`bapjax.training.run_config.paper_model`, `configs/common.py`'s CPU models) starts from
 them (`model_defaults`) and overrides by field name; `build_model` is
 `BuilderModel(vocab_size=..., **config.model)` and names any unknown field (`ModelConfigError`).
 """
@@ -31,13 +31,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bapjax import grid as G
+from bapjax.data.input_pipeline import GRU_TEXT, text_encoder_features
 from bapjax.errors import UserError
-from bapjax.input_pipeline import GRU_TEXT, text_encoder_features
 from bapjax.models import world_changes, world_input
 from bapjax.models.decoders import GRUActionDecoder, TransformerActionDecoder
 from bapjax.models.text_encoder import GRUTextEncoder
 from bapjax.models.world_cnn import WorldCNN
+from bapjax.world import grid as G
 
 START = G.NUM_ACTIONS_WITH_STOP  # 7624: the decoder's input before the first action
 ACTION_FEATURES = 13

@@ -27,9 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bapjax import grid as G
 from bapjax.models import world_input
 from bapjax.models.world_cnn import conv3d_im2col
+from bapjax.world import grid as G
 
 # "per_step": the CNN encodes the world before every decoder step (the paper's model);
 # "once": it encodes each item's start world once, each step adds `ChangeConv(change_channels)`.

@@ -21,11 +21,11 @@ from typing import Sequence
 
 import numpy as np
 
-from bapjax import grid
-from bapjax.grid import PLACE, Action
-from bapjax.items import BuilderPose
 from bapjax.sim import language, phrasebook, spatial
 from bapjax.sim.planner import plan_actions
+from bapjax.world import grid
+from bapjax.world.grid import PLACE, Action
+from bapjax.world.items import BuilderPose
 
 CLARIFICATION_P = 0.08  # an omitted detail (color, count, direction, length)
 LOCATION_QUESTION_P = 0.06  # the Builder checks the frame ("my left or yours?") and gets a true answer

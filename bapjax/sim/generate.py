@@ -34,11 +34,11 @@ from absl import flags
 
 from bapjax import cli, parallel, paths
 from bapjax.errors import UserError
-from bapjax.items import SPLITS, TABLE3
 from bapjax.sim import blocks_dialogs, random_dialogs, shape_dialogs, writer
 from bapjax.sim.dialogue import SimGame
 from bapjax.sim.planner import PlanningError
 from bapjax.sim.structures import StructureError
+from bapjax.world.items import SPLITS, TABLE3
 
 SIMULATORS: dict[str, Callable[[np.random.Generator], SimGame]] = {
     "r": random_dialogs.simulate_game,

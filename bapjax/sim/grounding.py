@@ -37,12 +37,13 @@ from typing import Iterable, Sequence
 
 from absl import flags
 
-from bapjax import cli, grid
+from bapjax import cli
 from bapjax.corpus.load import items_from_flags
 from bapjax.errors import UserError
-from bapjax.grid import PLACE, Action
-from bapjax.items import BapItem, ChatTurn
 from bapjax.sim import phrasebook, spatial
+from bapjax.world import grid
+from bapjax.world.grid import PLACE, Action
+from bapjax.world.items import BapItem, ChatTurn
 
 # ---------------------------------------------------------------------------------------------
 # Words

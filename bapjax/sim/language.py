@@ -18,7 +18,6 @@ from typing import Sequence
 
 import numpy as np
 
-from bapjax import grid
 from bapjax.sim import spatial
 from bapjax.sim.phrasebook import (
     ADJACENT_1D,
@@ -51,6 +50,7 @@ from bapjax.sim.phrasebook import (
     SHAPE_NAMES,
     SHAPE_PLURALS,
 )
+from bapjax.world import grid
 
 # --------------------------------------------------------------------------------------------
 # Small helpers

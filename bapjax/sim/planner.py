@@ -1,7 +1,7 @@
 """The low-level Builder: a feasible action sequence from one structure to another.
 
 Like BabyAI's bot, this is the simulated human in the loop: it knows the world rules
-(``bapjax.grid``: a block goes on the ground or face-next to another block, a removal names the
+(``bapjax.world.grid``: a block goes on the ground or face-next to another block, a removal names the
 block's color, at most 20 blocks of each color are in the world) and turns a target ("make the
 board look like ``goal``") into concrete actions, including the temporary support blocks a
 human puts under a floating block and takes away afterwards.
@@ -46,9 +46,9 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from bapjax import grid
-from bapjax.actions import structure_distance
-from bapjax.grid import INVENTORY_PER_COLOR, NUM_COLORS, PLACE, REMOVE, Action
+from bapjax.world import grid
+from bapjax.world.actions import structure_distance
+from bapjax.world.grid import INVENTORY_PER_COLOR, NUM_COLORS, PLACE, REMOVE, Action
 
 Cell = tuple[int, int, int]
 Structure = Mapping[Cell, int]

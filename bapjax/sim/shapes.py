@@ -37,7 +37,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from bapjax import grid
+from bapjax.world import grid
 
 Cell = tuple[int, int, int]
 

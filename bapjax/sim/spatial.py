@@ -17,8 +17,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from bapjax.grid import EYE_HEIGHT
-from bapjax.items import BuilderPose
+from bapjax.world.grid import EYE_HEIGHT
+from bapjax.world.items import BuilderPose
 
 Cell = tuple[int, int, int]
 Offset = tuple[int, int, int]  # (right, up, away) in the Builder's frame

@@ -30,9 +30,9 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from bapjax import grid
-from bapjax.grid import INVENTORY_PER_COLOR, NUM_COLORS, Block
 from bapjax.sim.shapes import SHAPE_TYPES, Shape, make_shape, sample_params, sample_shape, shape_geometry
+from bapjax.world import grid
+from bapjax.world.grid import INVENTORY_PER_COLOR, NUM_COLORS, Block
 
 Cell = tuple[int, int, int]
 

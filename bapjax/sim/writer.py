@@ -26,8 +26,8 @@ from pathlib import Path
 
 import orjson
 
-from bapjax import grid
 from bapjax.sim.dialogue import SimGame
+from bapjax.world import grid
 
 START_LINE = "<Builder> Mission has started."
 GOLD_OFFSET = 100

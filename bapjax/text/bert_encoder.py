@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bapjax.models.bert import BertCheckpointError, BertEncoder, load_bert
+from bapjax.text.bert import BertCheckpointError, BertEncoder, load_bert
 
 MIN_BUCKET = 16
 

@@ -31,8 +31,8 @@ import numpy as np
 from absl import logging
 
 from bapjax import paths
-from bapjax.items import BapItem, ChatTurn
 from bapjax.text import tokenizer
+from bapjax.world.items import BapItem, ChatTurn
 
 
 class TurnEncoder(Protocol):

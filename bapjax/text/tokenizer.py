@@ -12,8 +12,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from bapjax import grid
-from bapjax.grid import Action
+from bapjax.world import grid
+from bapjax.world.grid import Action
 
 PAD = "<pad>"
 UNK = "<unk>"

@@ -1,0 +1,101 @@
+"""Does a refactor change training? A tiny run trained by COMMIT's code and by this tree's, compared.
+
+    python -m bapjax.analysis.compare_training --commit 3b301ad [--config cpu_experiment:cl] [--steps 6]
+
+Each tree trains the same tiny run in its own process (`PYTHONPATH` = that tree: `git archive COMMIT`
+for the old one): the config's data sources cut to 48/8/8 items, a 1-layer model of width 8-16, 6
+steps of 8, the STOP rule chosen on val and the final decode of the MDC test items, in a
+temporary workdir with the shared caches. Prints whether every parameter is bit-identical, the
+largest difference, and each run's MDC test figures. The last line is JSON. Runs bit-identical only
+on one machine, like any training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+RUN = '''
+import json, sys
+import jax, numpy as np
+import configs
+try:
+    from bapjax.training import checkpoints
+    from bapjax.training import loop as train
+except ImportError:  # a tree before the package layout
+    from bapjax import checkpoints, train
+config_name, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+config = configs.load(config_name)
+config.model.update(dict(embedding_dim=8, text_hidden=16, world_features=8, world_layers=1,
+                         action_embedding=16, decoder_hidden=16, head_hidden=16))
+(config.model if "glove" in config.model else config.train).glove = False  # model.glove before 2026-11-24
+for source in config.data.sources.values():
+    source.max_train_items, source.max_val_items, source.max_test_items = 48, 8, 8
+if "augment" in config.data.sources.get("mc", {}):
+    config.data.sources.mc.augment.enabled = False
+config.features.max_text_tokens = 24
+config.features.max_actions = 3
+config.train.update(dict(batch_size=8, max_steps=steps, eval_every_steps=3, log_every_steps=3))
+config.eval.update(dict(val_decode_items=-1, final_splits=("mc:test",), batch_size=8, stop_thresholds=(0.3,)))
+if config.train.get("select_by", "loss") != "loss":  # no val decoding here, so the checkpoint rule is val loss
+    config.train.select_by = "loss"
+result = train.train_and_evaluate(config, out + "/run")
+params, step = checkpoints.load_params(out + "/run/checkpoints/latest")
+np.savez(out + "/params.npz", **{jax.tree_util.keystr(k): np.asarray(v)
+                                 for k, v in jax.tree_util.tree_leaves_with_path(params)})
+report = result["mc_test"]
+print("RESULT " + json.dumps({"step": step, "micro_overall": report["micro"]["Overall"]["overall"],
+                              "strict_micro": report["strict_micro"], "counts": report["counts"]}))
+'''
+
+
+def train_tree(tree: Path, config: str, steps: int, out: Path) -> dict:
+    out.mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-c", RUN, config, str(steps), str(out)], cwd=str(tree),
+                          env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        raise SystemExit(f"error: the run of {tree} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--commit", required=True, help="the code to compare this tree with")
+    parser.add_argument("--config", default="cpu_experiment:cl", help="configs.load name (default: the curriculum with cpu_experiment's model, the once model since "
+                             "8109a59 and the per-step FiLM model before it: across that commit compare e.g. bert:cl)")
+    parser.add_argument("--steps", type=int, default=6)
+    args = parser.parse_args()
+    from bapjax import paths
+
+    os.environ.setdefault("BAPJAX_MDC", str(paths.mdc_path()))  # the old tree finds the MDC beside this one
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="bapjax-compare-") as tmp:
+        old_tree = Path(tmp) / "tree"
+        old_tree.mkdir()
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.commit], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive.stdout, check=True)
+        results = {"baseline": train_tree(old_tree, args.config, args.steps, Path(tmp) / "old"),
+                   "current": train_tree(REPO, args.config, args.steps, Path(tmp) / "new")}
+        old, new = np.load(Path(tmp) / "old" / "params.npz"), np.load(Path(tmp) / "new" / "params.npz")
+        same_tree = sorted(old.files) == sorted(new.files)
+        worst = max(float(np.abs(old[k] - new[k]).max()) for k in old.files) if same_tree else None
+        identical = same_tree and all(np.array_equal(old[k], new[k]) for k in old.files)
+    summary = {"commit": args.commit, "config": args.config, "steps": args.steps, "same_tree": same_tree,
+               "bit_identical_params": identical, "max_param_diff": worst, **results}
+    print(f"{args.commit} vs this tree, {args.config}, {args.steps} steps: parameters "
+          f"{'bit-identical' if identical else f'differ (largest {worst})'}; MDC test "
+          f"{results['baseline']['micro_overall']:.4f} vs {results['current']['micro_overall']:.4f}")
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""Where trained builders go wrong on the MDC val split: the evidence behind docs/results.md.
+
+    python -m bapjax.analysis.error_analysis runs/exp/mc runs/exp/agg runs/exp/cl --out results/cpu_experiment_val_errors
+
+For each run (its best checkpoint and the STOP rule it chose on val, as the final test decode
+uses), every MDC val item is decoded greedily and scored with the v2 evaluator; then:
+
+* **by reference length**: micro Overall / Location / Type F1 and predicted vs reference net
+  actions for items with 0 (actions that cancel out), 1, 2-3, 4-7 and 8+ reference net actions (is the model's length right?);
+* **near misses**: every predicted net action of a NEB item that is not an exact match, by the
+  L1 distance from its cell to the nearest reference net action of the same type and color
+  ("none": the reference has no action of that type and color; a miss in a reference action's
+  cell with the wrong type or color is also counted apart): are Location errors a cell off (spatial language half understood) or anywhere?
+  Distance-1 misses are split by axis (x, y, z): which direction words fail;
+* **attribute vs place**: the share of predicted actions whose type and color occur in the
+  reference (Type+Color right) against those whose exact action does (Overall right).
+
+With `--bootstrap N` (for the test split, where the results table's differences live) it also
+resamples the items N times (paired: the same resampled items for every run) and reports each
+run's 95% interval of micro Overall F1 and, for every pair of runs, the interval of the
+difference and how often it is > 0: whether a single-seed difference is more than item noise.
+
+NEB items are scored without alignment (the fairer alignment applies only to EB items, whose
+predictions may be shifted or rotated as a whole), so their distances are in world cells.
+Writes <out>.json and <out>.md; the last stdout line is the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+
+from bapjax import paths
+from bapjax.corpus import load  # noqa: E402
+from bapjax.evaluation import evaluator, metrics
+from bapjax.training import run_eval  # noqa: E402
+from bapjax.world import grid as G  # noqa: E402
+
+LENGTH_BINS = ((0, 0, "0"), (1, 1, "1"), (2, 3, "2-3"), (4, 7, "4-7"), (8, 10**9, "8+"))
+DISTANCE_BINS = ("1", "2", "3-4", "5+", "none")  # never 0: a same-kind action in the same cell is exact
+
+
+def length_bin(n_ref: int) -> str:
+    for low, high, name in LENGTH_BINS:
+        if low <= n_ref <= high:
+            return name
+    raise ValueError(f"negative reference length {n_ref}")
+
+
+def distance_bin(distance: int | None) -> str:
+    if distance is None:
+        return "none"
+    if distance <= 2:
+        return str(distance)
+    return "3-4" if distance <= 4 else "5+"
+
+
+def nearest_same_kind(action: G.Action, reference: frozenset) -> tuple[int | None, tuple[int, int, int] | None]:
+    """L1 distance (and the offset) from `action` to the nearest reference action with the same
+    type and color; (None, None) when the reference has none."""
+    best, offset = None, None
+    for ref in reference:
+        if ref.type != action.type or ref.color != action.color:
+            continue
+        d = (ref.x - action.x, ref.y - action.y, ref.z - action.z)
+        distance = abs(d[0]) + abs(d[1]) + abs(d[2])
+        if best is None or distance < best:
+            best, offset = distance, d
+    return best, offset
+
+
+def near_misses(pred_sets, ref_sets, is_eb) -> dict:
+    """Distance histogram of the inexact predicted net actions of NEB items (see the docstring)."""
+    bins, axes = Counter(), Counter()
+    exact = predicted = type_color_in_ref = same_cell = 0
+    for pred, ref, eb in zip(pred_sets, ref_sets, is_eb):
+        if eb:
+            continue
+        kinds = Counter((a.type, a.color) for a in ref)
+        cells = {(a.x, a.y, a.z) for a in ref}
+        for action in pred:
+            predicted += 1
+            if kinds[(action.type, action.color)]:
+                type_color_in_ref += 1
+            if action in ref:
+                exact += 1
+                continue
+            if (action.x, action.y, action.z) in cells:
+                same_cell += 1
+            distance, offset = nearest_same_kind(action, ref)
+            bins[distance_bin(distance)] += 1
+            if distance == 1:
+                axes["xyz"[next(i for i, v in enumerate(offset) if v)]] += 1
+    inexact = predicted - exact
+    return {
+        "predicted_net_actions": predicted,
+        "exact": exact,
+        "type_color_in_reference": type_color_in_ref,
+        "inexact": inexact,
+        "inexact_same_cell_other_kind": same_cell,
+        "inexact_by_distance_to_same_kind": {name: bins[name] for name in DISTANCE_BINS},
+        "distance_1_by_axis": {axis: axes[axis] for axis in "xyz"},
+    }
+
+
+def by_length(scores: metrics.ItemScores) -> dict:
+    rows = {}
+    names = np.array([length_bin(int(n)) for n in scores.n_ref])
+    for _, _, name in LENGTH_BINS:
+        mask = names == name
+        if not mask.any():
+            continue
+        pick = lambda a: a[mask]  # noqa: E731
+        n_pred, n_ref = pick(scores.n_pred), pick(scores.n_ref)
+        rows[name] = {
+            "items": int(mask.sum()),
+            "predicted_net_actions": int(n_pred.sum()),
+            "reference_net_actions": int(n_ref.sum()),
+            "empty_predictions": int((n_pred == 0).sum()),
+            **{f"micro_{m}": metrics.micro_f1(pick(scores.tp(m)), n_pred, n_ref)
+               for m in ("overall", "location", "type")},
+        }
+    return rows
+
+
+def analyze_run(run_dir: str, items, batch_size: int) -> dict:
+    start = time.time()
+    predictions, settings = run_eval.predict_with_run(run_dir, items, batch_size)
+    seconds = time.time() - start
+    report, scores, details = evaluator.evaluate_items(items, predictions)
+    is_eb = [item.is_empty_board for item in items]
+    return {
+        "run": run_dir,
+        "stop_rule": [settings.stop_rule, settings.stop_threshold],
+        "decode_seconds": round(seconds, 1),
+        "micro_overall": report["micro"]["Overall"]["overall"],
+        "micro_location": report["micro"]["Overall"]["location"],
+        "counts": report["counts"],
+        "by_reference_length": by_length(scores),
+        "neb_predictions": near_misses(details["pred_sets"], details["ref_sets"], is_eb),
+        "per_item_overall": {"tp": scores.fair_tp.tolist(), "n_pred": scores.n_pred.tolist(),
+                             "n_ref": scores.n_ref.tolist()},
+    }
+
+
+def paired_bootstrap(per_item: dict[str, dict[str, np.ndarray]], samples: int, seed: int = 0) -> dict:
+    """95% intervals of micro Overall F1 per run and of each pairwise difference, over `samples`
+    resamplings of the items (with replacement, the same ones for every run)."""
+    labels = list(per_item)
+    n = len(next(iter(per_item.values()))["tp"])
+    picks = np.random.default_rng(seed).integers(0, n, (samples, n))
+    f1 = {}
+    for label, counts in per_item.items():
+        tp, total = counts["tp"][picks].sum(1), (counts["n_pred"][picks] + counts["n_ref"][picks]).sum(1)
+        f1[label] = np.where(total == 0, 1.0, 2.0 * tp / np.maximum(total, 1))  # metrics.micro_f1's rule
+    interval = lambda values: [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]  # noqa: E731
+    out = {"samples": samples, "items": n, "runs": {label: interval(values) for label, values in f1.items()},
+           "differences": {}}
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            diff = f1[b] - f1[a]
+            out["differences"][f"{b} - {a}"] = {"interval": interval(diff), "share_above_0": float((diff > 0).mean())}
+    return out
+
+
+def pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def markdown(results: dict, split: str) -> str:
+    lines = [f"MDC {split}, by reference length (micro F1 Overall / Location / Type; predicted / reference net actions):", "",
+             "| run | " + " | ".join(name for _, _, name in LENGTH_BINS) + " |",
+             "|---|" + "---:|" * len(LENGTH_BINS)]
+    for label, result in results.items():
+        cells = []
+        for _, _, name in LENGTH_BINS:
+            row = result["by_reference_length"].get(name)
+            cells.append("-" if row is None else
+                         f"{pct(row['micro_overall'])} / {pct(row['micro_location'])} / {pct(row['micro_type'])}; "
+                         f"{row['predicted_net_actions']} / {row['reference_net_actions']} ({row['items']} items)")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", f"MDC {split}, NEB items: predicted net actions by what went wrong (share of all predicted):", "",
+              "| run | predicted | exact | type+color in reference | wrong, same cell | same kind 1 cell off "
+              "(x / y / z) | 2 off | 3-4 off | 5+ off | no reference action of that kind |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, result in results.items():
+        n = result["neb_predictions"]
+        total = max(n["predicted_net_actions"], 1)
+        share = lambda k: f"{100 * k / total:.1f}%"  # noqa: E731
+        d = n["inexact_by_distance_to_same_kind"]
+        axes = n["distance_1_by_axis"]
+        lines.append(f"| {label} | {n['predicted_net_actions']} | {share(n['exact'])} | "
+                     f"{share(n['type_color_in_reference'])} | {share(n['inexact_same_cell_other_kind'])} | "
+                     f"{share(d['1'])} ({axes['x']} / {axes['y']} / {axes['z']}) | {share(d['2'])} | "
+                     f"{share(d['3-4'])} | {share(d['5+'])} | {share(d['none'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def bootstrap_markdown(boot: dict, split: str) -> str:
+    lines = [f"MDC {split}, micro Overall F1 with 95% paired-bootstrap intervals ({boot['samples']} resamplings of "
+             f"{boot['items']} items):", "", "| run | interval |", "|---|---:|"]
+    lines += [f"| {label} | {pct(lo)} - {pct(hi)} |" for label, (lo, hi) in boot["runs"].items()]
+    lines += ["", "| difference | interval | share of resamplings > 0 |", "|---|---:|---:|"]
+    lines += [f"| {name} | {pct(d['interval'][0])} - {pct(d['interval'][1])} | {100 * d['share_above_0']:.1f}% |"
+              for name, d in boot["differences"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="training workdirs")
+    parser.add_argument("--corpus", default=paths.MDC, help="the MDC (default: found by bapjax.paths.mdc_path)")
+    parser.add_argument("--split", default="val")
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--bootstrap", type=int, default=0, help="paired bootstrap resamplings (0: none)")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N items (0: all)")
+    parser.add_argument("--out", default=None, help="writes OUT.json and OUT.md")
+    args = parser.parse_args()
+    items = load.items_from_flags(args.corpus, args.split)
+    if args.limit:
+        items = items[:args.limit]
+    results = {}
+    for run_dir in args.runs:
+        label = Path(run_dir).name
+        results[label] = analyze_run(run_dir, items, args.batch_size)
+        print(f"{label}: micro Overall {pct(results[label]['micro_overall'])}", file=sys.stderr)
+    text = markdown(results, args.split)
+    boot = None
+    if args.bootstrap:
+        boot = paired_bootstrap({label: {k: np.asarray(v) for k, v in r["per_item_overall"].items()}
+                                 for label, r in results.items()}, args.bootstrap)
+        text += "\n" + bootstrap_markdown(boot, args.split)
+    print(text, file=sys.stderr)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out + ".json").write_text(json.dumps({"command": " ".join(sys.argv), "split": args.split,
+                                                        "bootstrap": boot, "runs": results}, indent=1) + "\n")
+        Path(args.out + ".md").write_text(text)
+    print(json.dumps({label: {k: v for k, v in r.items() if k != "per_item_overall"} for label, r in results.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

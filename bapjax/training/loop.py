@@ -1,0 +1,454 @@
+"""Train a builder model: `python -m bapjax.train --config=configs/cl.py [--config.field=value]`.
+
+Teacher forcing with cross entropy over actions + STOP (decoder step t sees the world after the
+gold actions < t), AdamW with gradient clipping, data parallel over every device (batch on the
+mesh's 'data' axis, params replicated, `jax.jit` with shardings), evaluation on val with the v2
+metrics, early stopping on val loss (or `train.select_by`), best + latest Orbax checkpoints (params, optimizer, step,
+the data iterator's position, early-stopping counters) so a killed run resumes to the same
+result, TensorBoard + JSONL metrics (`metric_writer`), a progress line with rate and ETA, and a
+learning-curve PNG. The config is completed from `bapjax.training.run_config.base_config` and checked before
+anything is written (`run_checks`); decoding and scoring a run (the STOP rule chosen on val, its
+decode.json) is `bapjax.predict`'s. The last line printed is the final evaluation: one JSON
+object keyed "<source>_<split>".
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from etils import epath
+from jax.experimental import multihost_utils
+
+from bapjax.data import curriculum, input_pipeline, sources
+from bapjax.errors import UserError
+from bapjax.models import builder
+from bapjax.paths import cache_root, resolve_path, workdir_path
+from bapjax.text.glove import load_glove_50d
+from bapjax.text.vocab import Vocabulary
+from bapjax.training import checkpoints, decode, preemption, run_checks, run_eval, sharding, workdir_claim
+from bapjax.training.metric_writer import MetricWriter, plot_learning_curves, report_scalars
+from bapjax.training.optimizer import make_optimizer, update_ema
+from bapjax.world.items import BapItem
+
+# ------------------------------------------------------------------------------------------------
+# Data
+
+
+def log(message: str, *args) -> None:
+    """Progress lines on stdout (host 0); absl's INFO stream stays quiet (Orbax is chatty)."""
+    if jax.process_index() == 0:
+        print(time.strftime("%H:%M:%S ") + (message % args if args else message), flush=True)
+
+
+def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath.Path):
+    """The vocabulary (saved in the workdir so predict/resume use the same ids) and its GloVe matrix."""
+    vocab_path = workdir / "vocab.json"
+    if vocab_path.exists():
+        vocab = Vocabulary.load(vocab_path)
+    elif config.data.vocab_path:
+        vocab = Vocabulary.load(resolve_path(config.data.vocab_path))
+    else:
+        vocab = Vocabulary.build(train_items, min_count=int(config.data.min_count))
+    if jax.process_index() == 0 and not vocab_path.exists():
+        workdir.mkdir(parents=True, exist_ok=True)
+        vocab.save(vocab_path)
+    matrix = None
+    if config.train.glove:
+        matrix = vocab.embedding_matrix(load_glove_50d())
+    return vocab, matrix
+
+
+# ------------------------------------------------------------------------------------------------
+# Train state and steps
+
+
+def create_state(model, optimizer, rng, embedding_matrix, ema_decay: float = 0.0) -> dict:
+    """The whole training state as one pytree (what the checkpoints hold, besides JSON metadata);
+    `rng` initializes the parameters (training itself draws nothing: no dropout). With `ema_decay`
+    it also holds "ema_params", the weights' moving average (`checkpoints.evaluation_params`)."""
+    init_rng, _ = jax.random.split(rng)  # the key every run has initialized from (same params per seed)
+    params = builder.init_params(model, init_rng, embedding_matrix)
+    state = {"step": jnp.int32(0), "params": params, "opt_state": optimizer.init(params)}
+    if ema_decay:
+        state["ema_params"] = jax.tree_util.tree_map(jnp.copy, params)  # own buffers: the state is donated
+    return state
+
+
+def device_loss_sums(model, num_packed: int, params, batch):
+    """Run by every device on its own rows (`sharding.per_device`): pack and encode only those,
+    then add the loss sums of all devices."""
+    logits, pack = model.apply({"params": params}, batch, num_packed)
+    return jax.lax.psum(builder.loss_sums(logits, pack), sharding.DATA_AXIS)
+
+
+def train_step(model, optimizer, mesh, ema_decay: float, state, batch, num_packed: int):
+    """One AdamW step on a global batch (loss = mean cross entropy over all target steps of the
+    global batch; `num_packed` is the pack size per device), and the weights' moving average
+    when the state holds one."""
+    sums_fn = sharding.per_device(functools.partial(device_loss_sums, model, num_packed), mesh)
+
+    def loss_fn(params):
+        return builder.loss_from_sums(sums_fn(params, batch))
+
+    (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+    updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
+    params = optax.apply_updates(state["params"], updates)
+    metrics["grad_norm"] = optax.global_norm(grads)
+    new_state = {"step": state["step"] + 1, "params": params, "opt_state": opt_state}
+    if ("ema_params" in state) != bool(ema_decay):
+        raise ValueError(f"the train state {'holds' if 'ema_params' in state else 'lacks'} ema_params but the "
+                         f"Trainer's ema_decay is {ema_decay}: build both from the same train.ema_decay")
+    if ema_decay:
+        new_state["ema_params"] = update_ema(state["ema_params"], params, state["step"], ema_decay)
+    return new_state, metrics
+
+
+def eval_step(model, mesh, params, batch, num_packed: int):
+    return sharding.per_device(functools.partial(device_loss_sums, model, num_packed), mesh)(params, batch)
+
+
+class Trainer:
+    """Holds the compiled steps for one model, optimizer and mesh.
+
+    Each host balances its rows over its devices (by target count, so the per-device packs are
+    even; the loss is a sum, so row order does not change it) and picks the per-device pack size:
+    a multiple of `pack_multiple / devices` (and of the model's `packed_chunk`), agreed over hosts.
+    """
+
+    def __init__(self, model, optimizer, mesh, pack_multiple: int = 32, ema_decay: float = 0.0):
+        self.model, self.optimizer, self.mesh = model, optimizer, mesh
+        chunk = max(1, int(getattr(model, "packed_chunk", 0) or 1))
+        per_device = max(1, int(pack_multiple) // mesh.size)
+        self.pack_multiple = -(-per_device // chunk) * chunk
+        self.local_devices = sharding.local_device_count(mesh)
+        repl, data = sharding.replicated(mesh), sharding.batch_sharding(mesh)
+        self._train = jax.jit(functools.partial(train_step, model, optimizer, mesh, float(ema_decay)), static_argnums=(2,),
+                              in_shardings=(repl, data), out_shardings=(repl, repl), donate_argnums=(0,))
+        self._eval = jax.jit(functools.partial(eval_step, model, mesh), static_argnums=(2,),
+                             in_shardings=(repl, data), out_shardings=repl)
+
+    def prepare(self, local_batch) -> tuple[dict, int]:
+        """This host's rows balanced over its devices, and the per-device pack size."""
+        counts = builder.targets_per_row(local_batch["action_mask"], local_batch["weight"])
+        order = sharding.balanced_order(counts, self.local_devices)
+        local_batch = {k: np.asarray(v)[order] for k, v in local_batch.items()}
+        size = builder.packed_size(local_batch["action_mask"], local_batch["weight"], self.pack_multiple,
+                                   shards=self.local_devices)
+        return local_batch, sharding.global_max(size)
+
+    def compile_train(self, state, local_batch):
+        """The compiled train step for this batch's pack size (for cost analysis)."""
+        local_batch, k = self.prepare(local_batch)
+        return self._train.lower(state, sharding.host_batch_to_global(local_batch, self.mesh), k).compile()
+
+    def train(self, state, local_batch):
+        local_batch, k = self.prepare(local_batch)
+        return self._train(state, sharding.host_batch_to_global(local_batch, self.mesh), k)
+
+    def eval_loss(self, params, iterator) -> dict:
+        sums = {"loss_sum": 0.0, "correct_sum": 0.0, "count": 0.0}
+        for local_batch in iterator:
+            local_batch, k = self.prepare(local_batch)
+            out = self._eval(params, sharding.host_batch_to_global(local_batch, self.mesh), k)
+            for key in sums:
+                sums[key] += float(out[key])
+        count = max(sums["count"], 1e-9)
+        return {"loss": sums["loss_sum"] / count, "step_accuracy": sums["correct_sum"] / count}
+
+
+# ------------------------------------------------------------------------------------------------
+# Main loop
+
+
+def total_steps(iterator: input_pipeline.DataIterator, num_passes: int) -> int:
+    return sum(iterator.batches_in_pass(p) for p in range(num_passes))
+
+
+def describe_budget(iterator: input_pipeline.DataIterator, steps: int, num_stages: int) -> str:
+    """What `steps` cover: the curriculum stages, then passes over all the data (fractions
+    where the step budget ends one)."""
+    stage_steps = total_steps(iterator, num_stages)
+    if num_stages and steps <= stage_steps:
+        done, covered = 0, 0
+        while covered + iterator.batches_in_pass(done) <= steps:
+            covered += iterator.batches_in_pass(done)
+            done += 1
+        return f"{done + (steps - covered) / max(iterator.batches_in_pass(done), 1):.1f} of {num_stages} curriculum stages"
+    passes = (steps - stage_steps) / max(iterator.batches_in_pass(num_stages), 1)
+    stages = f"{num_stages} curriculum stages, then " if num_stages else ""
+    return f"{stages}{passes:.1f} passes over all training items"
+
+
+class EarlyStopping:
+    """Best-eval bookkeeping (kept in the checkpoint's metadata so a resumed run continues it) on
+    a score where lower is better: the val loss, or minus the decoded val F1 that
+    `train.select_by` names (`score`). An eval without it (no val split) neither improves nor
+    counts against patience. `best_val_loss` is the key's old name: it holds the best score."""
+
+    @staticmethod
+    def initial() -> dict:
+        return {"best_val_loss": math.inf, "evals_without_improvement": 0, "stopped_early": False}
+
+    @staticmethod
+    def score(values: dict, select_by: str) -> float | None:
+        """The eval's score under `select_by` (lower is better), or None when the eval lacks it."""
+        value = values.get(select_by)
+        if value is None:
+            return None
+        return float(value) if select_by == "loss" else -float(value)
+
+    @staticmethod
+    def update(meta: dict, score: float | None, min_delta: float, patience: int) -> bool:
+        """Record an eval; True when its score is the best so far (save the best checkpoint)."""
+        if score is None:
+            return False
+        if score < meta["best_val_loss"] - min_delta:
+            meta["best_val_loss"] = score
+            meta["evals_without_improvement"] = 0
+            return True
+        meta["evals_without_improvement"] += 1
+        if patience and meta["evals_without_improvement"] >= patience:
+            meta["stopped_early"] = True
+        return False
+
+
+def decoded_val_items(data: dict, eval_config) -> dict[str, list]:
+    """{source: the val items an eval decodes}: the first `eval.val_decode_items` (0: all, -1: none)
+    of each source in `eval.val_decode_sources` (empty: every source) that has val items."""
+    cap, chosen = int(eval_config.val_decode_items), tuple(eval_config.val_decode_sources) or tuple(data)
+    if cap < 0:
+        return {}
+    picked = {name: (splits["val"][:cap] if cap else splits["val"]) for name, splits in data.items() if name in chosen}
+    return {name: items for name, items in picked.items() if items}
+
+
+class TrainingRun:
+    """One invocation of training on a workdir: the data, model, state and checkpoints, with the
+    loop's pieces as plain methods (`train_and_evaluate` strings them together)."""
+
+    def __init__(self, config: ml_collections.ConfigDict, workdir: epath.Path):
+        self.started, self.commit = time.time(), run_checks.code_version()
+        self.config, self.workdir = config, workdir
+        sharding.maybe_initialize_distributed(config.distributed)
+        self.is_main = jax.process_index() == 0
+        self.mesh = sharding.data_mesh()
+        run_checks.validate_config(config, self.mesh)
+        self.resuming = run_checks.check_resume_config(config, workdir)
+
+    def setup(self) -> None:
+        """Read the data, write the run's config and vocabulary, build the model and its state,
+        and restore the latest checkpoint if there is one."""
+        config, workdir, tc = self.config, self.workdir, self.config.train
+        self.data = sources.load_config_sources(config, log)
+        train_items = [it for splits in self.data.values() for it in splits["train"]]
+        self.val_items = [it for splits in self.data.values() for it in splits["val"]]
+        if not train_items:
+            raise UserError("no training items: check config.data.sources (every source is empty or unset)")
+        select_source = run_checks.select_by_source(config)
+        if select_source is not None and not self.data.get(select_source, {}).get("val"):
+            raise run_checks.ConfigError(f"--config.train.select_by={tc.select_by!r}: the source {select_source!r} "
+                                         f"has no val items to decode; choose a source with val items or 'loss'")
+        self.vocab, embedding_matrix = load_vocab_and_embeddings(config, train_items, workdir)
+        if self.is_main:
+            if self.resuming:
+                k = 1 + sum(1 for _ in workdir.glob("config.resume-*.json"))
+                (workdir / f"config.resume-{k}.json").write_text(config.to_json_best_effort(indent=1))
+            else:
+                (workdir / "config.json").write_text(config.to_json_best_effort(indent=1))
+        self.feature_config = input_pipeline.FeatureConfig.from_config(config)
+        feature_cache = cache_root() / "features"
+        schedule = None
+        if config.curriculum.metric:
+            schedule = curriculum.schedule_from_config(train_items, config, int(config.seed))
+            log("curriculum %s with %d buckets: stage sizes %s", config.curriculum.metric,
+                config.curriculum.num_buckets, [len(s) for s in schedule])
+        self.train_iter = input_pipeline.DataIterator(
+            train_items, self.vocab, self.feature_config, int(tc.batch_size), seed=int(config.seed), shuffle=True,
+            process_index=jax.process_index(), process_count=jax.process_count(), schedule=schedule,
+            drop_remainder=True, cache_dir=feature_cache)
+        self.val_features = (input_pipeline.featurize_items_cached(self.val_items, self.vocab, self.feature_config,
+                                                                   feature_cache) if self.val_items else None)
+        num_passes = (len(schedule) - 1 if schedule else 0) + int(tc.num_epochs)
+        self.steps_total = total_steps(self.train_iter, num_passes)
+        if int(tc.max_steps):
+            self.steps_total = min(self.steps_total, int(tc.max_steps))
+        self.eval_every = int(tc.eval_every_steps) or self.train_iter.batches_in_pass(num_passes - 1)
+        self.checkpoint_every = int(tc.checkpoint_every_steps) or self.eval_every
+        log("training %d steps (%s), batch %d over %d devices, eval every %d steps", self.steps_total,
+            describe_budget(self.train_iter, self.steps_total, num_passes - int(tc.num_epochs)),
+            tc.batch_size, self.mesh.size, self.eval_every)
+
+        self.model = builder.build_model(config.model, self.vocab.size)
+        optimizer = make_optimizer(tc, self.steps_total)
+        self.trainer = Trainer(self.model, optimizer, self.mesh, int(tc.pack_multiple), float(tc.ema_decay))
+        state = create_state(self.model, optimizer, jax.random.PRNGKey(int(config.seed)), embedding_matrix,
+                             float(tc.ema_decay))
+        self.state = sharding.replicate(state, self.mesh)
+        self.ckpts = checkpoints.Checkpoints(workdir)
+        self.meta = {"iterator": self.train_iter.get_state(), **EarlyStopping.initial()}
+        restored, restored_meta = self.ckpts.restore(self.ckpts.latest, self.abstract_state())
+        if restored is not None:
+            self.state, self.meta = restored, restored_meta
+            self.train_iter.set_state(self.meta["iterator"])
+            log("resumed from step %d", self.step)
+        self.first_step = self.step
+        self.writer = MetricWriter(workdir, self.is_main)
+        self.evaluator = run_eval.Evaluator(self.model, self.vocab, self.feature_config)
+        self.eval_settings = decode.DecodeSettings.from_eval_config(config.eval)
+
+    @property
+    def step(self) -> int:
+        return int(jax.device_get(self.state["step"]))
+
+    def abstract_state(self):
+        return checkpoints.abstract_like(self.state, self.mesh)
+
+    def save(self, manager) -> None:
+        """Save the state with the iterator's position and the early-stopping record."""
+        self.meta["iterator"] = self.train_iter.get_state()
+        self.ckpts.save(manager, self.state, dict(self.meta))
+
+    def save_latest(self) -> None:
+        self.save(self.ckpts.latest)
+
+    def evaluate(self, step: int) -> None:
+        """Val loss (every source's val), decoded val F1 (up to `eval.val_decode_items` per source
+        of `eval.val_decode_sources`), early-stopping bookkeeping, and the best checkpoint when the
+        `train.select_by` score improved; all with the evaluation weights (the moving average under
+        `train.ema_decay`)."""
+        tc, ec = self.config.train, self.config.eval
+        values, params = {}, checkpoints.evaluation_params(self.state)
+        if self.val_features is not None:
+            values.update(self.trainer.eval_loss(params, self.val_iterator()))
+        if self.is_main:
+            for name, items in decoded_val_items(self.data, ec).items():
+                report = self.evaluator.split(params, items, self.eval_settings)
+                values.update(report_scalars(f"{name}_val", report))
+        self.writer.write(step, "val", values)
+        log("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in values.items()}))
+        score = EarlyStopping.score(values, tc.select_by)
+        if tc.select_by != "loss" and jax.process_count() > 1:  # decoded on process 0 only: every process
+            # must take the same save decision (the save is collective)
+            score = float(multihost_utils.broadcast_one_to_all(np.float32(math.nan if score is None else score)))
+            score = None if math.isnan(score) else score
+        if EarlyStopping.update(self.meta, score, float(tc.min_delta), int(tc.patience)):
+            self.save(self.ckpts.best)
+        if self.meta["stopped_early"]:
+            log("early stopping at step %d (no %s improvement in %d evals)", step, tc.select_by, int(tc.patience))
+
+    def val_iterator(self):
+        ec = self.config.eval
+        return input_pipeline.DataIterator(self.val_features, None, self.feature_config, int(ec.batch_size), seed=0,
+                                           shuffle=False, process_index=jax.process_index(),
+                                           process_count=jax.process_count(), drop_remainder=False, num_epochs=1)
+
+    def train(self) -> None:
+        """Steps until the item budget, early stopping or the time budget; raises
+        `preemption.Preempted` after saving the step at which a SIGTERM/SIGINT arrived."""
+        tc = self.config.train
+        batch_size, log_every = int(tc.batch_size), int(tc.log_every_steps)
+        budget_s = 60.0 * float(tc.time_budget_minutes)
+        step = self.step
+        t0, step0, window = time.time(), step, []
+        watch = preemption.PreemptionWatch().install()  # SIGTERM/SIGINT: finish the step, save it, exit 75
+        try:
+            while step < self.steps_total and not self.meta["stopped_early"]:
+                if budget_s and time.time() - t0 > budget_s:
+                    log("time budget of %.0f min reached at step %d: final evaluation", budget_s / 60, step)
+                    if step % self.eval_every:  # not evaluated at this step yet
+                        self.evaluate(step)
+                    self.save_latest()
+                    return
+                self.state, metrics = self.trainer.train(self.state, next(self.train_iter))
+                step += 1
+                window.append(metrics)
+                if step % log_every == 0 or step == self.steps_total:
+                    values = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
+                    window = []
+                    rate = (step - step0) / max(time.time() - t0, 1e-9)
+                    self.writer.write(step, "train", {**values, "steps_per_s": rate, "items_per_s": rate * batch_size})
+                    if self.is_main:
+                        eta = (self.steps_total - step) / max(rate, 1e-9)
+                        print(f"step {step}/{self.steps_total} loss {values['loss']:.4f} acc "
+                              f"{values['step_accuracy']:.3f} | {rate * batch_size:.1f} items/s, ETA {eta / 60:.1f} min",
+                              flush=True)
+                if step % self.eval_every == 0 or step == self.steps_total:
+                    self.evaluate(step)
+                if step % self.checkpoint_every == 0 or step == self.steps_total or self.meta["stopped_early"]:
+                    self.save_latest()
+                if watch.should_stop(step):
+                    watch.uninstall()  # a second signal while saving stops at once
+                    if step not in self.ckpts.latest.all_steps():  # not saved by this step's periodic checkpoint
+                        self.save_latest()
+                    log("%s received: saved the checkpoint of step %d in %s; the same command resumes from it "
+                        "(exit %d)", watch.received, step, self.workdir / "checkpoints" / "latest",
+                        preemption.EXIT_STATUS)
+                    raise preemption.Preempted(step, watch.received)
+        finally:
+            watch.uninstall()
+
+    def final_evaluation(self) -> dict:
+        """The best checkpoint (by `train.select_by`, else the last state) decoded as `bapjax.predict`
+        decodes a run (`predict.run_decode_settings`), after choosing its STOP rule on val; the
+        reports go to final_eval.json, the predictions to predictions/<source>_<split>.jsonl."""
+        ec = self.config.eval
+        params = checkpoints.evaluation_params(self.state)
+        if self.ckpts.best.latest_step() is not None:
+            params = checkpoints.evaluation_params(self.ckpts.restore(self.ckpts.best, self.abstract_state())[0])
+        results = {}
+        if not self.is_main:
+            return results
+        stop_val_items = self.data[ec.stop_rule_val]["val"] if ec.stop_rule_val else self.val_items
+        if len(ec.stop_thresholds) and stop_val_items:
+            self.evaluator.tune_stop_rule(params, stop_val_items, ec, self.workdir, log_fn=log,
+                                          chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")
+        settings = run_eval.run_decode_settings(self.workdir, self.config)
+        for key in ec.final_splits:
+            source_name, _, split = key.partition(":")
+            items = self.data.get(source_name, {}).get(split)
+            if not items:
+                continue
+            report = self.evaluator.split(params, items, settings,
+                                          predictions_path=self.workdir / "predictions" / f"{source_name}_{split}.jsonl")
+            results[f"{source_name}_{split}"] = report
+            self.writer.write(self.step, "test", report_scalars(f"{source_name}_{split}", report))
+        (self.workdir / "final_eval.json").write_text(json.dumps(results, indent=1))
+        if self.writer.jsonl.exists():
+            plot_learning_curves(self.writer.jsonl, self.workdir / "learning_curves.png")
+        return results
+
+    def close(self, finished: bool) -> None:
+        self.ckpts.close()
+        self.writer.close()
+        run_checks.record_invocation(self.workdir, self.started, self.commit, self.first_step, self.step,
+                                     int(self.config.train.batch_size), finished=finished)
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike, wait: bool = False) -> dict:
+    """Train per `config` (completed with the defaults of `bapjax.training.run_config.base_config`),
+    checkpointing into `workdir`; return the final evaluation {"<source>_<split>": report}.
+    Resuming keeps the run's config.json (the resumed run's config goes to
+    config.resume-<k>.json); a config that contradicts the run is refused first. A SIGTERM or
+    SIGINT saves the step and raises `preemption.Preempted`. The run claims `workdir` before
+    writing to it (`workdir_claim`: another run's claim refuses this one, or with `wait` waits)."""
+    run = TrainingRun(run_checks.with_defaults(config), workdir_path(workdir))
+    with workdir_claim.claimed(run.workdir, wait=wait):
+        run.resuming = run_checks.check_resume_config(run.config, run.workdir)  # again: as the claim found it
+        run.setup()
+        try:
+            run.train()
+        except preemption.Preempted:
+            run.close(finished=False)
+            raise
+        results = run.final_evaluation()
+        run.close(finished=True)
+    return results

@@ -1,0 +1,190 @@
+"""What a training run checks and records around its loop: the config completed from its one set
+of defaults, validated before anything is read or written, compared with the run already in the
+workdir (a resume), and each invocation logged with the code version behind it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import Mapping
+
+import jax
+import ml_collections
+from etils import epath
+
+from bapjax.data import input_pipeline, sources
+from bapjax.errors import UserError
+from bapjax.models import builder
+from bapjax.paths import REPO_ROOT
+from bapjax.training import decode, optimizer, run_config, sharding
+from bapjax.training.metric_writer import REPORT_F1
+from bapjax.world.items import SPLITS
+
+RUN_LOG = "runs.jsonl"  # one line per invocation of train on a workdir (the command, code, items, time)
+# What fixes a run: changing any of these makes the checkpoints, the vocabulary or the data order of
+# an existing workdir meaningless, so a resume with other values is refused before anything is written.
+RUN_DEFINING_FIELDS = ("seed", "model", "features", "data.sources", "data.vocab_path", "data.min_count",
+                       "curriculum", "train.glove", "train.batch_size", "train.schedule", "train.warmup_steps",
+                       "train.select_by", "train.ema_decay")
+
+
+class ConfigError(UserError):
+    """A user mistake in the config or flags: the CLI prints it as one line and exits with 2."""
+
+
+def _overlay(defaults: dict, values: Mapping) -> dict:
+    merged = dict(defaults)
+    for key, value in values.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _overlay(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def with_defaults(config: ml_collections.ConfigDict | Mapping) -> ml_collections.ConfigDict:
+    """`config` over `run_config.base_config()`, the one home of the run defaults: every field
+    a run reads is then present (a config written by hand, or a run's config.json from before a
+    field existed or moved, `run_config.upgrade`, gets the default). Values `config` sets win;
+    unknown fields are kept (so validation can name them)."""
+    values = config.to_dict() if isinstance(config, ml_collections.ConfigDict) else dict(config)
+    return ml_collections.ConfigDict(_overlay(run_config.base_config().to_dict(), run_config.upgrade(values)))
+
+
+def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
+    """Out-of-range values and unknown fields of a completed config (`with_defaults`), caught
+    before anything is read or written. The model, features, decoding and optimizer sections are
+    checked by building what owns them; the rest (counts and sources) here."""
+    tc, ec = config.train, config.eval
+    builder.model_kwargs(config.model)  # ModelConfigError naming an unknown field or an out-of-range value
+    owners = [
+        ("features", lambda: input_pipeline.FeatureConfig.from_config(config)),
+        ("eval", lambda: decode.DecodeSettings.from_eval_config(ec)),
+        ("eval.stop_thresholds", lambda: [decode.check_stop_rule("mass", t) for t in ec.stop_thresholds]),
+        ("train", lambda: optimizer.make_optimizer(tc, total_steps=1)),
+    ]
+    for section, build in owners:
+        try:
+            build()
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"--config.{section}: {err}") from None
+    checks = [
+        ("train.batch_size", tc.batch_size, int(tc.batch_size) >= 1, ">= 1"),
+        ("train.num_epochs", tc.num_epochs, int(tc.num_epochs) >= 1, ">= 1"),
+        ("train.max_steps", tc.max_steps, int(tc.max_steps) >= 0, ">= 0 (0: no cap)"),
+        ("train.learning_rate", tc.learning_rate, float(tc.learning_rate) > 0, "> 0"),
+        ("train.warmup_steps", tc.warmup_steps, int(tc.warmup_steps) >= 0, ">= 0"),
+        ("train.pack_multiple", tc.pack_multiple, int(tc.pack_multiple) >= 1, ">= 1"),
+        ("train.patience", tc.patience, int(tc.patience) >= 0, ">= 0 (0: no early stopping)"),
+        ("train.ema_decay", tc.ema_decay, 0.0 <= float(tc.ema_decay) < 1.0, ">= 0 and < 1 (0: no moving average)"),
+    ]
+    for key in ec.final_splits:
+        source_name, _, split = str(key).partition(":")
+        if source_name not in config.data.sources or split not in SPLITS:
+            raise ConfigError(f"--config.eval.final_splits entry {key!r}: expected <source>:<split> with a "
+                              f"source of config.data.sources ({', '.join(config.data.sources)}) and a split "
+                              f"of {', '.join(SPLITS)}")
+    decode_sources = tuple(ec.val_decode_sources)
+    unknown = [name for name in decode_sources if name not in config.data.sources]
+    if unknown:
+        raise ConfigError(f"--config.eval.val_decode_sources names {unknown[0]!r}: expected () (every source) or "
+                          f"sources of config.data.sources ({', '.join(config.data.sources)})")
+    selecting = select_by_source(config)
+    if selecting is not None:
+        if int(ec.val_decode_items) < 0:
+            raise ConfigError(f"--config.train.select_by={tc.select_by!r} needs decoded val F1 at each eval: "
+                              f"--config.eval.val_decode_items must be >= 0 (0: all val items), not "
+                              f"{ec.val_decode_items}")
+        if decode_sources and selecting not in decode_sources:
+            raise ConfigError(f"--config.train.select_by={tc.select_by!r} needs {selecting!r}'s val decoded at each "
+                              f"eval: --config.eval.val_decode_sources={decode_sources!r} leaves it out")
+    if ec.stop_rule_val and ec.stop_rule_val not in config.data.sources:
+        raise ConfigError(f"--config.eval.stop_rule_val={ec.stop_rule_val!r}: expected '' (all val items) or a "
+                          f"source of config.data.sources ({', '.join(config.data.sources)})")
+    for name, value, ok, allowed in checks:
+        if not ok:
+            raise ConfigError(f"--config.{name}={value!r} is out of range: it must be {allowed}")
+    try:
+        sharding.check_batch_size(int(tc.batch_size), mesh)
+    except ValueError as err:
+        raise ConfigError(f"--config.train.batch_size={tc.batch_size!r} is out of range: {err}") from None
+
+
+def select_by_source(config: ml_collections.ConfigDict) -> str | None:
+    """The data source whose decoded val F1 `train.select_by` names ("<source>_val_<REPORT_F1 name>_f1",
+    as `TrainingRun.evaluate` writes it), None for "loss"; ConfigError when it names no such F1."""
+    select_by = config.train.select_by
+    if select_by == "loss":
+        return None
+    allowed = {f"{name}_val_{metric}_f1": name for name, source in config.data.sources.items()
+               if "val" in sources.source_splits(source) for metric in REPORT_F1}
+    if select_by not in allowed:
+        raise ConfigError(f"--config.train.select_by={select_by!r}: expected 'loss' or a decoded val F1 of "
+                          f"a source with a val split: {', '.join(allowed)}")
+    return allowed[select_by]
+
+
+def _flatten(tree, prefix=""):
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _flatten(value, f"{prefix}{key}.")
+    else:
+        yield prefix[:-1], tree
+
+
+def check_resume_config(config: ml_collections.ConfigDict, workdir: epath.Path) -> bool:
+    """True when `workdir` already holds a run. Refuses (ConfigError) a config whose run-defining
+    fields differ from the run's config.json (both completed with the defaults, so a field added
+    since the run started is not a difference), naming them; reads only, writes nothing."""
+    path = workdir / "config.json"
+    if not path.exists():
+        return False
+    try:
+        saved = json.loads(with_defaults(json.loads(path.read_text())).to_json_best_effort())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path}: unreadable run config ({err}); use another --workdir") from err
+    current = json.loads(with_defaults(config).to_json_best_effort())
+    differences = []
+    for field in RUN_DEFINING_FIELDS:
+        old, new = saved, current
+        for part in field.split("."):
+            old = old.get(part) if isinstance(old, dict) else None
+            new = new.get(part) if isinstance(new, dict) else None
+        old_flat, new_flat = dict(_flatten(old, f"{field}.")), dict(_flatten(new, f"{field}."))
+        for key in sorted(set(old_flat) | set(new_flat)):
+            if old_flat.get(key) != new_flat.get(key):
+                differences.append(f"{key}={new_flat.get(key)!r} (the run has {old_flat.get(key)!r})")
+    if differences:
+        shown = "; ".join(differences[:4]) + (f"; and {len(differences) - 4} more" if len(differences) > 4 else "")
+        raise ConfigError(f"{workdir} holds a run with another configuration: {shown}. "
+                          "Resume with the run's values or use another --workdir")
+    return True
+
+
+def code_version() -> str | None:
+    """The git commit of the code that runs (with "+dirty" for uncommitted changes), or None
+    outside a git checkout: recorded with every run so a result names the code behind it."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=20, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=20, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+def record_invocation(workdir: epath.Path, started: float, commit: str | None, first_step: int, last_step: int,
+                      batch_size: int, finished: bool) -> None:
+    """Append what this invocation did to <workdir>/runs.jsonl (host 0); `commit` is the code
+    version read when the invocation started (commits made while it ran are not its code)."""
+    if jax.process_index() != 0:
+        return
+    entry = {"argv": sys.argv, "commit": commit, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)),
+             "wall_seconds": round(time.time() - started, 1), "first_step": first_step, "last_step": last_step,
+             "items_trained": (last_step - first_step) * batch_size, "finished": finished,
+             "devices": jax.device_count(), "platform": jax.devices()[0].platform}
+    with (workdir / RUN_LOG).open("a") as out:
+        out.write(json.dumps(entry) + "\n")

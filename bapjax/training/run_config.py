@@ -1,0 +1,174 @@
+"""The run config's one set of defaults: what every training run reads, with its default.
+
+`configs/*.py` start from `base_config()` and state only what differs (big_vision style);
+`run_checks.with_defaults` completes any config (one written by hand, a run's config.json from
+before a field existed) with these. Sections:
+
+* ``data.sources.<name>``: one block per item source (`mdc_source`, `generated_source`; read by
+  `bapjax.data.sources`). A source is used when it has a `corpus` (an MDC-layout directory or
+  archive, or "@mdc": `MDC`), a `store` (an item store, `dataset` picks one data set) or a
+  `generate` block (simulated on first use into $BAPJAX_CACHE/generated/...); `augment` builds
+  the augmented training corpus on first use; `train_corpus` points at one already built.
+  Relative paths are taken from the cwd, else the repository root.
+* ``features``: what featurization reads (`input_pipeline.FeatureConfig`'s config fields).
+* ``model``: every `BuilderModel` field (`builder.model_defaults()`, where each is explained),
+  so `--config.model.<field>=...` reaches any of them.
+* ``train``, ``eval``, ``curriculum``, ``distributed``: commented below where they are set.
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from bapjax import paths
+from bapjax.corpus import augment as augment_lib
+from bapjax.data import input_pipeline
+from bapjax.models import builder
+from bapjax.world.items import TABLE3
+
+# "@mdc": the MDC wherever bapjax.paths.mdc_path finds it when the data is loaded ($BAPJAX_MDC, else
+# ../shared/mdc beside the repository); override with --config.data.sources.mc.corpus=PATH.
+MDC = paths.MDC
+
+# Paper Table 3 sizes (train, val, test) of the synthetic sets (bapjax.world.items.TABLE3).
+PAPER_SIZES = {name: TABLE3[name] for name in ("bs", "ss", "r")}
+
+
+def _source(corpus: str, dataset: str) -> ml_collections.ConfigDict:
+    source = ml_collections.ConfigDict()
+    source.corpus = corpus
+    source.dataset = dataset
+    source.train_corpus = ""
+    source.max_train_items = 0  # 0: all
+    source.max_val_items = 0
+    source.max_test_items = 0
+    return source
+
+
+def mdc_source(augment: bool = True) -> ml_collections.ConfigDict:
+    """The MDC as a source; `augment`: train on the augmented MDC games (4x mix, docs/training_data.md;
+    `augment.copies` per game besides the original)."""
+    source = _source(MDC, "mc")
+    source.augment = ml_collections.ConfigDict(
+        {"enabled": augment, "seed": 0, "copies": augment_lib.DEFAULT_COPIES,
+         "paraphrase_prob": augment_lib.DEFAULT_PARAPHRASE_PROB, "out": ""})
+    return source
+
+
+def generated_source(dataset: str, train: int, val: int, test: int, seed: int = 0) -> ml_collections.ConfigDict:
+    """A simulated data set ("bs", "ss", "r") of these sizes, generated on first use."""
+    source = _source("", dataset)
+    source.generate = ml_collections.ConfigDict({
+        "dataset": dataset, "seed": seed, "train_items": train, "val_items": val, "test_items": test,
+        "out": "", "processes": 0})
+    return source
+
+
+def paper_model() -> ml_collections.ConfigDict:
+    """The original implementation's sizes (rnn 300; the world CNN at width 300 is the ~17
+    GFLOP-per-encoding (fwd+bwd) model of DESIGN.md: two 3x3x3 layers of 300 channels): every
+    `BuilderModel` field at its default but `world_layers`."""
+    model = ml_collections.ConfigDict(builder.model_defaults())
+    model.world_layers = 2
+    return model
+
+
+def base_config() -> ml_collections.ConfigDict:
+    config = ml_collections.ConfigDict()
+    config.workdir = "runs/baseline"
+    config.seed = 0
+
+    config.data = ml_collections.ConfigDict()
+    config.data.sources = ml_collections.ConfigDict()
+    config.data.vocab_path = ""  # empty: build from the training items, saved as <workdir>/vocab.json
+    config.data.min_count = 1
+
+    # max_text_tokens 256, max_actions 20 (= T 21 decoder steps in training), recent_window 10
+    config.features = ml_collections.ConfigDict(input_pipeline.feature_defaults())
+
+    config.model = paper_model()
+
+    config.train = ml_collections.ConfigDict()
+    config.train.glove = True  # word embeddings start from GloVe 6B 50d (needs model.embedding_dim 50); False: random
+    config.train.batch_size = 32  # global; the original used 1
+    config.train.num_epochs = 40  # passes over all data (after the curriculum stages, if any)
+    config.train.max_steps = 0  # 0: no cap
+    config.train.learning_rate = 1e-3
+    config.train.schedule = "constant"  # or "cosine" (decays to final_lr_fraction x lr at the last step)
+    config.train.warmup_steps = 0
+    config.train.final_lr_fraction = 0.1
+    config.train.weight_decay = 0.1
+    config.train.grad_clip = 5.0
+    # > 0 (e.g. 0.999): evals, checkpoint selection, the final decode and bapjax.predict use an exponential
+    # moving average of the weights (bapjax.training.optimizer.update_ema); 0: the weights themselves
+    config.train.ema_decay = 0.0
+    config.train.patience = 10  # evals without val-loss improvement before stopping (0: off)
+    # what picks checkpoints/best (and counts for patience): "loss" (val loss, lower is better) or a decoded
+    # val F1 the evals write, "<source>_val_<overall_micro|overall_macro|strict_micro>_f1" (higher is better;
+    # decoded on eval.val_decode_items items per source, so it needs val_decode_items >= 0 and its source
+    # among eval.val_decode_sources when that names any)
+    config.train.select_by = "loss"
+    config.train.min_delta = 0.0
+    config.train.eval_every_steps = 0  # 0: once per pass over the data
+    config.train.checkpoint_every_steps = 0  # 0: at every eval
+    config.train.log_every_steps = 50
+    config.train.pack_multiple = 32
+    config.train.time_budget_minutes = 0.0  # >0: stop training after this long, then the final eval
+
+    config.eval = ml_collections.ConfigDict()
+    config.eval.batch_size = 64
+    config.eval.max_actions = 20  # greedy decoding length (the paper's v2 experiments)
+    config.eval.min_actions = 1  # STOP masked at step 0: every BAP item has at least one action
+    config.eval.stop_rule = "argmax"  # or "mass": stop when p(STOP) >= stop_threshold (bapjax.training.decode)
+    config.eval.stop_threshold = 0.5
+    # After training, pick the rule on val: argmax or mass at each threshold (best val micro
+    # Overall F1), written to <workdir>/decode.json and used by the final eval and bapjax.predict.
+    config.eval.stop_thresholds = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+    config.eval.stop_rule_val = ""  # "": choose the STOP rule on all val items; a source name (e.g. "mc"): on its val only
+    config.eval.val_decode_items = 0  # decode-and-score this many val items per source at each eval (0: all, -1: none)
+    config.eval.val_decode_sources = ()  # the sources whose val items evals decode (empty: every source), e.g. ("mc",)
+    config.eval.final_splits = ("mc:test",)
+
+    config.curriculum = ml_collections.ConfigDict()
+    config.curriculum.metric = ""  # "" = no curriculum; D, L_A, L_I or combinations like "D,L_A"
+    config.curriculum.num_buckets = 10
+    config.curriculum.every_stage = ()  # data sets in every stage at their share, e.g. ("mc",) (bapjax.data.curriculum)
+
+    config.distributed = ml_collections.ConfigDict()
+    config.distributed.initialize = False  # True on multi-host (TPU pods, multi-node GPU)
+    config.distributed.coordinator_address = ""
+    config.distributed.num_processes = -1
+    config.distributed.process_id = -1
+    return config
+
+
+# Fields that moved since runs were first recorded: (old path, new path, value map). A run's
+# config.json from before is read with them moved (`upgrade`), so old workdirs still load, resume
+# and compare with today's configs.
+MOVED_FIELDS = (
+    ("features.recent_decay", "model.recent_decay", None),
+    ("features.perspective_scale", "model.perspective_scale", None),
+    ("model.glove", "train.glove", None),
+    ("features.text_encoder", "model.text_encoder", {"": "gru"}),
+)
+
+
+def upgrade(values: dict) -> dict:
+    """A config dict with the `MOVED_FIELDS` moved to where they live now (a copy; a value at the
+    new place wins). Before they moved, `model.text_encoder` said "frozen" and
+    `features.text_encoder` named the encoder; the name is what the model section holds now."""
+    values = {key: dict(value) if isinstance(value, dict) else value for key, value in values.items()}
+    if isinstance(values.get("model"), dict) and values["model"].get("text_encoder") == "frozen":
+        del values["model"]["text_encoder"]  # named by features.text_encoder, moved below
+    for old, new, mapping in MOVED_FIELDS:
+        old_section, old_key = old.split(".")
+        new_section, new_key = new.split(".")
+        section = values.get(old_section)
+        if not isinstance(section, dict) or old_key not in section:
+            continue
+        value = section.pop(old_key)
+        value = (mapping or {}).get(value, value)
+        target = values.setdefault(new_section, {})
+        if isinstance(target, dict):
+            target.setdefault(new_key, value)
+    return values

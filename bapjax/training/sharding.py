@@ -1,0 +1,112 @@
+"""Device mesh and data-parallel shardings (one module for every multi-device decision).
+
+One 1-D mesh over every device of every host, axis 'data'. Batches are sharded on their leading
+axis over 'data'; parameters and optimizer state are replicated. Each host feeds only its own
+rows (`bapjax.data.input_pipeline.DataIterator(process_index=..., process_count=...)`) and the global
+array is assembled with `jax.make_array_from_process_local_data`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from absl import logging
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+DATA_AXIS = "data"
+DATA_SPEC = P(DATA_AXIS)  # leading axis split over 'data'
+
+
+def maybe_initialize_distributed(config: Any | None) -> None:
+    """`jax.distributed.initialize` when `config.distributed.initialize` is set.
+
+    With no coordinator fields it relies on auto-detection (TPU pods, SLURM, Open MPI); otherwise
+    it passes coordinator_address / num_processes / process_id from the config.
+    """
+    if config is None or not config.get("initialize", False):
+        return
+    kwargs = {}
+    for key in ("coordinator_address", "num_processes", "process_id", "local_device_ids"):
+        value = config.get(key, None)
+        if value not in (None, "", -1):
+            kwargs[key] = value
+    jax.distributed.initialize(**kwargs)
+    logging.info("jax.distributed initialized: process %d of %d, %d global devices",
+                 jax.process_index(), jax.process_count(), jax.device_count())
+
+
+def data_mesh(devices: list | None = None) -> Mesh:
+    """A 1-D mesh named 'data' over the given (default: all global) devices."""
+    devices = jax.devices() if devices is None else devices
+    return Mesh(np.asarray(devices), (DATA_AXIS,))
+
+
+def batch_sharding(mesh: Mesh) -> NamedSharding:
+    """Leading axis split over 'data', everything else whole."""
+    return NamedSharding(mesh, P(DATA_AXIS))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, P())
+
+
+def per_device(fn, mesh: Mesh, out_specs=P()):
+    """`fn(params, batch)` run by each device on its own rows of `batch` (leading axis split over
+    'data'; params replicated): each device packs and encodes only its own rows, which jit's
+    automatic partitioning cannot do for data-dependent packing. Outputs follow `out_specs`
+    (default replicated: `fn` must reduce over the axis itself, e.g. `jax.lax.psum`)."""
+    # check_vma=False: the model's scans start from constant carries that become per-device
+    # values; gradients of the replicated params are still summed over devices (tested against
+    # one device in tests/test_sharding.py).
+    return jax.shard_map(fn, mesh=mesh, in_specs=(P(), DATA_SPEC), out_specs=out_specs, check_vma=False)
+
+
+def local_device_count(mesh: Mesh) -> int:
+    """How many of the mesh's devices belong to this host (its rows are split among them)."""
+    return sum(d.process_index == jax.process_index() for d in mesh.devices.flat)
+
+
+def balanced_order(costs: np.ndarray, shards: int) -> np.ndarray:
+    """A permutation of rows such that splitting it into `shards` equal consecutive blocks gives
+    blocks of near-equal total cost (greedy: costliest row first, to the lightest block with room)."""
+    costs = np.asarray(costs)
+    rows = len(costs)
+    if shards <= 1 or rows % shards:
+        return np.arange(rows)
+    per_block = rows // shards
+    load = np.zeros(shards)
+    blocks: list[list[int]] = [[] for _ in range(shards)]
+    for row in np.argsort(-costs, kind="stable"):
+        open_blocks = [b for b in range(shards) if len(blocks[b]) < per_block]
+        target = min(open_blocks, key=lambda b: load[b])
+        blocks[target].append(int(row))
+        load[target] += costs[row]
+    return np.array([row for block in blocks for row in sorted(block)], np.int64)
+
+
+def check_batch_size(global_batch_size: int, mesh: Mesh) -> None:
+    if global_batch_size % mesh.size:
+        raise ValueError(f"global batch size {global_batch_size} must be divisible by the "
+                         f"{mesh.size} devices of the mesh (config.train.batch_size)")
+
+
+def host_batch_to_global(local_batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:
+    """This host's rows -> global arrays sharded over 'data' (works for one or many hosts)."""
+    sharding = batch_sharding(mesh)
+    return {k: jax.make_array_from_process_local_data(sharding, np.asarray(v)) for k, v in local_batch.items()}
+
+
+def replicate(tree: Any, mesh: Mesh) -> Any:
+    """Place a pytree (params, optimizer state) fully replicated on the mesh."""
+    return jax.device_put(tree, replicated(mesh))
+
+
+def global_max(value: int) -> int:
+    """Max of a host-side integer over all hosts (identity on one host)."""
+    if jax.process_count() == 1:
+        return int(value)
+    return int(np.max(multihost_utils.process_allgather(np.asarray([value], np.int64))))
