@@ -1,5 +1,5 @@
 """The world CNN's convolution computed seven ways (`world_cnn`'s im2col, im2col with its patch
-matrix built one slice per offset as before issue 32, and five without the full patch matrix,
+matrix built one slice per offset (the earlier way), and five without the full patch matrix,
 XLA's own convolution among them), timed against each other as a training step runs the CNN:
 `--layers` SAME 3x3x3 layers with ReLU over `--rows` packed worlds (11 x 9 x 11 cells), forward
 and backward, in rematerialized chunks of `--chunk` rows
@@ -9,7 +9,7 @@ and backward, in rematerialized chunks of `--chunk` rows
                                     [--rounds 3] [--impls im2col,shift_in,...] [--out FILE]
 
 Why: `profile_train.py` shows a layer's im2col (forming the 27 x C patch matrix) taking 11x its
-GEMM, so the ways below that never build that matrix were candidates for `world_cnn` (issue 21).
+GEMM, so the ways below that never build that matrix were candidates for `world_cnn`.
 All compute the same function; each is checked against im2col before timing (max abs difference
 over the loss and gradients, relative to their largest value; over 1e-4 stops the script).
 `--chunk 2,4` times every implementation at each chunk size. Everything is timed alternately,
@@ -115,7 +115,7 @@ def conv3d_xla(x: jax.Array, kernel: jax.Array) -> jax.Array:
 
 def conv3d_im2col_offsets(x: jax.Array, kernel: jax.Array) -> jax.Array:
     """im2col with the patch matrix built as one slice per offset (`world_cnn.patches_reference`,
-    what `world_cnn` ran until issue 32; it now builds the same matrix one axis at a time)."""
+    what `world_cnn` ran before it built the same matrix one axis at a time)."""
     return world_cnn.patches_reference(x, kernel.shape[0]) @ kernel.reshape(-1, kernel.shape[-1])
 
 

@@ -1,5 +1,5 @@
 """The text encoder's GRU, forward and backward, two ways: JAX's derivative of `nn.RNN(nn.GRUCell)`
-(as bapjax ran it before issue 32's session 5) and `bapjax.models.gru.gru_states` (the hand-written
+(the straightforward way) and `bapjax.models.gru.gru_states` (the hand-written
 backward pass the text encoder uses now), timed alternately in this one process, best of each kept.
 
     python benchmarks/bench_gru.py [--batch 32] [--tokens 256] [--hidden 128] [--rounds 3] [--out FILE]

@@ -37,7 +37,7 @@ def cpu_film_model() -> ml_collections.ConfigDict:
 
 
 def cpu_once_model() -> ml_collections.ConfigDict:
-    """`cpu_film_model` with one world encoding per item (issue 32, `bapjax.models.world_changes`):
+    """`cpu_film_model` with one world encoding per item (`bapjax.models.world_changes`):
     the CNN encodes each item's start world once, FiLM-conditioned on the text summary, and each
     step adds a sparse convolution of what its actions changed since."""
     model = cpu_film_model()

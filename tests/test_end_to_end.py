@@ -65,7 +65,7 @@ def test_train_then_predict_then_evaluate(tmp_path, mdc_path, mdc_corpus, monkey
 
 
 def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path, mdc_corpus, monkeypatch):
-    """A tiny run of world_encoding "once" (issue 32) through the user's tools: `python -m
+    """A tiny run of world_encoding "once" through the user's tools: `python -m
     bapjax.predict`, the report of its checkpoint, and bapjax/analysis/error_analysis.py."""
     from bapjax.analysis import error_analysis
     from bapjax.pages import report_page

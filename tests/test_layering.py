@@ -1,6 +1,19 @@
-"""Dependencies point down: the corpus readers, simulators, text and curriculum code do not import
-the modules that assemble training data or train (checked on the source with `ast`, imports
-inside functions included), and importing the training stack's pieces loads no plotting."""
+"""Dependencies point down: `bapjax`'s parts form layers, and a module imports only its own part
+and the parts of lower layers (checked on the source with `ast`, imports inside functions
+included); importing the training stack's pieces loads no plotting.
+
+The layers, bottom to top (DESIGN.md's data flow):
+
+0. base: errors, paths, parallel, cli (what every command and reader shares)
+1. world: the build region, actions, items, the JSONL formats
+2. corpus (MDC reader, augmentation, store), text (tokenizer, vocabulary, encoders),
+   evaluation (the v2 metrics and evaluator)
+3. sim (simulators; their grounding check reads corpora)
+4. data (sources, training set, input pipeline, curriculum), models (Flax)
+5. training (the loop's parts, decoding, a run's evaluation)
+6. pages (report, play, pictures), llm, analysis (results from runs)
+7. the user commands: bapjax/{train,evaluate,predict,predictors,report,play,viz,build}.py
+"""
 
 import ast
 import json
@@ -8,19 +21,33 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "bapjax"
 
-# (modules checked, module names they must not import)
-RULES = [
-    (sorted((PACKAGE / "corpus").rglob("*.py")),
-     ("bapjax.data.sources", "bapjax.data.curriculum", "bapjax.train", "bapjax.build")),
-    (sorted((PACKAGE / "sim").rglob("*.py")), ("bapjax.data.sources", "bapjax.train", "bapjax.build")),
-    ([PACKAGE / "curriculum.py", *sorted((PACKAGE / "text").rglob("*.py"))], ("bapjax.corpus",)),
-    ([PACKAGE / "items.py"], ("bapjax.corpus", "bapjax.data.sources", "bapjax.sim", "bapjax.text")),
+LAYERS = [
+    ("errors", "paths", "parallel", "cli"),
+    ("world",),
+    ("corpus", "text", "evaluation"),
+    ("sim",),
+    ("data", "models"),
+    ("training",),
+    ("pages", "llm", "analysis"),
+    ("train", "evaluate", "predict", "predictors", "report", "play", "viz", "build"),
 ]
+BASE, COMMANDS = LAYERS[0], LAYERS[-1]
+LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}
+
+
+def part_of(module: str) -> str:
+    """The layer part of a dotted bapjax module name: bapjax.world.grid -> world."""
+    return module.split(".")[1]
+
+
+def may_import(importer: str, imported: str) -> bool:
+    """A part imports itself, any part of a lower layer, and (the base and the commands) its own layer."""
+    if importer == imported or LAYER[imported] < LAYER[importer]:
+        return True
+    return LAYER[imported] == LAYER[importer] and importer in BASE + COMMANDS
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -36,21 +63,35 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
-def _forbidden(name: str, prefixes) -> bool:
-    return any(name == p or name.startswith(p + ".") for p in prefixes)
+def module_files():
+    return sorted(path for path in PACKAGE.rglob("*.py") if path.name != "__init__.py" or path.parent != PACKAGE)
 
 
-@pytest.mark.parametrize("files,forbidden", RULES, ids=["corpus", "sim", "curriculum+text", "items"])
-def test_low_modules_do_not_import_higher_ones(files, forbidden):
-    assert files
-    wrong = {str(path.relative_to(REPO)): sorted(n for n in imported_modules(path) if _forbidden(n, forbidden))
-             for path in files}
-    assert {path: names for path, names in wrong.items() if names} == {}
+def test_every_part_has_a_layer():
+    parts = {path.relative_to(PACKAGE).parts[0].removesuffix(".py") for path in module_files()}
+    assert parts == set(LAYER)
+
+
+def test_nothing_imports_upward():
+    wrong = {}
+    for path in module_files():
+        importer = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+        bad = sorted(name for name in imported_modules(path)
+                     if name.startswith("bapjax.") and part_of(name) in LAYER and not may_import(importer, part_of(name)))
+        if bad:
+            wrong[str(path.relative_to(REPO))] = bad
+    assert wrong == {}
+
+
+def test_the_rule_refuses_an_upward_import():
+    assert may_import("training", "models") and may_import("train", "report")
+    assert not may_import("models", "data") and not may_import("world", "corpus")
+    assert not may_import("data", "models") and may_import("corpus", "cli") and not may_import("cli", "world")
 
 
 def test_imported_modules_reads_every_form(tmp_path):
     source = tmp_path / "m.py"
-    source.write_text("import bapjax.data.sources\nfrom bapjax import curriculum\n"
+    source.write_text("import bapjax.data.sources\nfrom bapjax.data import curriculum\n"
                       "def f():\n    from bapjax.train import main\n")
     names = imported_modules(source)
     assert {"bapjax.data.sources", "bapjax.data.curriculum", "bapjax.train"} <= names
@@ -61,10 +102,11 @@ def test_the_training_stack_loads_no_plotting_and_the_low_modules_no_corpus():
         "import sys, json\n"
         "import bapjax.world.items, bapjax.data.curriculum, bapjax.text\n"
         "low = sorted(m for m in sys.modules if m.startswith('bapjax.corpus'))\n"
-        "import bapjax.evaluate, bapjax.data.sources, bapjax.data.input_pipeline, bapjax.training.checkpoints, bapjax.training.decode\n"
+        "import bapjax.evaluation.evaluator, bapjax.data.sources, bapjax.data.input_pipeline\n"
+        "import bapjax.training.checkpoints, bapjax.training.decode, bapjax.training.loop\n"
         "import bapjax.corpus.v2_clean\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'\n"
-        "               or m.startswith('bapjax.sim.grounding') or m == 'bapjax.viz')\n"
+        "               or m.startswith('bapjax.sim.grounding') or m == 'bapjax.pages.pictures')\n"
         "print(json.dumps({'low': low, 'heavy': heavy}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)

@@ -26,10 +26,10 @@ RUN = '''
 import json, sys
 import jax, numpy as np
 import configs
-try:
+if sys.argv[4] == "package":
     from bapjax.training import checkpoints
     from bapjax.training import loop as train
-except ImportError:  # a tree before the package layout
+else:  # a tree before the package layout (flat modules)
     from bapjax import checkpoints, train
 config_name, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 config = configs.load(config_name)
@@ -58,7 +58,8 @@ print("RESULT " + json.dumps({"step": step, "micro_overall": report["micro"]["Ov
 
 def train_tree(tree: Path, config: str, steps: int, out: Path) -> dict:
     out.mkdir(parents=True)
-    done = subprocess.run([sys.executable, "-c", RUN, config, str(steps), str(out)], cwd=str(tree),
+    layout = "package" if (tree / "bapjax" / "training").is_dir() else "flat"
+    done = subprocess.run([sys.executable, "-c", RUN, config, str(steps), str(out), layout], cwd=str(tree),
                           env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:

@@ -1,4 +1,4 @@
-"""Facts about the MDC training split behind issue 32 (one world encoding per item).
+"""Facts about the MDC training split behind the choice of one world encoding per item.
 
     python -m bapjax.analysis.data_facts [--config configs/cpu_experiment.py:mc] [--split train] [--out results/data_facts.json]
 

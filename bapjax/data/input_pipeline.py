@@ -36,6 +36,7 @@ from absl import logging
 
 from bapjax import paths
 from bapjax.text import bert_states, tokenizer
+from bapjax.text.encoders import GRU_TEXT, TEXT_ENCODERS, text_encoder_features
 from bapjax.text.vocab import Vocabulary
 from bapjax.world import grid
 from bapjax.world.grid import Action
@@ -234,22 +235,6 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
         pool, truncated_text = states.pool, states.truncated
     return FeaturizedItems(text, text_length, grids, recent, pose, actions, num_actions,
                            [item.item_id for item in items], truncated_actions, truncated_text, pool)
-
-
-GRU_TEXT = "gru"  # config.model.text_encoder of the models that read vocabulary ids (GloVe + GRU)
-# The frozen encoders a model may read instead (config.model.text_encoder) -> their states' cache name.
-TEXT_ENCODERS = {"minilm": "all-MiniLM-L6-v2"}
-
-
-def text_encoder_features(model_text_encoder: str) -> str:
-    """FeatureConfig.text_encoder for a model's text encoder: "" (token ids) for the GRU, else the
-    frozen encoder's name; the one check of the name."""
-    if model_text_encoder == GRU_TEXT:
-        return ""
-    if model_text_encoder not in TEXT_ENCODERS:
-        raise ValueError(f"config.model.text_encoder must be {GRU_TEXT!r} or one of {sorted(TEXT_ENCODERS)}, "
-                         f"got {model_text_encoder!r}")
-    return model_text_encoder
 
 
 def feature_defaults() -> dict[str, Any]:

@@ -31,12 +31,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bapjax.data.input_pipeline import GRU_TEXT, text_encoder_features
 from bapjax.errors import UserError
 from bapjax.models import world_changes, world_input
 from bapjax.models.decoders import GRUActionDecoder, TransformerActionDecoder
 from bapjax.models.text_encoder import GRUTextEncoder
 from bapjax.models.world_cnn import WorldCNN
+from bapjax.text.encoders import GRU_TEXT, text_encoder_features
 from bapjax.world import grid as G
 
 START = G.NUM_ACTIONS_WITH_STOP  # 7624: the decoder's input before the first action
@@ -91,7 +91,7 @@ class BuilderModel(nn.Module):
     chunk_remat: str = "full"  # with encode_chunk, what the backward pass recomputes: "full" (the whole
     # chunk) or "dots" (keep the matmul outputs, recompute only patches and elementwise ops)
     text_encoder: str = "gru"  # "gru": GloVe + GRU over token ids; a frozen encoder's name ("minilm",
-    # input_pipeline.TEXT_ENCODERS): a projection of its token states, which the features then hold
+    # text.encoders.TEXT_ENCODERS): a projection of its token states, which the features then hold
     world_encoding: str = "per_step"  # "once": the CNN encodes each item's start world once (FiLM on the text
     # summary) and each step adds a convolution of what changed since (world_changes); "per_step": re-encode
     change_kernel: int = 3  # world_encoding "once": kernel of the sparse convolution over changed cells (1: per cell)
