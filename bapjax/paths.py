@@ -79,7 +79,7 @@ def mdc_path(value: str | os.PathLike | None = None) -> Path:
     raise MdcNotFoundError(
         f"no Minecraft Dialogue Corpus: none given, ${MDC_ENV} is unset and {shared_mdc()} does not exist; "
         f"get it with `python -m bapjax.corpus.mdc fetch --out DIR` (from {MDC_REPOSITORY}), then "
-        f"`export {MDC_ENV}=DIR` or pass --corpus DIR (README: The corpus)")
+        f"`export {MDC_ENV}=DIR` or pass --corpus DIR (docs/corpus.md)")
 
 
 def workdir_path(path: str | os.PathLike) -> epath.Path:

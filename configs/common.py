@@ -29,7 +29,7 @@ def cpu_model() -> ml_collections.ConfigDict:
 
 
 def cpu_film_model() -> ml_collections.ConfigDict:
-    """The CPU model chosen on MDC val (docs/results.md, "Choosing the CPU model"): `cpu_model`
+    """The CPU model chosen on MDC val (docs/results.md, "FiLM on the world CNN, and the learning rate 2e-3"): `cpu_model`
     with every world-CNN layer FiLM-conditioned on the decoder state (`world_film`)."""
     model = cpu_model()
     model.world_film = True

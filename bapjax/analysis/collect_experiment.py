@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -208,7 +209,11 @@ def main() -> None:
     markdown = (table(results) + "\n\nSeeds (MDC test split, paper baseline: strict 21.2):\n\n" + seeds_table(variants)
                 + "\n\nD_mc test, micro F1 by metric and subset:\n\n" + breakdown_table(results))
     out.with_suffix(".md").write_text(markdown + "\n")
-    plot_curves(runs, out.parent / f"{out.name}_curves.png")
+    unlogged = [name for name, run in runs.items() if not (run / "metrics.jsonl").exists()]
+    if unlogged:  # results/runs/ keeps each run's final files, not its per-step log
+        print(f"note: no metrics.jsonl in {', '.join(unlogged)}: learning curves not drawn", file=sys.stderr)
+    else:
+        plot_curves(runs, out.parent / f"{out.name}_curves.png")
     print(markdown)
     print(json.dumps({name: {s: row["eval"].get(s, {}).get("micro", {}).get("Overall", {}).get("overall")
                              for s in SETS} for name, row in results.items()}))
