@@ -17,6 +17,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import logging as std_logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -24,9 +25,10 @@ from typing import Callable, NoReturn, Sequence
 
 import jax
 from absl import app, flags
+from absl import logging as absl_logging
 from ml_collections import config_flags
 
-from bapjax.errors import UserError
+from bapjax.errors import PeerLost, RunFailure, UserError
 from bapjax.paths import cache_root, describe_no_space, no_space_error
 
 FLAGS = flags.FLAGS
@@ -139,37 +141,73 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
-def _missing_field(err: Exception, argv: Sequence[str]) -> tuple[str | None, str]:
-    """The field ml_collections' AttributeError / KeyError names, and the `--config.<...>` override
-    in `argv` whose last part is that field (None when none is)."""
-    name = str(err).strip("\"'")
+def _missing_field(err: Exception, argv: Sequence[str]) -> tuple[str | None, str, str | None]:
+    """The field ml_collections' AttributeError / KeyError names, the `--config.<...>` override in
+    `argv` whose last part is that field (None when none is), and ml_collections' suggestion
+    ("Did you mean ...", None when it has none)."""
+    while err.args and isinstance(err.args[0], BaseException):  # AttributeError(KeyError(...))
+        err = err.args[0]
+    text = str(err.args[0]) if err.args else str(err)
+    found = re.match(r"""\s*['"]?([^'"\s]+)""", text)
+    name = found.group(1) if found else text.strip("\"'")
+    suggestion = re.search(r'Did you mean "([^"]+)"', text)
     culprit = next((a.split("=")[0] for a in argv if a.startswith("--config.")
-                    and a.split("=")[0].rsplit(".", 1)[-1] == name), None)
-    return culprit, name
+                    and name in a.split("=")[0].split(".")[1:]), None)
+    return culprit, name, suggestion.group(1) if suggestion else None
+
+
+def missing_field_message(err: Exception, argv: Sequence[str], source: str = "the config") -> str:
+    """One plain line for an override naming no field: the flag as typed, the field, the suggestion."""
+    culprit, name, suggestion = _missing_field(err, argv)
+    hint = f" (did you mean {suggestion!r}?)" if suggestion else " (python -m bapjax.train --config=... --print_config lists them)"
+    return f"{culprit or '--config.*'}: {source} has no field {name!r}{hint}"
+
+
+HELP_FLAGS = ("--help", "-help", "-h", "-?", "--helpshort", "--helpfull", "--helpxml")
 
 
 def _parse_flags(argv: Sequence[str]) -> list[str]:
     try:
         return FLAGS(argv)
+    except SystemExit as done:  # absl's --help prints the usage, then exits 1: asking for help is no failure
+        if any(arg.split("=")[0] in HELP_FLAGS for arg in argv[1:]):
+            sys.exit(0)
+        raise done
     except flags.Error as err:  # unknown flag, bad value, a config override that does not parse
         if isinstance(err.__context__, UserError):  # a flag's parser named the mistake (ConfigNotFoundError)
             fail(str(err.__context__))
-        fail(str(err).splitlines()[0] if str(err) else repr(err))
+        line = str(err).splitlines()[0] if str(err) else repr(err)
+        fail(line.removeprefix("flag ").replace("\\'", "'"))
     except (AttributeError, KeyError) as err:  # ml_collections: a --config.<field> the config lacks
-        culprit, name = _missing_field(err, argv)
-        fail(f"{culprit or '--config.*'}: the config has no field {name!r}")
+        fail(missing_field_message(err, argv))
     except (ValueError, TypeError) as err:  # ml_collections: a value of the wrong type
-        fail(f"a --config.* override does not fit its field: {err}")
+        culprit = next((a for a in argv if a.startswith("--config.")), "--config.*")
+        fail(f"{culprit}: the value does not fit its field ({str(err).splitlines()[0]})")
+
+
+def quiet_library_logs() -> None:
+    """Library INFO logs (Orbax's, JAX's) off unless the user asked with --verbosity (absl's flag:
+    0 brings INFO back, -1 WARNING, the default here); bapjax's own progress lines are prints."""
+    if "verbosity" in FLAGS and not FLAGS["verbosity"].present:
+        absl_logging.set_verbosity(absl_logging.WARNING)
+    std_logging.getLogger("jax").setLevel(std_logging.WARNING)
 
 
 def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], None]) -> NoReturn:
     """Define the flags, parse them, run ``main(argv)``; user mistakes end as one line, exit 2."""
     define_flags()
-    std_logging.getLogger("jax._src.xla_bridge").setLevel(std_logging.WARNING)  # "no TPU" notes
 
     def guarded(argv: Sequence[str]) -> int:
+        quiet_library_logs()
         try:
             return int(main(argv) or 0)
+        except PeerLost as err:  # before JAX's own shutdown report; its collectives cannot end cleanly
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(err.exit_status)
+        except RunFailure as err:  # a run that went wrong: its own exit status
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            sys.exit(err.exit_status)
         except (UserError, app.UsageError) as err:
             fail(str(err))
         except Exception as err:  # noqa: BLE001 (re-raised unless a write met a full disk)
@@ -224,8 +262,7 @@ def apply_overrides(config, overrides, source: str = "the config"):
     except flags.Error as err:
         raise ConfigOverrideError(str(err).splitlines()[0]) from None
     except (AttributeError, KeyError) as err:  # ml_collections: a field the config lacks
-        culprit, name = _missing_field(err, overrides)
-        raise ConfigOverrideError(f"{culprit or ' '.join(overrides)}: {source} has no field {name!r}") from None
+        raise ConfigOverrideError(missing_field_message(err, overrides, source)) from None
     except (ValueError, TypeError) as err:
         raise ConfigOverrideError(f"{' '.join(overrides)}: a value does not fit its field of {source}: {err}") from None
     return config

@@ -1,9 +1,21 @@
 """Train a builder model.
 
-    python -m bapjax.train --config=configs/cl.py [--config.field=value ...] [--workdir DIR] [--wait]
+    python -m bapjax.train --config=configs/cl.py [--config.<section>.<field>=value ...] [--workdir DIR]
+    python -m bapjax.train --config=quickstart --print_config     # the resolved config, then exit
 
-The loop is `bapjax.training.loop.train_and_evaluate`; the last line printed is the final
-evaluation, one JSON object keyed "<source>_<split>".
+A config is a file (`configs/X.py[:arg]`) or an installed config's name (`X[:arg]`). Any field
+`--print_config` prints can be overridden, e.g. `--config.train.learning_rate=1e-3`,
+`--config.train.batch_size=16`, `--config.train.max_steps=200`, `--config.data.sources.mc.corpus=@mdc`,
+`--config.model.world_features=32`, `--config.eval.final_splits="('mc:test',)"`; a mistake is one
+line naming the flag. The main sections: data.sources (where items come from), features,
+model, train (optimizer, schedule, budget, evals), eval (decoding, STOP rule), curriculum
+(docs/training.md describes every field).
+
+The run writes to its workdir and resumes from its last checkpoint when rerun; rerunning a
+finished run only says where its results are (`--redo_final_eval` evaluates it again). It ends
+with the v2 tables of each test split, a summary (workdir, steps, the checkpoint kept, the STOP rule, test F1, next commands)
+and, last, the final evaluation as one JSON object keyed "<source>_<split>". Library logs are
+quiet; `--verbosity=0` shows their INFO lines.
 """
 
 from __future__ import annotations
@@ -17,7 +29,7 @@ from bapjax import cli
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
 from bapjax.paths import workdir_path
-from bapjax.training import preemption
+from bapjax.training import preemption, run_checks, summary
 from bapjax.training.loop import train_and_evaluate
 
 FLAGS = flags.FLAGS
@@ -27,6 +39,9 @@ def define_flags() -> None:
     cli.define_config_flag("The training config:")
     cli.flag("string", "workdir", None, "Overrides config.workdir.")
     cli.flag("bool", "wait", False, "When another run holds the workdir, wait for it to end (else exit 2).")
+    cli.flag("bool", "print_config", False, "Print the resolved config (with the library's defaults) and exit.")
+    cli.flag("bool", "redo_final_eval", False, "On a finished run: choose the STOP rule and evaluate the test "
+             "splits again (otherwise a finished run is left as it is).")
 
 
 def main(argv) -> int:
@@ -35,13 +50,25 @@ def main(argv) -> int:
     config = FLAGS.config
     if config is None:
         raise UserError("--config is required: a config file (--config=configs/cl.py) or an installed config's name (--config=cl)")
+    if FLAGS.print_config:
+        print(run_checks.with_defaults(config).to_json_best_effort(indent=1))
+        return 0
+    workdir = workdir_path(FLAGS.workdir or config.workdir)
+    if not FLAGS.redo_final_eval and run_checks.finished_run(config, workdir) is not None:
+        if jax.process_index() == 0:
+            print(f"{workdir} holds this run, finished: results in {workdir / 'final_eval.json'} "
+                  "(--redo_final_eval evaluates it again)", flush=True)
+        return 0
     try:
-        results = train_and_evaluate(config, workdir_path(FLAGS.workdir or config.workdir), wait=FLAGS.wait)
+        results = train_and_evaluate(config, workdir, wait=FLAGS.wait)
     except preemption.Preempted:
         return preemption.EXIT_STATUS  # the checkpoint is saved and the line printed
-    if jax.process_index() == 0 and results:
+    if jax.process_index() == 0 and results is not None:
         for key, report in results.items():
             print(f"\n== {key} ==\n{evaluator.format_report(report, fmt='text')}", flush=True)
+        print(flush=True)
+        for line in summary.summary_lines(workdir, results):
+            print(line, flush=True)
         print(json.dumps(results), flush=True)
     return 0
 

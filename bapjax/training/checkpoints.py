@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging as std_logging
 import os
 import sys
 from typing import Any, Iterable
@@ -23,7 +24,6 @@ from typing import Any, Iterable
 import jax
 import ml_collections
 import orbax.checkpoint as ocp
-from absl import logging
 from etils import epath
 
 from bapjax import paths
@@ -40,15 +40,45 @@ class CheckpointError(UserError):
     """No intact checkpoint where one was expected; the message names the directories."""
 
 
+def _closed_loop_error(exc_type, exc) -> bool:
+    return exc_type is RuntimeError and str(exc) == "Event loop is closed"
+
+
+def _quiet_leftover_reads() -> None:
+    """Orbax reads a step's arrays as concurrent asyncio tasks and raises the first failure; the
+    other reads finish later, on TensorStore's threads (whose callbacks meet a closed event loop)
+    or at garbage collection, often at exit, printing "Event loop is closed", "Task exception was
+    never retrieved" and "Exception ignored in <coroutine ...>" tracebacks. A damaged step is
+    reported once, by name (`_restore_newest_intact`): these leftovers are dropped (installed
+    before a restore, since the threads may print while it fails)."""
+    if getattr(sys.excepthook, "_bapjax_quiet", False):
+        return
+    std_logging.getLogger("asyncio").setLevel(std_logging.CRITICAL)
+    previous_excepthook, previous_unraisable = sys.excepthook, sys.unraisablehook
+
+    def excepthook(exc_type, exc, tb):
+        if not _closed_loop_error(exc_type, exc):
+            previous_excepthook(exc_type, exc, tb)
+
+    def unraisablehook(unraisable):
+        code = getattr(unraisable.object, "cr_code", None)
+        if (code is not None and "orbax" in code.co_filename) or _closed_loop_error(unraisable.exc_type,
+                                                                                      unraisable.exc_value):
+            return
+        previous_unraisable(unraisable)
+
+    excepthook._bapjax_quiet = True
+    sys.excepthook, sys.unraisablehook = excepthook, unraisablehook
+
+
 def _restore_newest_intact(manager, args_for_step, where: str, steps: Iterable[int] | None = None):
     """(restored, step) of the newest step that restores; each failure is logged by name.
     Orbax raises many exception types for damaged files, hence the broad except."""
+    _quiet_leftover_reads()
     for step in sorted(manager.all_steps() if steps is None else steps, reverse=True):
         try:
             return manager.restore(step, args=args_for_step(step)), step
         except Exception as err:  # noqa: BLE001 (any unreadable step falls back to an older one)
-            logging.warning("checkpoint %s step %d is unreadable (%s: %s); trying an older one",
-                            where, step, type(err).__name__, str(err).splitlines()[0] if str(err) else "")
             print(f"warning: checkpoint {where}/{step} is unreadable ({type(err).__name__}); "
                   "falling back to an older one", flush=True)
     return None, None

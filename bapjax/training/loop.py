@@ -14,10 +14,12 @@ object keyed "<source>_<split>".
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import os
+import re
 import time
 
 import jax
@@ -29,7 +31,7 @@ from etils import epath
 from jax.experimental import multihost_utils
 
 from bapjax.data import curriculum, input_pipeline, sources
-from bapjax.errors import UserError
+from bapjax.errors import NonFiniteLoss, PeerLost, RunFailure, UserError
 from bapjax.models import builder
 from bapjax.paths import cache_root, resolve_path, workdir_path
 from bapjax.text.glove import load_glove_50d
@@ -243,6 +245,7 @@ class TrainingRun:
         self.mesh = sharding.data_mesh()
         run_checks.validate_config(config, self.mesh)
         self.resuming = run_checks.check_resume_config(config, workdir)
+        self.last_saved_step = None  # the newest step in checkpoints/latest (set at restore and save)
 
     def setup(self) -> None:
         """Read the data, write the run's config and vocabulary, build the model and its state,
@@ -300,6 +303,7 @@ class TrainingRun:
             self.state, self.meta = restored, restored_meta
             self.train_iter.set_state(self.meta["iterator"])
             log("resumed from step %d", self.step)
+            self.last_saved_step = self.step
         self.first_step = self.step
         self.writer = MetricWriter(workdir, self.is_main)
         self.evaluator = run_eval.Evaluator(self.model, self.vocab, self.feature_config)
@@ -316,6 +320,8 @@ class TrainingRun:
         """Save the state with the iterator's position and the early-stopping record."""
         self.meta["iterator"] = self.train_iter.get_state()
         self.ckpts.save(manager, self.state, dict(self.meta))
+        if manager is self.ckpts.latest:
+            self.last_saved_step = int(jax.device_get(self.state["step"]))
 
     def save_latest(self) -> None:
         self.save(self.ckpts.latest)
@@ -353,17 +359,22 @@ class TrainingRun:
 
     def train(self) -> None:
         """Steps until the item budget, early stopping or the time budget; raises
-        `preemption.Preempted` after saving the step at which a SIGTERM/SIGINT arrived."""
+        `preemption.Preempted` after saving the step at which a SIGTERM/SIGINT arrived, and
+        `NonFiniteLoss` at the first step whose loss or gradient norm is not finite (checked on
+        the metrics already fetched at each log, eval and checkpoint step, so no step waits on the
+        host; no such state is ever saved or evaluated)."""
         tc = self.config.train
         batch_size, log_every = int(tc.batch_size), int(tc.log_every_steps)
         budget_s = 60.0 * float(tc.time_budget_minutes)
         step = self.step
-        t0, step0, window = time.time(), step, []
+        t0, window = time.time(), []
+        since = None  # (time, step) from which the printed rate and ETA are measured: after compilation
         watch = preemption.PreemptionWatch().install()  # SIGTERM/SIGINT: finish the step, save it, exit 75
         try:
             while step < self.steps_total and not self.meta["stopped_early"]:
                 if budget_s and time.time() - t0 > budget_s:
                     log("time budget of %.0f min reached at step %d: final evaluation", budget_s / 60, step)
+                    self.check_finite(window, step)
                     if step % self.eval_every:  # not evaluated at this step yet
                         self.evaluate(step)
                     self.save_latest()
@@ -371,20 +382,32 @@ class TrainingRun:
                 self.state, metrics = self.trainer.train(self.state, next(self.train_iter))
                 step += 1
                 window.append(metrics)
+                if since is None:  # the first step of this invocation compiled the program
+                    since = (time.time(), step)
                 if step % log_every == 0 or step == self.steps_total:
+                    self.check_finite(window, step)
                     values = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
                     window = []
-                    rate = (step - step0) / max(time.time() - t0, 1e-9)
+                    now = time.time()
+                    rate = (step - self.first_step) / max(now - t0, 1e-9)
                     self.writer.write(step, "train", {**values, "steps_per_s": rate, "items_per_s": rate * batch_size})
                     if self.is_main:
-                        eta = (self.steps_total - step) / max(rate, 1e-9)
+                        recent = (step - since[1]) / (now - since[0]) if step > since[1] and now > since[0] else rate
+                        eta = (self.steps_total - step) / max(recent, 1e-9)
                         print(f"step {step}/{self.steps_total} loss {values['loss']:.4f} acc "
-                              f"{values['step_accuracy']:.3f} | {rate * batch_size:.1f} items/s, ETA {eta / 60:.1f} min",
+                              f"{values['step_accuracy']:.3f} | {recent * batch_size:.1f} items/s, ETA {eta / 60:.1f} min",
                               flush=True)
-                if step % self.eval_every == 0 or step == self.steps_total:
+                    since = (now, step)
+                evaluating = step % self.eval_every == 0 or step == self.steps_total
+                saving = step % self.checkpoint_every == 0 or step == self.steps_total or self.meta["stopped_early"]
+                if evaluating or saving or watch.should_stop(step):
+                    self.check_finite(window, step)
+                if evaluating:
                     self.evaluate(step)
-                if step % self.checkpoint_every == 0 or step == self.steps_total or self.meta["stopped_early"]:
+                if saving:
                     self.save_latest()
+                if evaluating or saving:
+                    since = (time.time(), step)  # the printed rate is the training steps' own
                 if watch.should_stop(step):
                     watch.uninstall()  # a second signal while saving stops at once
                     if step not in self.ckpts.latest.all_steps():  # not saved by this step's periodic checkpoint
@@ -395,6 +418,27 @@ class TrainingRun:
                     raise preemption.Preempted(step, watch.received)
         finally:
             watch.uninstall()
+
+    def check_finite(self, window: list, step: int) -> None:
+        """Raise `NonFiniteLoss` naming the first step of `window` (the metrics of the steps up to
+        `step` not yet checked) whose loss or gradient norm is not finite; then empties nothing:
+        the caller's window stays for its log line."""
+        first = step - len(window) + 1
+        for offset, metrics in enumerate(window):
+            loss, grad_norm = float(metrics["loss"]), float(metrics["grad_norm"])
+            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                raise NonFiniteLoss(self.nonfinite_message(first + offset, loss, grad_norm))
+
+    def nonfinite_message(self, step: int, loss: float, grad_norm: float) -> str:
+        tc = self.config.train
+        kept = self.last_saved_step
+        where = (f"the last finite checkpoint is step {kept} in {self.workdir / 'checkpoints' / 'latest'}"
+                 if kept is not None else "no checkpoint was saved before it")
+        lower = f"{float(tc.learning_rate) / 10:g}"
+        resume = f"resumes from step {kept}" if kept is not None else "starts over"
+        return (f"step {step}: the training loss is {loss} (gradient norm {grad_norm}); training stopped and kept "
+                f"no state of it: {where}. Likely cause: train.learning_rate={float(tc.learning_rate):g} is too high "
+                f"for this model; the same command with e.g. --config.train.learning_rate={lower} {resume}")
 
     def final_evaluation(self) -> dict:
         """The best checkpoint (by `train.select_by`, else the last state) decoded as `bapjax.predict`
@@ -426,11 +470,19 @@ class TrainingRun:
             plot_learning_curves(self.writer.jsonl, self.workdir / "learning_curves.png")
         return results
 
+    def release(self) -> None:
+        """Close what setup opened (Orbax's background workers, the metric files), as far as it got."""
+        for name in ("ckpts", "writer"):
+            part = getattr(self, name, None)
+            if part is not None:
+                part.close()
+                setattr(self, name, None)
+
     def close(self, finished: bool) -> None:
-        self.ckpts.close()
-        self.writer.close()
+        self.release()
         run_checks.record_invocation(self.workdir, self.started, self.commit, self.first_step, self.step,
-                                     int(self.config.train.batch_size), finished=finished)
+                                     int(self.config.train.batch_size), finished=finished,
+                                     config_sha256=run_checks.config_digest(self.config))
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike, wait: bool = False) -> dict:
@@ -438,17 +490,48 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     checkpointing into `workdir`; return the final evaluation {"<source>_<split>": report}.
     Resuming keeps the run's config.json (the resumed run's config goes to
     config.resume-<k>.json); a config that contradicts the run is refused first. A SIGTERM or
-    SIGINT saves the step and raises `preemption.Preempted`. The run claims `workdir` before
-    writing to it (`workdir_claim`: another run's claim refuses this one, or with `wait` waits)."""
+    SIGINT saves the step and raises `preemption.Preempted`; a non-finite loss raises
+    `NonFiniteLoss`, a lost peer process `PeerLost`. Every exit closes the checkpoint managers
+    and the metric writer first. The run claims `workdir` before writing to it (`workdir_claim`:
+    another run's claim refuses this one, or with `wait` waits)."""
     run = TrainingRun(run_checks.with_defaults(config), workdir_path(workdir))
     with workdir_claim.claimed(run.workdir, wait=wait):
         run.resuming = run_checks.check_resume_config(run.config, run.workdir)  # again: as the claim found it
-        run.setup()
         try:
-            run.train()
-        except preemption.Preempted:
+            run.setup()
+            with collectives_named(run):
+                run.train()
+                results = run.final_evaluation()
+        except PeerLost:
+            raise  # the job's collectives are broken: nothing more can be saved or closed collectively
+        except (preemption.Preempted, RunFailure):
             run.close(finished=False)
             raise
-        results = run.final_evaluation()
+        except BaseException:
+            run.release()
+            raise
         run.close(finished=True)
     return results
+
+
+PEER_SIGNS = ("connection closed by peer", "connection reset", "gloo", "coordination service", "heartbeat",
+              "unavailable", "deadline_exceeded", "failed to connect", "socket closed", "broken pipe")
+
+
+@contextlib.contextmanager
+def collectives_named(run: "TrainingRun"):
+    """In a multi-process job, a runtime error of a collective whose peer died becomes `PeerLost`:
+    one line naming the process count, the failed operation and the checkpoint to resume from."""
+    try:
+        yield
+    except jax.errors.JaxRuntimeError as err:
+        text = str(err)
+        if jax.process_count() == 1 or not any(sign in text.lower() for sign in PEER_SIGNS):
+            raise
+        op = re.search(r"\b(All[A-Z][A-Za-z]*|ReduceScatter|Broadcast|Barrier|CollectivePermute)\b", text)
+        kept = run.last_saved_step
+        resume = (f"the last checkpoint is step {kept}: rerun the same job (all {jax.process_count()} processes) "
+                  "to resume from it") if kept is not None else "no checkpoint was saved: rerun the same job to start over"
+        raise PeerLost(f"process {jax.process_index()} of {jax.process_count()}: a collective "
+                       f"({op.group(1) if op else 'a cross-process step'}) failed because a peer process was lost "
+                       f"({text.strip().splitlines()[0][:160]}); {resume}") from None

@@ -4,6 +4,7 @@ workdir (a resume), and each invocation logged with the code version behind it."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -177,7 +178,7 @@ def code_version() -> str | None:
 
 
 def record_invocation(workdir: epath.Path, started: float, commit: str | None, first_step: int, last_step: int,
-                      batch_size: int, finished: bool) -> None:
+                      batch_size: int, finished: bool, config_sha256: str | None = None) -> None:
     """Append what this invocation did to <workdir>/runs.jsonl (host 0); `commit` is the code
     version read when the invocation started (commits made while it ran are not its code)."""
     if jax.process_index() != 0:
@@ -185,6 +186,36 @@ def record_invocation(workdir: epath.Path, started: float, commit: str | None, f
     entry = {"argv": sys.argv, "commit": commit, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)),
              "wall_seconds": round(time.time() - started, 1), "first_step": first_step, "last_step": last_step,
              "items_trained": (last_step - first_step) * batch_size, "finished": finished,
-             "devices": jax.device_count(), "platform": jax.devices()[0].platform}
+             "devices": jax.device_count(), "platform": jax.devices()[0].platform,
+             "config_sha256": config_sha256}
     with (workdir / RUN_LOG).open("a") as out:
         out.write(json.dumps(entry) + "\n")
+
+
+def config_digest(config) -> str:
+    """sha256 of a config completed with the defaults (key order aside): which config an invocation ran."""
+    values = json.loads(with_defaults(config).to_json_best_effort())
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
+
+
+def last_run_config(workdir: epath.Path) -> epath.Path | None:
+    """The config the run last trained with: its newest config.resume-<k>.json, else config.json."""
+    resumes = sorted(workdir.glob("config.resume-*.json"), key=lambda p: int(p.stem.rsplit("-", 1)[-1]))
+    newest = resumes[-1] if resumes else workdir / "config.json"
+    return newest if newest.exists() else None
+
+
+def finished_run(config: ml_collections.ConfigDict, workdir: epath.Path) -> dict | None:
+    """The last `runs.jsonl` record when `workdir` holds a finished run (its final evaluation
+    written, its last invocation finished) of exactly this config (completed with the defaults:
+    the record's `config_sha256`); None when there is anything left to do for it."""
+    log = workdir / RUN_LOG
+    if not log.exists() or not (workdir / "final_eval.json").exists():
+        return None
+    try:
+        records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return None
+    if not records or not records[-1].get("finished"):
+        return None
+    return records[-1] if records[-1].get("config_sha256") == config_digest(config) else None

@@ -1,0 +1,66 @@
+"""What a finished run says last: where it is, what it trained and kept, its STOP rule, one
+headline F1 per test split, and the commands to run on it next (read from the workdir's files,
+so a rerun of a finished run can say the same)."""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+from etils import epath
+
+from bapjax.data import sources
+from bapjax.training import run_checks
+
+
+def _best_step(workdir: epath.Path) -> int | None:
+    steps = [int(p.name) for p in (workdir / "checkpoints" / "best").glob("*") if p.name.isdigit()]
+    return max(steps) if steps else None
+
+
+def source_flags(source: Mapping) -> str:
+    """The item-source flags of a config's data source, as the commands take them."""
+    if source.get("corpus"):
+        return f"--corpus {source['corpus']}"
+    if source.get("store"):
+        return f"--store {source['store']}" + (f" --dataset {source['dataset']}" if source.get("dataset") else "")
+    gen = source.get("generate") or {}
+    if gen:
+        sizes = (gen["train_items"], gen["val_items"], gen["test_items"])
+        return f"--corpus {gen.get('out') or sources.generated_entry(gen['dataset'], int(gen['seed']), sizes)}"
+    return "--corpus PATH"
+
+
+def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[str]:
+    """The run's closing lines (before the JSON line of `results`)."""
+    config = json.loads(run_checks.last_run_config(workdir).read_text())
+    records = [json.loads(line) for line in (workdir / run_checks.RUN_LOG).read_text().splitlines() if line.strip()] \
+        if (workdir / run_checks.RUN_LOG).exists() else []
+    last = records[-1] if records else {}
+    steps, batch = int(last.get("last_step", 0)), int(config["train"]["batch_size"])
+    wall = sum(float(r.get("wall_seconds", 0)) for r in records)
+    select_by, best = config["train"].get("select_by", "loss"), _best_step(workdir)
+    kept = (f"checkpoints/best step {best} (the best {'val loss' if select_by == 'loss' else select_by})"
+            if best is not None else f"the last state, step {steps} (no val split to choose by)")
+    decode_file = workdir / "decode.json"
+    if decode_file.exists():
+        chosen = json.loads(decode_file.read_text())
+        rule = f"{chosen['stop_rule']} at {chosen['stop_threshold']} (chosen on {chosen.get('chosen_on', 'val')})"
+    else:
+        rule = f"{config['eval']['stop_rule']} at {config['eval']['stop_threshold']} (the config's)"
+    scores = ", ".join(f"{key.replace('_test', '')} {100 * report['micro']['Overall']['overall']:.1f}"
+                       for key, report in results.items() if report.get("micro", {}).get("Overall", {}).get("overall") is not None)
+    lines = [f"run finished: {workdir}",
+             f"  trained {steps:,} steps ({steps * batch:,} items) in {wall / 60:.1f} min; "
+             f"kept {kept}",
+             f"  STOP rule {rule}",
+             f"  micro Overall F1 (test): {scores or 'no test split evaluated'}"]
+    first = next(iter(results), None)
+    if first:
+        name, _, split = first.rpartition("_")
+        items = source_flags(config["data"]["sources"].get(name, {}))
+        lines += ["next:",
+                  f"  python -m bapjax.predict --checkpoint {workdir} {items} --split {split} --out {workdir}/{name}_{split}.jsonl",
+                  f"  python -m bapjax.report --checkpoint {workdir} {items} --split {split} --out {workdir}/report",
+                  f"  python -m bapjax.play --checkpoint {workdir}"]
+    return lines
