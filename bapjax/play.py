@@ -18,7 +18,6 @@ from bapjax.pages.play_server import PlayServer, make_server
 FLAGS = flags.FLAGS
 
 
-
 def define_flags() -> None:
     cli.flag("string", "checkpoint", None, "Training workdir (or its checkpoints/best or /latest) to play with.")
     cli.flag("integer", "port", 8000, "Port to listen on (0: any free port; the URL is printed).")
@@ -48,9 +47,11 @@ def main(argv) -> int:
     host, port = server.server_address[:2]
     shown = f"[{host}]" if ":" in host else host
     settings = play.decoder.settings
-    print(f"loaded {play.meta['run_dir']} step {play.meta['step']} ({play.meta['parameters']:,} parameters; STOP rule {settings.stop_rule}, threshold "
-          f"{settings.stop_threshold}, at most {settings.max_actions} actions) and decoded a first item in "
-          f"{play.warm_ms:.0f} ms; ready in {time.perf_counter() - start:.1f} s", flush=True)
+    # The run's loader has printed "loaded <run> step N" (as for predict and report); this line
+    # adds what serving it chose, without naming the run a second time.
+    print(f"ready in {time.perf_counter() - start:.1f} s: {play.meta['parameters']:,} parameters; STOP rule "
+          f"{settings.stop_rule}, threshold {settings.stop_threshold}, at most {settings.max_actions} actions; "
+          f"a first item decoded in {play.warm_ms:.0f} ms", flush=True)
     print(f"games are written to {play.out} (split {play.split})", flush=True)
     print(f"serving http://{shown}:{port}/  (Ctrl-C stops)", flush=True)
     try:

@@ -2,6 +2,7 @@
 
     python -m bapjax.predictors empty  --corpus PATH --split test --out empty.jsonl
     python -m bapjax.predictors oracle --items clean.jsonl --out oracle.jsonl
+    python -m bapjax.predictors oracle --corpus @mdc --split test --limit 20 --out oracle20.jsonl
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def define_flags() -> None:
     cli.define_item_source_flags("corpus", "split", "items")
     cli.flag("string", "out", None, "Predictions JSONL to write.")
     cli.flag("integer", "seed", 0, "Random seed (perturbed).")
+    cli.flag("integer", "limit", 0, load.LIMIT_HELP)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -33,7 +35,8 @@ def main(argv: Sequence[str]) -> int:
     if not FLAGS.out:
         raise UserError("--out is required")
     cli.check_output_file("out", FLAGS.out)
-    items = load.items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items)
+    load.check_limit(FLAGS.limit)
+    items = load.first_items(load.items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items), FLAGS.limit)
     predictions = predict(argv[1], items, FLAGS.seed)
     jsonl.write_predictions(FLAGS.out, predictions)
     changed = sum(1 for item in items if predictions[item.item_id] != list(item.reference_actions))

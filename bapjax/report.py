@@ -4,7 +4,9 @@
     python -m bapjax.report --checkpoint runs/cpu --corpus ../shared/mdc --split val --out report --limit 200
 
 (``python -m bapjax.viz report ...`` is the same command under its older name.) Items come from
-``--corpus PATH --split S``, ``--store DIR --split S [--dataset D]`` or ``--items FILE``.
+``--corpus PATH --split S``, ``--store DIR --split S [--dataset D]`` or ``--items FILE``; ``--limit N``
+takes the first N of them (as ``python -m bapjax.predict --limit N`` does: its predictions file
+reads as is, predictions of later items are ignored) and the page says it is partial.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Sequence
 from absl import flags
 
 from bapjax import cli
+from bapjax.corpus import load
 from bapjax.pages.report_page import ReportError, make_report
 
 FLAGS = flags.FLAGS
@@ -25,7 +28,7 @@ def define_flags() -> None:
     cli.flag("string", "out", None, "The folder to write index.html to (created; its parent must exist).")
     cli.flag("string", "checkpoint", None, "A training workdir whose checkpoint predicts the items.")
     cli.flag("string", "predictions", None, "Predictions JSONL: {item_id, actions: [{type,color,x,y,z}]}.")
-    cli.flag("integer", "limit", 0, "Only the first N items (0: all).")
+    cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("integer", "batch_size", 64, "With --checkpoint: items decoded per compiled batch.")
     cli.flag("bool", "allow_missing", False, "Score items without a prediction as empty predictions.")
     cli.flag("bool", "drop_infeasible", False, "Drop infeasible predicted actions instead of failing.")

@@ -162,6 +162,40 @@ def test_cli_json_last_line_and_bad_input(test_items, tmp_path):
     assert "oracle.jsonl:41: item x:1: actions[0]: cell (0, 12, 0) is outside the build region" in done.stderr
 
 
+def test_cli_limit_scores_the_first_n_items(test_items, tmp_path, mdc_path):
+    """`predict --limit 20` then `evaluate --limit 20`: predictions of the split's first 20 items
+    (the oracle's, written by `predictors --limit 20` in predict's order) score exactly those 20
+    items; without --limit they stay the missing-prediction error, which names the --limit; a
+    whole split's predictions read with --limit too (the later ones ignored and counted)."""
+    source = ("--corpus", str(mdc_path), "--split", "test")
+    first = tmp_path / "first20.jsonl"
+    done = _cli("-m", "bapjax.predictors", "oracle", *source, "--limit", "20", "--out", str(first))
+    assert done.returncode == 0, done.stderr
+    assert list(jsonl.read_predictions(first)) == [item.item_id for item in test_items[:20]]
+    done = _cli("-m", "bapjax.evaluate", *source, "--limit", "20", "--predictions", str(first),
+                "--format", "json", "--nocompilation_cache")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(report) == {"micro", "macro", "strict_micro", "counts", "limit"}
+    assert report["counts"]["items"] == 20 and report["counts"]["missing"] == 0
+    assert report["limit"] == {"first": 20, "of": len(test_items), "ignored_predictions": 0}
+    assert report["micro"]["Overall"]["overall"] == 1.0
+    assert f"evaluated 20 items (--limit 20: the first 20 of {len(test_items)} items" in done.stderr
+    done = _cli("-m", "bapjax.evaluate", *source, "--predictions", str(first), "--nocompilation_cache")
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"error: item {test_items[20].item_id} has no prediction: the 20 predictions are of the first 20 of the "
+        f"{len(test_items)} items (--limit 20 scores those; --allow_missing scores the rest as empty predictions)"]
+    whole = tmp_path / "all.jsonl"
+    jsonl.write_predictions(whole, trivial.predict("oracle", test_items))
+    done = _cli("-m", "bapjax.evaluate", *source, "--limit", "20", "--predictions", str(whole), "--nocompilation_cache")
+    assert done.returncode == 0, done.stderr
+    ignored = len(test_items) - 20
+    assert f"{ignored} prediction(s) of later items ignored" in done.stderr
+    assert done.stdout.strip().splitlines()[-1] == f"partial: the first 20 of {len(test_items)} items (--limit)"
+    done = _cli("-m", "bapjax.evaluate", *source, "--limit", "-1", "--predictions", str(whole))
+    assert done.returncode == 2 and done.stderr == "error: --limit is -1; expected an integer >= 0 (0: all)\n"
+
+
 def test_group_without_items_is_null(test_items):
     items = [i for i in test_items if not i.is_empty_board][:10]
     report = evaluator.evaluate_predictions(items, {i.item_id: [] for i in items})

@@ -181,7 +181,7 @@ def test_a_signal_saves_the_step_and_the_same_command_resumes_from_it(tmp_path, 
 PREEMPT_SCRIPT = textwrap.dedent('''
     import json, sys, time
     import jax
-    from bapjax import preemption
+    from bapjax.training import preemption
     process_id, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2, process_id=process_id)
     watch = preemption.PreemptionWatch().install()
@@ -473,7 +473,8 @@ CHECKPOINT_SCRIPT = textwrap.dedent('''
     import resource, sys
     import jax, jax.numpy as jnp
     from etils import epath
-    from bapjax import checkpoints, paths, sharding
+    from bapjax import paths
+    from bapjax.training import checkpoints, sharding
     workdir, limit = epath.Path(sys.argv[1]), int(sys.argv[2])
     mesh = sharding.data_mesh()
     state = sharding.replicate({"step": jnp.int32(7), "params": {"w": jax.random.normal(jax.random.PRNGKey(0), (512, 1024))}}, mesh)

@@ -275,6 +275,33 @@ def test_cli_export_score_and_errors(test_items, tmp_path):
         assert done.stderr.startswith(message), done.stderr
 
 
+def test_cli_export_and_score_limit(test_items, tmp_path, mdc_path):
+    """--limit N: the split's first N items, in predict --limit N's order; score ignores the
+    responses of later items (counted) and says the report is partial."""
+    prompts = tmp_path / "nebula.jsonl"
+    done = _cli("export", "--format", "nebula", "--corpus", str(mdc_path), "--split", "test", "--limit", "12",
+                "--out", str(prompts))
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in prompts.read_text().splitlines()]
+    assert [r["item_id"] for r in records] == [i.item_id for i in test_items[:12]]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["limit"] == {"first": 12, "of": len(test_items)}
+    items_file = tmp_path / "items.jsonl"
+    from bapjax.world import jsonl as io
+
+    io.write_items(items_file, test_items[:30])
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text("".join(json.dumps({"item_id": i.item_id, "response": ""}) + "\n" for i in test_items[:30]))
+    done = _cli("score", "--format", "nebula", "--items", str(items_file), "--responses", str(responses),
+                "--limit", "10", "--nocompilation_cache")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["counts"]["items"] == 10 and report["parse"]["responses"] == 10
+    assert report["limit"] == {"first": 10, "of": 30, "ignored_responses": 20}
+    assert "20 response(s) of later items ignored" in done.stderr
+    done = _cli("export", "--format", "nebula", "--items", str(items_file), "--limit", "-2", "--out", str(prompts))
+    assert done.returncode == 2 and done.stderr == "error: --limit is -2; expected an integer >= 0 (0: all)\n"
+
+
 def test_cli_finetune_set_small_config(tmp_path):
     """The quickstart's sources at tiny sizes: every training item once, or the curriculum's stages
     in order; a length report per format."""

@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = textwrap.dedent('''
     import json, sys
     import jax, ml_collections, numpy as np
-    from bapjax import input_pipeline, run_checks, sharding, train
-    from bapjax import optimizer as optim
+    from bapjax.data import input_pipeline
+    from bapjax.training import run_checks, sharding, loop as train
+    from bapjax.training import optimizer as optim
     from bapjax.corpus import mdc
     from bapjax.models import builder
     from bapjax.text.vocab import Vocabulary

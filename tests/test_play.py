@@ -2,14 +2,18 @@
 
 Fast, without a model (a stand-in decoder behind the real HTTP server): games itemize to exactly
 the items the server decoded, two tabs play side by side, hostile requests get a 4xx with a
-reason and change nothing. With a tiny trained run: the page in headless Chromium (type, watch the
-predicted blocks, place one by hand, instruct again), then the saved folder through `mdc stats`,
-`bapjax.evaluate` and `bapjax.report`; a checkpoint that does not load stops the command with exit 2."""
+reason and change nothing, a game only opened writes nothing. With a tiny trained run: the page in
+headless Chromium (type, watch the predicted blocks, place one by hand, instruct again), then the
+saved folder through `mdc stats`, `bapjax.evaluate` and `bapjax.report`; docs/play.md's curl
+session against `python -m bapjax.play`, which prints one `loaded` line; a checkpoint that does
+not load stops the command with exit 2."""
 
+import contextlib
 import http.client
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -128,25 +132,31 @@ def test_a_played_game_itemizes_to_the_items_the_server_decoded(stand_in):
     status, game = request(address, "POST", "/api/games", {})
     assert status == 200 and game["items"] == 0
     game = move(address, game, "instruction", text="two blocks  in a\nrow please", pose=POSE)
-    first = [Action(*a) for a in game["predicted"]]
+    first = [grid.action_from_dict(a) for a in game["predicted"]]
+    assert game["pending"]["actions"] == game["predicted"] == jsonl.action_records(first)
     assert len(first) == 2 and game["pending"]["item_id"] == f"{game['game_id']}:0"
     game = move(address, game, "accept", pose=POSE)
     game = move(address, game, "edit", pose=POSE, type="place", x=-5, y=2, z=0, color="purple")
     game = move(address, game, "edit", pose=POSE, type="remove", x=-4, y=1, z=0)  # the color is the block's
     turned = dict(POSE, x=3.0, yaw=90.0)
     game = move(address, game, "instruction", text="more", pose=turned)
-    second = [Action(*a) for a in game["predicted"]]
+    second = [grid.action_from_dict(a) for a in game["predicted"]]
     game = move(address, game, "accept", pose=turned)
     # a third turn taken back: instruction, accepted actions and all
     game = move(address, game, "instruction", text="and a third", pose=POSE)
     game = move(address, game, "accept", pose=POSE)
     assert game["items"] == 3
     game = move(address, game, "undo")
-    assert game["items"] == 2 and game["events"][-1][0] == "model"
+    assert game["items"] == 2 and game["events"][-1]["by"] == "model"
+    assert game["structure"] == [grid.block_to_dict(b) for b in
+                                 grid.as_blocks(grid.apply_sequence({}, first + hand_actions(first) + second))]
+    assert [e["by"] for e in game["events"]] == ["architect", "model", "model", "hand", "hand", "architect",
+                                                 "model", "model"]
+    assert game["events"][3] == {"by": "hand", "action": {"type": "place", "color": "purple", "x": -5, "y": 2, "z": 0}}
 
     corpus = mdc.load_corpus(server.out)
     items = corpus.split("test")
-    hand = [Action(grid.PLACE, 6, -5, 2, 0), Action(grid.REMOVE, first[1].color, -4, 1, 0)]
+    hand = hand_actions(first)
     assert [it.item_id for it in items] == [f"{game['game_id']}:0", f"{game['game_id']}:1"]
     assert list(items[0].reference_actions) == first + hand
     assert list(items[1].reference_actions) == second
@@ -167,6 +177,33 @@ def test_a_played_game_itemizes_to_the_items_the_server_decoded(stand_in):
     assert report["counts"]["items"] == 2
     record = json.loads((folder / "play.json").read_text())
     assert record["items"] == 2 and [t["item_id"] for t in record["turns"]] == list(predicted)
+
+
+def hand_actions(first):
+    """The two hand edits of the played game above, after its first accepted actions."""
+    return [Action(grid.PLACE, 6, -5, 2, 0), Action(grid.REMOVE, first[1].color, -4, 1, 0)]
+
+
+def test_a_game_only_opened_writes_nothing(stand_in):
+    """POST /api/games makes a game in memory; its first edit or instruction writes it and lists
+    its target in splits.json (targets numbered in the order the games were made)."""
+    server, address = stand_in
+    splits = server.out / "data" / "logs" / "splits.json"
+    listed = splits.read_text()
+    games = [request(address, "POST", "/api/games")[1] for _ in range(2)]
+    assert [g["saved"] for g in games] == [False, False] and games[0]["folder"] != games[1]["folder"]
+    assert request(address, "GET", f"/api/games/{games[0]['game_id']}")[1] == games[0]
+    assert not any(Path(g["folder"]).exists() for g in games)
+    assert sorted(p.name for p in (server.out / "data" / "logs").iterdir()) == ["splits.json"]
+    assert splits.read_text() == listed
+    edited = move(address, games[1], "edit", pose=POSE, type="place", x=0, y=1, z=0, color="red")
+    assert edited["saved"] and (Path(edited["folder"]) / "postprocessed-observations.json").is_file()
+    assert not Path(games[0]["folder"]).exists()
+    assert json.loads(splits.read_text())["test"] == ["C2"]
+    instructed = move(address, games[0], "instruction", text="hi", pose=POSE)
+    assert json.loads(splits.read_text())["test"] == ["C2", "C1"]
+    move(address, instructed, "accept", pose=POSE)
+    assert {it.game_id for it in mdc.load_corpus(server.out).split("test")} == {g["game_id"] for g in games}
 
 
 def test_two_tabs_play_side_by_side(stand_in):
@@ -210,8 +247,7 @@ def test_hostile_and_malformed_requests_get_a_4xx_with_a_reason(stand_in):
     _, game = request(address, "POST", "/api/games", {})
     gid = game["game_id"]
     game_path = f"/api/games/{gid}"
-    log = Path(game["folder"]) / "postprocessed-observations.json"
-    before = log.read_bytes()
+    folder = Path(game["folder"])
     v = game["version"]
     cases = [
         ("POST", f"{game_path}/instruction", b"{not json", {}, 400, "not valid JSON"),
@@ -278,8 +314,8 @@ def test_hostile_and_malformed_requests_get_a_4xx_with_a_reason(stand_in):
     conn.endheaders()
     assert conn.getresponse().status == 411
     conn.close()
-    # nothing changed, and the server still plays
-    assert log.read_bytes() == before
+    # nothing changed (nothing written), and the server still plays
+    assert not folder.exists()
     assert request(address, "GET", game_path)[1]["version"] == v
     assert len(server.games) == 1
     status, page = request(address, "GET", "/")
@@ -360,13 +396,13 @@ def tiny_run(tmp_path_factory, mdc_path):
     return run
 
 
-@pytest.fixture(scope="module")
-def served(tiny_run, tmp_path_factory):
-    """`python -m bapjax.play` on the tiny run and a free port: (URL, games folder, env)."""
-    tmp = tmp_path_factory.mktemp("play-served")
+@contextlib.contextmanager
+def play_command(run, tmp: Path):
+    """`python -m bapjax.play` on `run` and a free port: (URL, games folder, env, what it printed
+    up to its `serving` line)."""
     env = {**os.environ, "BAPJAX_CACHE": str(tmp / "cache")}
     out = tmp / "games"
-    process = subprocess.Popen([sys.executable, "-m", "bapjax.play", f"--checkpoint={tiny_run}", "--port=0",
+    process = subprocess.Popen([sys.executable, "-m", "bapjax.play", f"--checkpoint={run}", "--port=0",
                                 f"--out={out}"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
     lines = []
@@ -379,10 +415,65 @@ def served(tiny_run, tmp_path_factory):
         else:
             pytest.fail("the server did not start:\n" + "".join(lines[-20:]))
         threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # drain its log
-        yield found.group(1), out, env
+        yield found.group(1), out, env, lines
     finally:
         process.terminate()
         process.wait(30)
+
+
+@pytest.fixture(scope="module")
+def served(tiny_run, tmp_path_factory):
+    """`python -m bapjax.play` on the tiny run and a free port: (URL, games folder, env)."""
+    with play_command(tiny_run, tmp_path_factory.mktemp("play-served")) as (url, out, env, _):
+        yield url, out, env
+
+
+# docs/play.md's curl session: the bash block under its heading, and the fields its tables name
+CURL_SESSION = re.compile(r"### A session with curl\n.*?```bash\n(.*?)```", re.S)
+GAME_FIELDS = {"game_id", "version", "split", "folder", "saved", "items", "structure", "pose", "events", "pending",
+               "can_undo"}
+INFO_FIELDS = {"checkpoint", "run_dir", "step", "parameters", "decode", "split", "out", "warm_up_ms", "colors", "region",
+               "start_pose", "pose_limits", "max_instruction_chars", "three", "builder_speaks"}
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="no curl on PATH")
+def test_the_documented_curl_session(tiny_run, tmp_path):
+    """docs/play.md's curl session, run as written (P: the server's port) against `python -m
+    bapjax.play`: each answer holds the fields the docs name, actions as predictions-file objects;
+    the command prints its run's `loaded` line once."""
+    block = CURL_SESSION.search((REPO / "docs" / "play.md").read_text(encoding="utf-8")).group(1)
+    assert block.startswith("P=8000\n")
+    with play_command(tiny_run, tmp_path) as (url, out, env, lines):
+        loaded = [line for line in lines if re.match(r"loaded .* step \d+$", line)]
+        assert loaded == [f"loaded {tiny_run} step 2\n"], lines
+        assert any(line.startswith("ready in ") for line in lines), lines
+        port = re.search(r":(\d+)/", url).group(1)
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.replace("P=8000", f"P={port}", 1)],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    answers = done.stdout.strip().splitlines()
+    assert len(answers) == 6, answers
+    info, created, instructed, accepted, fetched = map(json.loads, answers[:5])
+    assert set(info) == INFO_FIELDS and info["step"] == 2 and info["colors"] == list(grid.COLORS)
+    assert set(created) == GAME_FIELDS and created["version"] == 0 and created["saved"] is False
+    assert (created["items"], created["structure"], created["events"], created["pending"]) == (0, [], [], None)
+    assert set(instructed) == GAME_FIELDS | {"predicted", "decode_ms"}
+    assert instructed["version"] == 1 and instructed["saved"] is True
+    assert instructed["events"] == [{"by": "architect", "text": "put a red block in the middle"}]
+    predicted = instructed["predicted"]
+    assert predicted and all(set(a) == {"type", "color", "x", "y", "z"} for a in predicted)
+    actions = [grid.action_from_dict(a) for a in predicted]
+    assert instructed["pending"] == {"item_id": f"{created['game_id']}:0", "actions": predicted,
+                                     "decode_ms": instructed["decode_ms"]}
+    assert accepted["version"] == 2 and accepted["pending"] is None and accepted["items"] == 1
+    assert accepted["events"][1:] == [{"by": "model", "action": a} for a in predicted]
+    assert accepted["structure"] == [grid.block_to_dict(b) for b in grid.as_blocks(grid.apply_sequence({}, actions))]
+    assert fetched == accepted
+    refused, status = answers[5].rsplit(" ", 1)
+    assert status == "409" and "changed elsewhere" in json.loads(refused)["error"]
+    # the answer's actions are the game's predictions.jsonl line, as written
+    (line,) = (Path(accepted["folder"]) / "predictions.jsonl").read_text().splitlines()
+    assert json.loads(line) == {"item_id": instructed["pending"]["item_id"], "actions": predicted}
 
 
 @pytest.mark.skipif(browser.find_chromium() is None,
@@ -423,12 +514,12 @@ def test_play_in_headless_chromium(served, tmp_path):
         page.evaluate("document.getElementById('accept').click()")
         page.wait_for("!window.bapjaxPlay.pending && !window.bapjaxPlay.busy")
         structure = page.evaluate("window.bapjaxPlay.game.structure")
-        assert len(structure) == sum(1 if a[0] == 0 else -1 for a in first["actions"])
+        assert len(structure) == sum(1 if a["type"] == "place" else -1 for a in first["actions"])
 
         # place one block by hand: a click on the ground where nothing stands, found on screen
         page.evaluate("document.getElementById('text').value = ''")
         page.evaluate("document.querySelector('.swatch[data-color=\"5\"]').click()")  # blue
-        filled = {tuple(b[:3]) for b in structure}
+        filled = {(b["x"], b["y"], b["z"]) for b in structure}
         target = None
         for x, z in [(x, z) for z in range(-3, 4) for x in range(-3, 4)]:
             if (x, 1, z) in filled:
@@ -444,7 +535,7 @@ def test_play_in_headless_chromium(served, tmp_path):
         for kind in ("mousePressed", "mouseReleased"):
             page.call("Input.dispatchMouseEvent", type=kind, x=cx, y=cy, button="left", buttons=1, clickCount=1)
         page.wait_for(f"window.bapjaxPlay.game.version > {version} && !window.bapjaxPlay.busy")
-        assert [x, 1, z, 5] in page.evaluate("window.bapjaxPlay.game.structure")
+        assert {"x": x, "y": 1, "z": z, "color": "blue"} in page.evaluate("window.bapjaxPlay.game.structure")
 
         second = instruct("now a yellow one beside it")
         page.evaluate("document.getElementById('accept').click()")
@@ -468,8 +559,8 @@ def test_play_in_headless_chromium(served, tmp_path):
     items = mdc.load_corpus(out).split("test")
     hand = Action(grid.PLACE, 5, x, 1, z)
     assert [it.item_id for it in items] == [first["item_id"], second["item_id"]]
-    assert [list(a) for a in items[0].reference_actions] == first["actions"] + [list(hand)]
-    assert [list(a) for a in items[1].reference_actions] == second["actions"]
+    assert jsonl.action_records(items[0].reference_actions) == first["actions"] + jsonl.action_records([hand])
+    assert jsonl.action_records(items[1].reference_actions) == second["actions"]
     assert [t.text for t in items[1].dialogue][1:] == ["put a red block in the middle", "now a yellow one beside it"]
 
     predictions = tmp_path / "predictions.jsonl"

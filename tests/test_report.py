@@ -69,6 +69,7 @@ def test_embedded_data_equals_the_evaluators_per_item_figures(full_report):
                 assert event == list(original)
     assert aligned_items > 0  # some EB predictions are scored after a non-identity alignment
     assert data["summary"]["micro"] == evaluator.evaluate_predictions(items, predictions)["micro"]
+    assert data["meta"]["partial"] is None
     # one history per game suffices on the MDC: the page stays small
     assert len(data["histories"]) == len({item.game_id for item in items})
     assert page.stat().st_size < 20e6
@@ -99,7 +100,11 @@ def test_report_cli_writes_a_page_and_refuses_predictions_of_another_split(tmp_p
     assert done.returncode == 0, done.stderr
     data = report_page.read_embedded_data((tmp_path / "r" / "index.html").read_text(encoding="utf-8"))
     assert [it["id"] for it in data["items"]] == [item.item_id for item in items[:30]]
-    assert "wrote" in done.stdout and "30 items" in done.stdout
+    assert "wrote" in done.stdout and "30 items (partial: the first 30 of 1616)" in done.stdout
+    # the page says it is partial; the whole split's predictions read, the later ones ignored
+    assert data["meta"]["partial"] == {"first": 30, "of": 1616}
+    assert data["meta"]["title"].endswith("(partial: the first 30 of 1616 items)")
+    assert "(--limit 30; 1586 prediction(s) of later items ignored)" in done.stderr
     # predictions of another split: named before anything is written
     with pytest.raises(report_page.ReportError, match=r"--predictions .*: 1616 item id\(s\) are not among the 1331 items"):
         report_page.make_report(out=str(tmp_path / "v"), predictions=str(preds), corpus=str(mdc_path), split="val", limit=5)

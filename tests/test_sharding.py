@@ -15,10 +15,10 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = textwrap.dedent('''
     import jax, numpy as np
     assert jax.device_count() == 8, jax.devices()
-    from bapjax import sharding, train
+    from bapjax.training import sharding, loop as train
     from bapjax.models import builder
 
-    from bapjax import optimizer as optim, run_checks
+    from bapjax.training import optimizer as optim, run_checks
     tc = run_checks.with_defaults({"train": dict(learning_rate=1e-3, weight_decay=0.1, grad_clip=5.0)}).train
     model = builder.BuilderModel(vocab_size=30, embedding_dim=8, text_hidden=16, world_features=8,
                                  world_layers=2, action_embedding=16, decoder_hidden=16, head_hidden=16,

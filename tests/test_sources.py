@@ -82,7 +82,7 @@ def test_an_unfinished_cache_entry_is_rebuilt_and_a_foreign_one_refused(tmp_path
 
 
 def test_two_processes_asking_for_one_entry_build_it_once(tmp_path):
-    code = ("import json, sys; from bapjax import sources; "
+    code = ("import json, sys; from bapjax.data import sources; "
             "root, reused = sources.generated_corpus('bs', 2, (12, 3, 3), processes=1, progress=False); "
             "print(json.dumps([str(root), reused]))")
     env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"))

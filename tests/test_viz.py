@@ -17,7 +17,8 @@ import pytest  # noqa: E402
 from mpl_toolkits.mplot3d import proj3d  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from bapjax.pages import pictures
+from bapjax import viz  # noqa: E402
+from bapjax.pages import pictures  # noqa: E402
 from bapjax.world import grid  # noqa: E402
 from bapjax.world.grid import PLACE, REMOVE, Action, Block  # noqa: E402
 from bapjax.world.items import BapItem, BuilderPose, ChatTurn  # noqa: E402
@@ -127,10 +128,10 @@ def _cli(*args) -> int:
     """The CLI in-process (a subprocess costs seconds of imports per call)."""
     from absl import flags
 
-    pictures.define_flags()
+    viz.define_flags()
     flags.FLAGS.unparse_flags()
     rest = flags.FLAGS(["viz", *args])
-    return pictures.main(rest)
+    return viz.main(rest)
 
 
 def test_cli_structure_sample_and_errors(tmp_path, capsys):
@@ -165,7 +166,7 @@ def test_a_bug_is_not_a_user_error(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("a bug")
 
-    monkeypatch.setattr(pictures, "render_structure", broken)
+    monkeypatch.setattr(viz, "render_structure", broken)
     with pytest.raises(ValueError, match="a bug"):
         _cli("sample", "--kind", "random", "--out", str(tmp_path / "x.png"))
 

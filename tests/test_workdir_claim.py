@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 HOLD_SCRIPT = textwrap.dedent('''
     import sys, time
     from etils import epath
-    from bapjax import workdir_claim
+    from bapjax.training import workdir_claim
     with workdir_claim.claimed(epath.Path(sys.argv[1])):
         print("claimed", flush=True)
         time.sleep(float(sys.argv[2]))
@@ -175,7 +175,7 @@ JOB_SCRIPT = textwrap.dedent('''
     import sys, time
     import jax
     from etils import epath
-    from bapjax import workdir_claim
+    from bapjax.training import workdir_claim
     workdir, port, process_id, hold, wait = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
     jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2, process_id=process_id)
     try:

@@ -4,8 +4,9 @@ A path is one of: an MDC-layout corpus directory, its ``.tar.xz`` (or a director
 archive), ``@mdc`` (``bapjax.paths.MDC``: the MDC wherever ``paths.mdc_path`` finds it), an item
 store directory (``bapjax.corpus.store``, has ``manifest.json``), or an items JSONL file
 (``bapjax.world.jsonl``). `load_split` reads any of them; `items_from_flags` is what the CLIs'
-``--corpus/--store/--items --split [--dataset]`` flags resolve through; `split_names` lists
-what a path holds. ``bapjax.data.sources`` re-exports them (with the derived-corpus cache and the
+``--corpus/--store/--items --split [--dataset]`` flags resolve through, and `first_items` is
+their ``--limit N`` (the first N items in that order, for every command alike); `split_names`
+lists what a path holds. ``bapjax.data.sources`` re-exports them (with the derived-corpus cache and the
 training configs' sources above them); modules below it (the corpus tools, the simulators'
 checks) import them from here.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence, TypeVar
 
 from bapjax.corpus import mdc
 from bapjax.corpus.store import ItemStore
@@ -92,3 +93,38 @@ def items_from_flags(corpus: str | None = None, split: str | None = None, items:
     if flag == "--store" and not is_store(resolve_path(path)):
         raise SourceError(f"--store {path}: no manifest.json there (build one with python -m bapjax.build)")
     return load_split(path, None if flag == "--items" else split, dataset)
+
+
+# --------------------------------------------------------------------------------------------
+# --limit N: the first N items of a split
+
+# The help of every command's --limit: predict --limit N, then evaluate / report / llm with the
+# same N, read the same items.
+LIMIT_HELP = "Only the first N items of the split (0: all), as predict --limit N takes them."
+
+T = TypeVar("T")
+
+
+def check_limit(limit: int) -> None:
+    """A --limit value: 0 (all) or a positive count."""
+    if limit < 0:
+        raise SourceError(f"--limit is {limit}; expected an integer >= 0 (0: all)")
+
+
+def first_items(items: Sequence[BapItem], limit: int) -> list[BapItem]:
+    """The first `limit` items (0: all) in the order `items_from_flags` gives them: the items
+    ``python -m bapjax.predict --limit N`` predicts."""
+    check_limit(limit)
+    return list(items[:limit]) if limit else list(items)
+
+
+def without_later_items(records: Mapping[str, T], every: Sequence[BapItem], chosen: Sequence[BapItem]
+                        ) -> tuple[dict[str, T], int]:
+    """(`records` (by item id) less those of items of `every` outside `chosen`, how many were
+    left out). A file written for more of the split than --limit takes (predictions of a whole
+    split, read with --limit 20) is not wrong; ids of no item of `every` are kept, so the reader's
+    own check still names them."""
+    chosen_ids = {item.item_id for item in chosen}
+    later = {item.item_id for item in every} - chosen_ids
+    kept = {item_id: value for item_id, value in records.items() if item_id not in later}
+    return kept, len(records) - len(kept)

@@ -5,7 +5,9 @@ Predictions: one JSON object per line, ``{"item_id": ..., "actions": [{"type": "
 "color": "red", "x": 0, "y": 1, "z": 0}, ...]}`` (``write_predictions`` writes this).
 With ``--format json`` the last printed line is the report: ``{"micro": {"EB": {"type",
 "color", "location", "shape", "overall"}, "NEB": ..., "Overall": ...}, "macro": {...},
-"strict_micro": f, "counts": {...}}`` (fractions in [0, 1]; null for a group with no items).
+"strict_micro": f, "counts": {...}}`` (fractions in [0, 1]; null for a group with no items);
+a partial report (``bapjax.evaluate --limit N``) adds ``"limit": {"first", "of",
+"ignored_predictions"}`` (``bapjax.llm score``: ``"ignored_responses"``).
 The metric definitions live in ``bapjax.evaluation.metrics``; this module is input checking and output.
 """
 
@@ -168,5 +170,8 @@ def format_report(report: Mapping, fmt: str = "text", percent: bool = True) -> s
                    f"{counts.get('dropped_infeasible_actions')} in "
                    f"{counts.get('items_with_dropped_actions')} items")
         lines.append(summary)
+    limit = report.get("limit")
+    if limit and limit["first"] < limit["of"]:  # bapjax.evaluate --limit N
+        lines.append(f"partial: the first {limit['first']} of {limit['of']} items (--limit)")
     return "\n".join(lines)
 

@@ -8,7 +8,10 @@
 
 ``export`` and ``finetune-set`` write ``{"item_id", "prompt", "completion"}`` lines
 (``finetune-set --curriculum`` adds ``"stage"``); ``score`` prints the evaluator's tables and,
-last, its JSON report with a ``"parse"`` object.
+last, its JSON report with a ``"parse"`` object. ``export`` and ``score`` take ``--limit N``: the
+first N items of the split, the items ``python -m bapjax.predict --limit N`` predicts (``score``
+ignores responses of later items, and its report gets ``"limit": {"first", "of",
+"ignored_responses"}``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ def define_flags() -> None:
     cli.flag("string", "pool", None, "export --shots: the examples' corpus, store or items file "
              "(its train split); default: the --corpus or --store given.")
     cli.flag("string", "responses", None, "score: JSONL of {item_id, response} lines.")
+    cli.flag("integer", "limit", 0, "export, score: " + load.LIMIT_HELP)
     cli.flag("bool", "curriculum", False, "finetune-set: write the config's curriculum stages in order "
              "(items repeat across stages; each line gets 'stage').")
     cli.flag("list", "length_formats", list(llm_formats.FORMATS), "finetune-set: formats of the "
@@ -86,8 +90,10 @@ def export(argv_flags=FLAGS) -> dict:
     if argv_flags.shots < 0:
         raise UserError(f"--shots {argv_flags.shots}: must be >= 0")
     cli.check_output_file("out", argv_flags.out)
-    items = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
-                                     argv_flags.store, argv_flags.dataset)
+    load.check_limit(argv_flags.limit)
+    every = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
+                                  argv_flags.store, argv_flags.dataset)
+    items = load.first_items(every, argv_flags.limit)
     shots = [[] for _ in items]
     if argv_flags.shots:
         pool_path = argv_flags.pool or argv_flags.corpus or argv_flags.store
@@ -101,6 +107,8 @@ def export(argv_flags=FLAGS) -> dict:
     count = write_records(argv_flags.out, (llm_formats.render(item, fmt, s) for item, s in zip(items, shots)),
                           len(items), f"export {fmt}")
     summary = {"items": count, "format": fmt, "shots": argv_flags.shots, "out": argv_flags.out}
+    if argv_flags.limit:
+        summary["limit"] = {"first": count, "of": len(every)}
     print(json.dumps(summary))
     return summary
 
@@ -109,10 +117,16 @@ def score(argv_flags=FLAGS) -> dict:
     _need("format", argv_flags.format)
     _need("responses", argv_flags.responses)
     cli.check_output_file("out", argv_flags.out)
-    items = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
-                                     argv_flags.store, argv_flags.dataset)
-    responses = read_responses(argv_flags.responses, items)
+    load.check_limit(argv_flags.limit)
+    every = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
+                                  argv_flags.store, argv_flags.dataset)
+    items = load.first_items(every, argv_flags.limit)
+    responses, ignored = load.without_later_items(read_responses(argv_flags.responses, every), every, items)
     report, predictions = score_responses(items, responses)
+    if argv_flags.limit:
+        report["limit"] = {"first": len(items), "of": len(every), "ignored_responses": ignored}
+        print(f"score: the first {len(items)} of {len(every)} items (--limit {argv_flags.limit}); "
+              f"{ignored} response(s) of later items ignored", file=sys.stderr, flush=True)
     if argv_flags.out:
         jsonl.write_predictions(argv_flags.out, predictions)
     parse = report["parse"]

@@ -10,7 +10,9 @@ decodes it with the run's own settings (`bapjax.training.run_eval.RunDecoder`, l
 start) and returns the predicted actions; the person accepts them, undoes the turn, or fixes the
 structure by hand (place or remove one block) before the next instruction.
 
-Every game is written as it goes, in the MDC layout the corpus reader itemizes::
+A game is written from its first instruction or hand edit on, each change as it happens (a page
+merely opened makes a game in memory only, so the folder holds no empty games), in the MDC layout
+the corpus reader itemizes::
 
     <out>/data/dataset.json                      {"name": "play"}
     <out>/data/logs/splits.json                  {"test": ["C1", "C2", ...]}  (--games_split; one target per game)
@@ -25,12 +27,15 @@ with those actions, in order, as its reference; ``python -m bapjax.corpus.mdc st
 <out>``, ``bapjax.evaluate`` (with the games' predictions.jsonl) and ``bapjax.report`` read the folder,
 and it joins training as ``config.data.sources.<name>.corpus``.
 
-HTTP API (JSON bodies; every mistake is a 4xx with ``{"error": "<one line>"}`` and changes nothing):
-``GET /`` the page, ``GET /assets/<name>`` its files (a fixed list), ``GET /api/info``,
-``POST /api/games`` (a new game), ``GET /api/games/<id>``, and ``POST /api/games/<id>/<verb>`` for
-``instruction`` {version, text, pose}, ``accept`` {version, pose}, ``undo`` {version} and
-``edit`` {version, pose, type, x, y, z[, color]}. ``version`` is the game's version the page last
-saw: a request made on an older view of the game (another tab) is refused (409).
+HTTP API (docs/play.md has every route, field and error, and a curl session; JSON bodies; every
+mistake is a 4xx with ``{"error": "<one line>"}`` and changes nothing): ``GET /`` the page,
+``GET /assets/<name>`` its files (a fixed list), ``GET /api/info``, ``POST /api/games`` (a new
+game), ``GET /api/games/<id>``, and ``POST /api/games/<id>/<verb>`` for ``instruction`` {version,
+text, pose}, ``accept`` {version, pose}, ``undo`` {version} and ``edit`` {version, pose, type, x,
+y, z[, color]}. ``version`` is the game's version the page last saw: a request made on an older
+view of the game (another tab) is refused (409). Actions in answers are ``{"type", "color", "x",
+"y", "z"}`` objects exactly as a predictions JSONL line holds them (`jsonl.action_records`), blocks
+``{"x", "y", "z", "color"}`` as an items file's structures (`grid.block_to_dict`).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ import threading
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from bapjax import paths
 from bapjax.corpus import mdc
@@ -181,12 +186,17 @@ def _now() -> str:
 
 class PlayedGame:
     """A game's world states (as written), its pending prediction and its turns; every method is
-    called with `lock` held (`PlayServer` does)."""
+    called with `lock` held (`PlayServer` does). Nothing is on disk until the first `save`, which
+    also calls `register` (the server lists the game's target in splits.json)."""
 
-    def __init__(self, game_id: str, target_id: str, directory: Path, split: str, meta: dict):
+    def __init__(self, game_id: str, target_id: str, directory: Path, split: str, meta: dict,
+                 register: Callable[["PlayedGame"], None]):
         self.lock = threading.Lock()
         self.game_id, self.target_id, self.directory, self.split = game_id, target_id, directory, split
         self.meta = meta
+        self.register = register
+        self.saved = False  # written to disk (from its first instruction or edit on)
+        self.item_count = 0
         self.states: list[dict] = []
         self.events: list[list] = []  # per state: ["start"], ["A", text], or ["model"|"hand", *action]
         self.chat: list[str] = [writer.START_LINE]
@@ -197,7 +207,6 @@ class PlayedGame:
         self.version = 0
         self.started = time.time()
         self._emit(["start"], START_POSE)
-        self.save()
 
     @property
     def log_path(self) -> Path:
@@ -233,7 +242,8 @@ class PlayedGame:
         self.turns = [t for t in self.turns if t.state < length]
 
     def save(self) -> None:
-        """The log, the predictions of the game's items and play.json, each replaced whole."""
+        """The log, the predictions of the game's items and play.json, each replaced whole; the
+        first save also lists the game in splits.json."""
         self.directory.mkdir(parents=True, exist_ok=True)
         log = {"WorldStates": self.states, "NumFixedViewers": 0, "TimeElapsed": round(time.time() - self.started, 1),
                "Player": "bapjax.play"}
@@ -250,6 +260,9 @@ class PlayedGame:
         target = self.directory / "play.json"
         paths.write_atomically(target, lambda p: p.write_text(json.dumps(record, indent=1)), f"{target}")
         self.item_count = len(items)
+        if not self.saved:
+            self.register(self)
+            self.saved = True
 
     def read(self) -> mdc.Game:
         """The game as the corpus reader reads it from disk."""
@@ -324,19 +337,27 @@ class PlayedGame:
 
     def view(self) -> dict:
         """What the page shows: the structure, the pose, the events (chat lines and actions, with
-        who made each), the pending prediction."""
+        who made each), the pending prediction (docs/play.md, "The game object")."""
         last = self.turns[-1] if self.turns else None
         return {
             "game_id": self.game_id, "version": self.version, "split": self.split,
-            "folder": str(self.directory), "items": self.item_count,
-            "structure": [list(b) for b in grid.as_blocks(self.structure)],
+            "folder": str(self.directory), "saved": self.saved, "items": self.item_count,
+            "structure": [grid.block_to_dict(b) for b in grid.as_blocks(self.structure)],
             "pose": dict(zip(POSE_LIMITS, self.pose)),
-            "events": self.events[1:],
+            "events": [event_record(e) for e in self.events[1:]],
             "pending": None if self.pending is None else {
-                "item_id": last.item_id, "actions": [list(map(int, a)) for a in self.pending],
+                "item_id": last.item_id, "actions": jsonl.action_records(self.pending),
                 "decode_ms": round(last.decode_ms, 1)},
             "can_undo": bool(self.turns),
         }
+
+
+def event_record(event: list) -> dict:
+    """An event as the API answers it: ``{"by": "architect", "text"}``, or ``{"by": "model" |
+    "hand", "action": {type, color, x, y, z}}`` (an accepted predicted action, a hand edit)."""
+    if event[0] == "A":
+        return {"by": "architect", "text": event[1]}
+    return {"by": event[0], "action": grid.action_to_dict(Action(*event[1:]))}  # as jsonl.action_records
 
 
 # --------------------------------------------------------------------------------------------
@@ -400,22 +421,33 @@ class PlayServer:
         with self.decode_lock:
             return self.decoder.predict([item])[item.item_id]
 
+    @property
+    def splits_path(self) -> Path:
+        return self.out / "data" / "logs" / "splits.json"
+
     def new_game(self) -> PlayedGame:
+        """A game in memory: its target id is the next after those in splits.json and those of
+        this server's games (written or not); nothing is written until it is played."""
         with self.games_lock:
             if len(self.games) >= MAX_GAMES:
                 raise RequestError(503, f"this server holds {MAX_GAMES} games, the most it keeps; restart it")
-            splits_path = self.out / "data" / "logs" / "splits.json"
-            splits = json.loads(splits_path.read_text())
-            numbers = [int(t[1:]) for targets in splits.values() for t in targets if re.fullmatch(r"C\d+", t)]
+            splits = json.loads(self.splits_path.read_text())
+            taken = [t for targets in splits.values() for t in targets] + [g.target_id for g in self.games.values()]
+            numbers = [int(t[1:]) for t in taken if re.fullmatch(r"C\d+", t)]
             target = f"C{max(numbers, default=0) + 1}"
             now = datetime.datetime.now()
             game_id = f"play-{target}-{now:%Y%m%d-%H%M%S}"
             directory = self.out / "data" / "logs" / f"play-{now:%Y-%m-%d}" / "logs" / game_id
-            game = PlayedGame(game_id, target, directory, self.split, self.meta)
-            splits.setdefault(self.split, []).append(target)
-            paths.write_atomically(splits_path, lambda p: p.write_text(json.dumps(splits)), str(splits_path))
+            game = PlayedGame(game_id, target, directory, self.split, self.meta, self.register)
             self.games[game_id] = game
             return game
+
+    def register(self, game: PlayedGame) -> None:
+        """List a game's target under the server's split in splits.json (at its first save)."""
+        with self.games_lock:
+            splits = json.loads(self.splits_path.read_text())
+            splits.setdefault(self.split, []).append(game.target_id)
+            paths.write_atomically(self.splits_path, lambda p: p.write_text(json.dumps(splits)), str(self.splits_path))
 
     def game(self, game_id: str) -> PlayedGame:
         if not _GAME_ID.match(game_id) or game_id not in self.games:
@@ -465,7 +497,7 @@ class PlayServer:
             game.check_version(body)
             text, pose = parse_instruction(body["text"]), parse_pose(body["pose"])
             turn = game.instruct(text, pose, self.decode)
-            return {**game.view(), "predicted": [list(map(int, a)) for a in turn.predicted],
+            return {**game.view(), "predicted": jsonl.action_records(turn.predicted),
                     "decode_ms": round(turn.decode_ms, 1)}
         if verb == "accept":
             _fields(body, ("version", "pose"))

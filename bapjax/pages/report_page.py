@@ -11,7 +11,8 @@ matched when the alignment maps it onto a reference net action, so an item shows
 
 Embedded data (``<script id="report-data" type="application/json">``)::
 
-    {"meta": {title, split, items_source, predictions_source, created, three},
+    {"meta": {title, split, items_source, predictions_source, created, three,
+              partial: null, or {first, of} when --limit shows the first of the split's items},
      "summary": {"micro", "macro", "strict_micro", "counts"},      # the evaluator's report
      "histories": [[event, ...], ...],   # per game, shared by its items: ["A"|"B", text] or
                                          # [type, color, x, y, z] (an earlier Builder action)
@@ -94,8 +95,10 @@ def _shared_histories(items: Sequence[BapItem]) -> tuple[list[list], list[tuple[
 
 def report_data(items: Sequence[BapItem], predictions: Mapping[str, Sequence[Action]], *,
                 title: str, items_source: str, predictions_source: str, split: str | None = None,
-                allow_missing: bool = False, drop_infeasible: bool = False) -> dict:
-    """The page's data: the evaluator's report and per-item records, with what the view draws."""
+                allow_missing: bool = False, drop_infeasible: bool = False,
+                partial: Mapping | None = None) -> dict:
+    """The page's data: the evaluator's report and per-item records, with what the view draws.
+    ``partial``: {first, of} when the items are the first of a split's (--limit)."""
     report, scores, details = evaluator.evaluate_items(items, predictions, drop_infeasible=drop_infeasible,
                                                       allow_missing=allow_missing)
     histories, history_refs = _shared_histories(items)
@@ -118,7 +121,8 @@ def report_data(items: Sequence[BapItem], predictions: Mapping[str, Sequence[Act
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return {
         "meta": {"title": title, "split": split, "items_source": items_source,
-                 "predictions_source": predictions_source, "created": created, "three": THREE_VERSION},
+                 "predictions_source": predictions_source, "created": created, "three": THREE_VERSION,
+                 "partial": dict(partial) if partial else None},
         "summary": {key: report[key] for key in ("micro", "macro", "strict_micro", "counts")},
         "histories": histories,
         "items": records,
@@ -254,8 +258,7 @@ def check_flags(out: str | None, checkpoint: str | None, predictions: str | None
         raise ReportError(f"--out {out}: the folder {parent} does not exist")
     if Path(out).exists() and not Path(out).is_dir():
         raise ReportError(f"--out {out}: a file, not a folder")
-    if limit < 0:
-        raise ReportError(f"--limit is {limit}; expected an integer >= 0 (0: all)")
+    load.check_limit(limit)
     if batch_size < 1:
         raise ReportError(f"--batch_size is {batch_size}; expected an integer >= 1")
     if predictions and not Path(predictions).is_file():
@@ -274,36 +277,40 @@ def make_report(*, out: str, checkpoint: str | None = None, predictions: str | N
     items_source = " ".join(f"{flag} {value}" for flag, value in given if value)
     if split and not items_file:
         items_source += f" --split {split}"
-    items = every[:limit] if limit else every
-    print(f"report: {len(items)} of {len(every)} items from {items_source}", file=sys.stderr, flush=True)
-    if limit:
-        items_source += f" (first {len(items)} items)"
+    items = load.first_items(every, limit)
+    partial = {"first": len(items), "of": len(every)} if len(items) < len(every) else None
+    ignored = 0
     if predictions:
         predicted = jsonl.read_predictions(predictions)
         known = {item.item_id for item in every}
         unknown = [item_id for item_id in predicted if item_id not in known]
         if unknown:
             raise ReportError(f"--predictions {predictions}: {len(unknown)} item id(s) are not among the "
-                              f"{len(every)} items of {items_source.split(' (')[0]}, e.g. {unknown[0]!r}")
-        if limit:
-            chosen = {item.item_id for item in items}
-            predicted = {item_id: acts for item_id, acts in predicted.items() if item_id in chosen}
+                              f"{len(every)} items of {items_source}, e.g. {unknown[0]!r}")
+        predicted, ignored = load.without_later_items(predicted, every, items)
         predictions_source = f"--predictions {predictions}"
-    else:
+    note = f" (--limit {limit}; {ignored} prediction(s) of later items ignored)" if predictions and limit else ""
+    print(f"report: {len(items)} of {len(every)} items from {items_source}{note}", file=sys.stderr, flush=True)
+    if not predictions:
         from bapjax.training import run_eval  # loads the model code only when a checkpoint is decoded
 
         predicted, settings = run_eval.predict_with_run(checkpoint, items, batch_size)
         predictions_source = (f"--checkpoint {checkpoint} (STOP rule {settings.stop_rule}, "
                               f"threshold {settings.stop_threshold})")
+    if partial:
+        items_source += f" --limit {limit}"
     title = f"bapjax report: {Path(checkpoint or predictions).name}" + (f" on {split}" if split else "")
+    if partial:
+        title += f" (partial: the first {partial['first']} of {partial['of']} items)"
     data = report_data(items, predicted, title=title, items_source=items_source,
                        predictions_source=predictions_source, split=split, allow_missing=allow_missing,
-                       drop_infeasible=drop_infeasible)
+                       drop_infeasible=drop_infeasible, partial=partial)
     try:
         page = write_report(out, data)
     except OSError as err:
         raise ReportError(f"--out {out}: {err}") from None
     micro = data["summary"]["micro"]["Overall"]["overall"]
-    print(f"wrote {page} ({page.stat().st_size / 1e6:.1f} MB, {len(items)} items, micro fairer F1 "
+    shown = f"{len(items)} items" + (f" (partial: the first {len(items)} of {len(every)})" if partial else "")
+    print(f"wrote {page} ({page.stat().st_size / 1e6:.1f} MB, {shown}, micro fairer F1 "
           f"{100 * micro:.1f}) in {time.perf_counter() - start:.1f} s", flush=True)
     return page

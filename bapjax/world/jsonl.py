@@ -122,10 +122,15 @@ def read_predictions(path: str | os.PathLike) -> dict[str, list[Action]]:
     return predictions
 
 
+def action_records(actions: Iterable[Action]) -> list[dict]:
+    """Actions as a predictions line's ``"actions"`` holds them: ``[{"type", "color", "x", "y",
+    "z"}, ...]`` (also the play server's answers)."""
+    return [grid.action_to_dict(a) for a in actions]
+
+
 def prediction_records(predictions: Mapping[str, Iterable[Action]]) -> Iterator[dict]:
     """The predictions JSONL records of {item_id: actions}, one per item (what ``read_predictions`` takes)."""
-    return ({"item_id": item_id, "actions": [grid.action_to_dict(a) for a in actions]}
-            for item_id, actions in predictions.items())
+    return ({"item_id": item_id, "actions": action_records(actions)} for item_id, actions in predictions.items())
 
 
 def predictions_jsonl(predictions: Mapping[str, Iterable[Action]]) -> str:

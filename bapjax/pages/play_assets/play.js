@@ -1,5 +1,5 @@
-// bapjax play: the Architect's page. Talks to the server of bapjax/play.py (its docstring has the
-// API); draws the build region with the report's three.js pieces (report_assets/region3d.js), the
+// bapjax play: the Architect's page. Talks to the server of bapjax/play.py (docs/play.md has the
+// API: blocks {x, y, z, color} and actions {type, color, x, y, z}, colors by name); draws the build region with the report's three.js pieces (report_assets/region3d.js), the
 // Builder and its view direction, the Builder's predicted actions one by one; edits by clicking
 // the scene (a voxel walk along the click's ray).
 // World x, y, z = three.js x, y, z; a block at cell (x, y, z) is the unit box [x, x+1] x [y-1, y]
@@ -11,6 +11,7 @@
   const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
   const COLOR_HEX = [null, 0xd62728, 0xff7f0e, 0xf2d12a, 0x2ca02c, 0x1f77b4, 0x9467bd];
   const COLOR_NAMES = [null, "red", "orange", "yellow", "green", "blue", "purple"];
+  const hexOf = (name) => COLOR_HEX[COLOR_NAMES.indexOf(name)];
   const PENDING_HEX = 0xd97706;
   const TIMES = { script: performance.now() };
   const PLAY = {
@@ -85,7 +86,7 @@
   // ground, geometries, the Builder's figure).
   const R = window.bapjaxRegion3D($("labels"));
   const { BACKGROUND, TARGET, flat, material, line, label } = R;
-  const solid = (c) => material("solid" + c, () => flat(COLOR_HEX[c]));
+  const solid = (color) => material("solid" + color, () => flat(hexOf(color)));
   const halo = () => material("halo", () => new THREE.MeshBasicMaterial({ color: PENDING_HEX, side: THREE.BackSide }));
   function placeLabels() { R.placeLabels(camera, canvas); }
   let builderLabel = null;
@@ -128,17 +129,17 @@
     scene.remove(worldGroup);
     worldGroup = new THREE.Group();
     scene.add(worldGroup);
-    for (const [x, y, z, c] of PLAY.game.structure) {
-      at(worldGroup, new THREE.Mesh(BOX, solid(c)), x, y, z);
+    for (const { x, y, z, color } of PLAY.game.structure) {
+      at(worldGroup, new THREE.Mesh(BOX, solid(color)), x, y, z);
       at(worldGroup, new THREE.LineSegments(EDGES, line(0x57606a)), x, y, z, 1.001);
     }
     const shown = PLAY.pending ? PLAY.pending.actions.slice(0, PLAY.shown) : [];
-    for (const [t, c, x, y, z] of shown) {
-      if (t === 1) {
+    for (const { type, color, x, y, z } of shown) {
+      if (type === "remove") {
         at(worldGroup, new THREE.LineSegments(EDGES, line(PENDING_HEX)), x, y, z, 1.06);
         at(worldGroup, new THREE.LineSegments(CROSS, line(PENDING_HEX)), x, y, z, 0.9);
       } else {
-        at(worldGroup, new THREE.Mesh(BOX, solid(c)), x, y, z, 0.86);
+        at(worldGroup, new THREE.Mesh(BOX, solid(color)), x, y, z, 0.86);
         at(worldGroup, new THREE.Mesh(BOX, halo()), x, y, z, 1.02);
       }
     }
@@ -191,7 +192,7 @@
   // (Amanatides & Woo). The ground is a layer of cells below y = 1 inside the region.
 
   const REGION = { x: [-5, 5], y: [1, 9], z: [-5, 5] };
-  const occupied = () => new Set(PLAY.game.structure.map(([x, y, z]) => `${x},${y},${z}`));
+  const occupied = () => new Set(PLAY.game.structure.map(({ x, y, z }) => `${x},${y},${z}`));
 
   // What a click at client (cx, cy) hits: {cell: [x, y, z], normal: [dx, dy, dz], ground} or null.
   function pick(cx, cy) {
@@ -270,9 +271,9 @@
   // Dialogue, predicted actions, controls
 
   function describe(a) {
-    return `${a[0] === 1 ? "remove" : "place"} ${COLOR_NAMES[a[1]]} (${a[2]}, ${a[3]}, ${a[4]})`;
+    return `${a.type} ${a.color} (${a.x}, ${a.y}, ${a.z})`;
   }
-  const dot = (c) => `<span class="cdot" style="background:#${COLOR_HEX[c].toString(16).padStart(6, "0")}"></span>`;
+  const dot = (color) => `<span class="cdot" style="background:#${hexOf(color).toString(16).padStart(6, "0")}"></span>`;
 
   function showDialogue() {
     const html = [];
@@ -280,14 +281,14 @@
     const flush = () => {
       if (group) {
         const who = group.kind === "model" ? "Builder" : "you, by hand";
-        html.push(`<div class="acts ${group.kind}"><b>${who}:</b> ${group.actions.map((a) => dot(a[1]) + esc(describe(a))).join(", ")}</div>`);
+        html.push(`<div class="acts ${group.kind}"><b>${who}:</b> ${group.actions.map((a) => dot(a.color) + esc(describe(a))).join(", ")}</div>`);
       }
       group = null;
     };
     for (const e of PLAY.game.events) {
-      if (e[0] === "A") { flush(); html.push(`<div class="turn arch"><b>Architect:</b> ${esc(e[1])}</div>`); continue; }
-      if (!group || group.kind !== e[0]) { flush(); group = { kind: e[0], actions: [] }; }
-      group.actions.push(e.slice(1));
+      if (e.by === "architect") { flush(); html.push(`<div class="turn arch"><b>Architect:</b> ${esc(e.text)}</div>`); continue; }
+      if (!group || group.kind !== e.by) { flush(); group = { kind: e.by, actions: [] }; }
+      group.actions.push(e.action);
     }
     flush();
     if (!PLAY.game.events.length) html.push('<div class="hint">Type an instruction for the Builder below, e.g. ' +
@@ -301,7 +302,7 @@
     const el = $("predicted");
     const p = PLAY.pending;
     if (!p) { el.innerHTML = ""; return; }
-    const items = p.actions.slice(0, PLAY.shown).map((a, k) => `<li data-k="${k}">${dot(a[1])}${esc(describe(a))}</li>`);
+    const items = p.actions.slice(0, PLAY.shown).map((a, k) => `<li data-k="${k}">${dot(a.color)}${esc(describe(a))}</li>`);
     const done = PLAY.shown >= p.actions.length;
     el.innerHTML = `<h3>The Builder's predicted actions (${p.actions.length}, decoded in ${p.decode_ms} ms)</h3>` +
       (p.actions.length ? `<ol id="predicted-list">${items.join("")}</ol>` : "<p><i>none: the Builder stopped at once</i></p>") +
@@ -324,7 +325,7 @@
   function builtSummary() {
     const acts = PLAY.pending.actions;
     if (!acts.length) { status("the Builder did nothing (it predicted STOP first)", "ok"); return; }
-    const placed = acts.filter((a) => a[0] === 0).length, removed = acts.length - placed;
+    const placed = acts.filter((a) => a.type === "place").length, removed = acts.length - placed;
     const parts = [];
     if (placed) parts.push(`place ${placed} block${placed === 1 ? "" : "s"}`);
     if (removed) parts.push(`remove ${removed}`);
@@ -355,7 +356,7 @@
     PLAY.shown = game.pending && !animate ? game.pending.actions.length : 0;
     if (location.hash !== `#game=${game.game_id}`) history.replaceState(null, "", `#game=${game.game_id}`);
     $("gameinfo").textContent = `game ${game.game_id} (version ${game.version}, ${game.items} item${game.items === 1 ? "" : "s"} so far) ` +
-      `in ${game.folder}`;
+      (game.saved ? `in ${game.folder}` : `written to ${game.folder} once played`);
     showDialogue();
     showPredicted();
     showPose();

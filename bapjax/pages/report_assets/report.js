@@ -27,7 +27,8 @@
   const meta = DATA.meta;
   document.title = meta.title;
   $("title").textContent = meta.title;
-  $("meta").textContent = `${meta.items_source} · ${meta.predictions_source} · ${ITEMS.length} items · ${meta.created}`;
+  const partial = meta.partial ? ` (partial: the first ${meta.partial.first} of ${meta.partial.of})` : "";
+  $("meta").textContent = `${meta.items_source} · ${meta.predictions_source} · ${ITEMS.length} items${partial} · ${meta.created}`;
   const micro = DATA.summary.micro;
   $("scores").innerHTML = "micro fairer F1 " + ["EB", "NEB", "Overall"].map((g) =>
     `${g} <b>${micro[g].overall === null ? "-" : pct(micro[g].overall)}</b>`).join(" · ") +
