@@ -41,7 +41,7 @@ def define_flags() -> None:
              "else config.eval.stop_rule).")
     cli.flag("float", "stop_threshold", None, "p(STOP) threshold of the mass rule (default: the run's "
              "decode.json, else config.eval.stop_threshold).")
-    cli.flag("integer", "limit", 0, "Predict only the first N items (0: all).")
+    cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("bool", "evaluate", False, "Also print the v2 tables and the report JSON.")
 
 
@@ -56,8 +56,7 @@ def check_flags() -> None:
         raise UserError(f"--max_actions is {FLAGS.max_actions}; expected an integer >= 1")
     if FLAGS.min_actions is not None and FLAGS.min_actions < 0:
         raise UserError(f"--min_actions is {FLAGS.min_actions}; expected an integer >= 0")
-    if FLAGS.limit < 0:
-        raise UserError(f"--limit is {FLAGS.limit}; expected an integer >= 0 (0: all)")
+    load.check_limit(FLAGS.limit)
     try:
         decode.check_stop_rule(FLAGS.stop_rule or "argmax", 0.5 if FLAGS.stop_threshold is None else FLAGS.stop_threshold)
     except ValueError as err:
@@ -69,8 +68,7 @@ def main(argv) -> int:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     check_flags()
     items = load.items_from_flags(FLAGS.corpus, FLAGS.split or "test", FLAGS.items, FLAGS.store, FLAGS.dataset)
-    if FLAGS.limit:
-        items = items[:FLAGS.limit]
+    items = load.first_items(items, FLAGS.limit)
     start = time.time()
     predictions, _ = predict_with_run(FLAGS.checkpoint, items, FLAGS.batch_size, max_actions=FLAGS.max_actions,
                                       min_actions=FLAGS.min_actions, stop_rule=FLAGS.stop_rule,

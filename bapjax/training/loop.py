@@ -36,7 +36,7 @@ from bapjax.models import builder
 from bapjax.paths import cache_root, resolve_path, workdir_path
 from bapjax.text.glove import load_glove_50d
 from bapjax.text.vocab import Vocabulary
-from bapjax.training import checkpoints, decode, preemption, run_checks, run_eval, sharding, workdir_claim
+from bapjax.training import checkpoints, decode, peer_watch, preemption, run_checks, run_eval, sharding, workdir_claim
 from bapjax.training.metric_writer import MetricWriter, plot_learning_curves, report_scalars
 from bapjax.training.optimizer import make_optimizer, update_ema
 from bapjax.world.items import BapItem
@@ -241,6 +241,8 @@ class TrainingRun:
         self.started, self.commit = time.time(), run_checks.code_version()
         self.config, self.workdir = config, workdir
         sharding.maybe_initialize_distributed(config.distributed)
+        host = str(config.distributed.get("coordinator_address", "") or "localhost").rsplit(":", 1)[0]
+        self.peers = peer_watch.PeerWatch(host)  # started with the run (`train_and_evaluate`)
         self.is_main = jax.process_index() == 0
         self.mesh = sharding.data_mesh()
         run_checks.validate_config(config, self.mesh)
@@ -304,10 +306,16 @@ class TrainingRun:
             self.train_iter.set_state(self.meta["iterator"])
             log("resumed from step %d", self.step)
             self.last_saved_step = self.step
+            self.peers.resume_hint = self.resume_hint()
         self.first_step = self.step
         self.writer = MetricWriter(workdir, self.is_main)
         self.evaluator = run_eval.Evaluator(self.model, self.vocab, self.feature_config)
         self.eval_settings = decode.DecodeSettings.from_eval_config(config.eval)
+
+    def resume_hint(self) -> str:
+        """What rerunning the job does, for a process that loses its peers."""
+        return (f"the last checkpoint is step {self.last_saved_step} in {self.workdir / 'checkpoints' / 'latest'}: "
+                f"rerun the same job (all {jax.process_count()} processes) to resume from it")
 
     @property
     def step(self) -> int:
@@ -322,6 +330,7 @@ class TrainingRun:
         self.ckpts.save(manager, self.state, dict(self.meta))
         if manager is self.ckpts.latest:
             self.last_saved_step = int(jax.device_get(self.state["step"]))
+            self.peers.resume_hint = self.resume_hint()
 
     def save_latest(self) -> None:
         self.save(self.ckpts.latest)
@@ -498,6 +507,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     with workdir_claim.claimed(run.workdir, wait=wait):
         run.resuming = run_checks.check_resume_config(run.config, run.workdir)  # again: as the claim found it
         try:
+            run.peers.start()
             run.setup()
             with collectives_named(run):
                 run.train()
@@ -506,11 +516,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
             raise  # the job's collectives are broken: nothing more can be saved or closed collectively
         except (preemption.Preempted, RunFailure):
             run.close(finished=False)
+            run.peers.stop()
             raise
         except BaseException:
             run.release()
+            run.peers.stop()
             raise
         run.close(finished=True)
+        run.peers.stop()
     return results
 
 
@@ -529,9 +542,8 @@ def collectives_named(run: "TrainingRun"):
         if jax.process_count() == 1 or not any(sign in text.lower() for sign in PEER_SIGNS):
             raise
         op = re.search(r"\b(All[A-Z][A-Za-z]*|ReduceScatter|Broadcast|Barrier|CollectivePermute)\b", text)
-        kept = run.last_saved_step
-        resume = (f"the last checkpoint is step {kept}: rerun the same job (all {jax.process_count()} processes) "
-                  "to resume from it") if kept is not None else "no checkpoint was saved: rerun the same job to start over"
+        resume = run.resume_hint() if run.last_saved_step is not None else \
+            "no checkpoint was saved: rerun the same job to start over"
         raise PeerLost(f"process {jax.process_index()} of {jax.process_count()}: a collective "
                        f"({op.group(1) if op else 'a cross-process step'}) failed because a peer process was lost "
                        f"({text.strip().splitlines()[0][:160]}); {resume}") from None

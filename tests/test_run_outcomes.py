@@ -1,0 +1,190 @@
+"""How a training run ends, as a user sees it through `python -m bapjax.train`: quiet library logs,
+a closing summary, a finished run left alone, help that exits 0, plain override errors, a diverging
+run that stops at its first non-finite loss, a damaged checkpoint that is one error line, and (slow)
+a multi-process job that names a lost process."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from bapjax.errors import NonFiniteLoss, PeerLost
+
+REPO = Path(__file__).resolve().parents[1]
+
+# configs/cpu.py cut to a few steps of a tiny model on 40 MDC training games
+TINY = [
+    "--config=configs/cpu.py", "--config.data.sources.mc.augment.enabled=False",
+    "--config.data.sources.mc.max_train_items=40", "--config.data.sources.mc.max_val_items=8",
+    "--config.data.sources.mc.max_test_items=8", "--config.train.glove=False", "--config.model.embedding_dim=8",
+    "--config.model.text_hidden=16", "--config.model.world_features=8", "--config.model.world_layers=1",
+    "--config.model.action_embedding=16", "--config.model.decoder_hidden=16", "--config.model.head_hidden=16",
+    "--config.features.max_text_tokens=24", "--config.features.max_actions=3", "--config.train.batch_size=8",
+    "--config.train.eval_every_steps=3", "--config.train.log_every_steps=3", "--config.train.patience=0",
+    "--config.train.time_budget_minutes=0", "--config.eval.val_decode_items=-1",
+    "--config.eval.final_splits=('mc:test',)", "--config.eval.batch_size=8", "--config.eval.stop_thresholds=(0.3,)",
+]
+LIBRARY_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d", re.M)  # absl's format: Orbax's, JAX's INFO lines
+
+
+def bapjax(*args, timeout=600, env=None):
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def train(workdir, *overrides, timeout=600):
+    return bapjax("bapjax.train", *TINY, f"--workdir={workdir}", *overrides, timeout=timeout)
+
+
+@pytest.mark.parametrize("command", ["bapjax.train", "bapjax.evaluate", "bapjax.predict", "bapjax.report"])
+def test_help_exits_0(command):
+    for flag in ("--help", "--helpfull"):
+        done = bapjax(command, flag, timeout=120)
+        assert done.returncode == 0, (flag, done.stderr[-2000:])
+        assert "--" in done.stdout
+
+
+def test_train_help_says_how_overrides_work():
+    done = bapjax("bapjax.train", "--help", timeout=120)
+    assert "--config.train.learning_rate" in done.stdout and "--print_config" in done.stdout
+
+
+def test_print_config_prints_the_resolved_config():
+    done = bapjax("bapjax.train", "--config=configs/quickstart.py", "--config.train.learning_rate=0.01",
+                  "--print_config", timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    config = json.loads(done.stdout)
+    assert config["train"]["learning_rate"] == 0.01 and config["train"]["grad_clip"] == 5.0  # a library default
+
+
+@pytest.mark.parametrize("override,named,hint", [
+    ("--config.train.batchsize=8", "--config.train.batchsize", "batch_size"),
+    ("--config.trian.batch_size=8", "--config.trian.batch_size", "train"),
+])
+def test_a_misspelled_override_is_one_plain_line(override, named, hint, tmp_path):
+    done = bapjax("bapjax.train", "--config=configs/quickstart.py", override, f"--workdir={tmp_path / 'run'}",
+                  timeout=120)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {named}:"), lines
+    assert f"did you mean {hint!r}" in lines[0] and "\\" not in lines[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_finished_run_ends_with_its_summary_and_a_rerun_leaves_it_alone(tmp_path):
+    run = tmp_path / "run"
+    done = train(run, "--config.train.max_steps=3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    output = done.stdout + done.stderr
+    assert not LIBRARY_LOG_LINE.search(output), LIBRARY_LOG_LINE.search(output).group(0)
+    lines = done.stdout.strip().splitlines()
+    assert json.loads(lines[-1]).keys() == {"mc_test"}  # the final evaluation, last
+    summary = "\n".join(lines[-9:-1])
+    assert f"run finished: {run}" in summary and "trained 3 steps (24 items)" in summary
+    assert "STOP rule" in summary and "micro Overall F1 (test): mc " in summary
+    for command in ("bapjax.predict", "bapjax.report", "bapjax.play"):
+        assert f"python -m {command} --checkpoint {run}" in summary
+    log = (run / "runs.jsonl").read_text()
+
+    again = train(run, "--config.train.max_steps=3")
+    assert again.returncode == 0 and again.stdout.strip().splitlines() == [
+        f"{run} holds this run, finished: results in {run / 'final_eval.json'} (--redo_final_eval evaluates it again)"]
+    assert (run / "runs.jsonl").read_text() == log  # nothing appended
+
+    redo = train(run, "--config.train.max_steps=3", "--redo_final_eval")
+    assert redo.returncode == 0 and "run finished" in redo.stdout
+    assert len((run / "runs.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_diverging_run_stops_at_its_first_non_finite_loss(tmp_path):
+    """A learning rate far too high: the loss is infinite or NaN within a few steps; the run stops
+    there with one line naming the step, keeps no checkpoint of that state and evaluates nothing."""
+    run = tmp_path / "run"
+    done = train(run, "--config.train.max_steps=30", "--config.train.eval_every_steps=2",
+                 "--config.train.log_every_steps=10", "--config.train.learning_rate=1e30")
+    assert done.returncode == NonFiniteLoss.exit_status, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    step = int(re.match(r"error: step (\d+): the training loss is", errors[0]).group(1))
+    assert step < 10 and "learning_rate" in errors[0]  # caught before the first log interval ends
+    assert not (run / "final_eval.json").exists() and not (run / "decode.json").exists()
+    from bapjax.training import checkpoints
+
+    for kind in ("latest", "best"):
+        saved = sorted(int(p.name) for p in (run / "checkpoints" / kind).glob("*") if p.name.isdigit())
+        assert all(s < step for s in saved), (kind, saved, step)
+        if saved:
+            params, _ = checkpoints.load_params(run / "checkpoints" / kind)
+            assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree_util.tree_leaves(params))
+    record = json.loads((run / "runs.jsonl").read_text().splitlines()[-1])
+    assert record["finished"] is False and record["last_step"] >= step
+
+
+def test_a_damaged_checkpoint_is_one_error_line_without_traceback(tmp_path):
+    """The only step in checkpoints/latest with its largest file cut to 100 bytes: resuming says so
+    in one line and exits 2; Orbax's leftover reads print nothing (three tries: it is a race)."""
+    run = tmp_path / "run"
+    assert train(run, "--config.train.max_steps=3").returncode == 0
+    files = [p for p in (run / "checkpoints" / "latest" / "3").rglob("*") if p.is_file()]
+    largest = max(files, key=lambda p: p.stat().st_size)
+    largest.write_bytes(largest.read_bytes()[:100])
+    for _ in range(3):
+        done = train(run, "--config.train.max_steps=6")
+        assert done.returncode == 2, done.stderr[-3000:]
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "no intact checkpoint among steps [3]" in errors[0], done.stderr[-3000:]
+        assert "Traceback" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-3000:]
+
+
+@pytest.mark.slow  # ~3-5 min on a 2-core CPU: two processes joined by jax.distributed, twice
+def test_a_killed_process_is_named_by_its_peer_and_the_job_resumes(tmp_path):
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
+    base = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
+            "--config.train.batch_size=8", "--config.train.log_every_steps=1", "--config.eval.val_decode_items=-1",
+            "--config.eval.stop_thresholds=()", "--config.train.glove=False", "--config.model.embedding_dim=8",
+            "--config.model.text_hidden=16", "--config.model.world_features=8", "--config.model.world_layers=1",
+            "--config.model.decoder_hidden=16", "--config.model.action_embedding=16", "--config.model.head_hidden=16",
+            "--config.features.max_text_tokens=24", "--config.eval.final_splits=()",
+            "--config.train.eval_every_steps=5", "--config.distributed.initialize=True",
+            f"--config.distributed.coordinator_address=localhost:{port}", "--config.distributed.num_processes=2"]
+    for name in ("bs", "ss", "r"):
+        base += [f"--config.data.sources.{name}.generate.train_items=60",
+                 f"--config.data.sources.{name}.generate.processes=1"]
+
+    def start(max_steps, tag):
+        logs = [tmp_path / f"{tag}.{p}.log" for p in range(2)]
+        procs = [subprocess.Popen([*base, f"--config.distributed.process_id={p}", f"--config.train.max_steps={max_steps}"],
+                                  cwd=REPO, env=env, stdout=open(logs[p], "w"), stderr=subprocess.STDOUT)
+                 for p in range(2)]
+        return procs, logs
+
+    procs, logs = start(400, "first")
+    deadline = time.time() + 900
+    while not re.search(r"^step 12/", logs[0].read_text(), re.M):
+        assert time.time() < deadline and procs[0].poll() is None, logs[0].read_text()[-3000:]
+        time.sleep(0.5)
+    procs[1].send_signal(signal.SIGKILL)
+    killed = time.time()
+    assert procs[0].wait(timeout=300) == PeerLost.exit_status, logs[0].read_text()[-3000:]
+    assert time.time() - killed < 300
+    output = logs[0].read_text()
+    line = re.search(r"^error: process 0 of 2: process 1 of the job ended without finishing.*"
+                     r"the last checkpoint is step (\d+) in .*rerun the same job", output, re.M)
+    assert line, output[-3000:]
+    step = int(line.group(1))
+    procs, logs = start(step + 3, "rerun")
+    for proc, log in zip(procs, logs):
+        assert proc.wait(timeout=900) == 0, log.read_text()[-3000:]
+    assert f"resumed from step {step}" in logs[0].read_text()
