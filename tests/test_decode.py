@@ -100,6 +100,25 @@ def test_stops_at_max_length_and_at_stop():
         G.Action(G.PLACE, 3, 0, 1, 0), G.Action(G.REMOVE, 3, 0, 1, 0)]
 
 
+def test_a_forced_length_decodes_exactly_that_many_actions():
+    """`force_length` k > 0: STOP masked before step k and taken at it, even where the model would
+    stop at once or never; 0 leaves the row to the STOP rule; longer than max_actions is capped."""
+    rng = np.random.default_rng(3)
+    model = builder.BuilderModel(**TINY)
+    batch = _batch(_grids(rng), rng)
+    batch["force_length"] = np.array([1, 3, 0, 9], np.int32)
+    fn = decode.make_decode_fn(model, max_actions=6)
+    for stop_bias in (-1e4, 1e4):  # the model never stops / always stops
+        params = _biased_params(model, 0, 0)
+        params["stop_out"]["bias"] = params["stop_out"]["bias"] + stop_bias + 5.0
+        ids = np.asarray(fn(params, batch))
+        lengths = [int((row < G.NUM_ACTIONS).sum()) for row in ids]
+        unforced = 6 if stop_bias < 0 else 0
+        assert lengths == [1, 3, unforced, 6], (stop_bias, lengths)
+        for grid, row in zip(batch["grid"], ids):
+            _check_feasible(grid, row)
+
+
 def test_compiled_decoding_equals_a_plain_python_loop():
     """The reference: call the model's pieces step by step, mask with Python `is_feasible`."""
     rng = np.random.default_rng(3)

@@ -107,7 +107,10 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     keys; rows with `weight` 0, if given, must come last and are not decoded).
 
     `min_actions`: STOP is masked for the first steps (every BAP item has at least one action,
-    so 1 is sound; `min_actions == max_actions` decodes exactly that many actions).
+    so 1 is sound; `min_actions == max_actions` decodes exactly that many actions). A batch key
+    `force_length` [N] (> 0) decodes exactly that many actions for its row (STOP masked before,
+    forced at that step; capped at `max_actions`): the length ceiling of a model, decoded with
+    each item's reference length (`bapjax.analysis.length_ceiling`).
     `teacher_actions` [N, >= max_actions]: follow these ids instead of the model's choice (forced
     decoding, e.g. to score a gold sequence); with `return_logits` also return the per-step
     logits [N, max_actions, 7624] (before masking).
@@ -116,6 +119,7 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     M = BuilderModel
     batch = {k: jnp.asarray(v) for k, v in batch.items()}
     tokens, text_mask = batch[model.text_key], batch["text_mask"]
+    force_length = batch.get("force_length")
     n = tokens.shape[0]
     slots = max(1, min(int(slots), n))
     num_items = (batch["weight"] > 0).sum().astype(jnp.int32) if "weight" in batch else jnp.int32(n)
@@ -157,8 +161,14 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
         else:
             logits = model.apply(variables, c["world"], dec_out, method=M.world_logits)
         feasible = jax.vmap(G.feasible_mask_single)(c["world"]["grid"])
-        feasible = feasible.at[:, G.STOP].set(c["t"] >= min_actions)
+        may_stop = c["t"] >= min_actions
+        if force_length is not None:
+            need = force_length[idx]
+            may_stop = jnp.where(need > 0, c["t"] >= need, may_stop)
+        feasible = feasible.at[:, G.STOP].set(may_stop)
         choice = choose_actions(logits, feasible, stop_rule, stop_threshold)
+        if force_length is not None:
+            choice = jnp.where((need > 0) & (c["t"] >= need), G.STOP, choice)
         if teacher_actions is not None:
             choice = jnp.asarray(teacher_actions, jnp.int32)[idx, c["t"]]
         row = jnp.where(active, c["item"], n)
@@ -230,14 +240,16 @@ def call_layout(count: int, devices: int, per_device: int) -> np.ndarray:
 def predict_items(model: BuilderModel, params, items: list, vocab, feature_config, batch_size: int = 32,
                   max_actions: int = 20, decode_fn=None, progress: bool = False,
                   features=None, min_actions: int = 0, *, stop_rule: str = "argmax", stop_threshold: float = 0.5,
-                  mesh=None, items_per_call: int = 0) -> dict[str, list[G.Action]]:
+                  mesh=None, items_per_call: int = 0, lengths: dict[str, int] | None = None
+                  ) -> dict[str, list[G.Action]]:
     """Greedy predictions {item_id: [Action]} for BapItems.
 
     `batch_size` items decode at once (the pool's slots); each compiled call takes up to
     `items_per_call` items (default 16 x batch_size); the last call is padded only up to a
     multiple of `batch_size` (padding rows still pay for text encoding), so a split compiles at
     most two shapes. `decode_fn` (from `make_decode_fn`, with the same mesh) replaces the one
-    built from the other arguments.
+    built from the other arguments. `lengths` {item_id: k}: decode exactly k actions for those
+    items (`decode_pool`'s `force_length`).
     """
     devices = 1 if mesh is None else mesh.size
     decode_fn = decode_fn or make_decode_fn(model, max_actions, min_actions, slots=batch_size, stop_rule=stop_rule,
@@ -257,6 +269,10 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
         table_rows[positions] = rows
         expanded = input_pipeline.expand_batch(features, table_rows, feature_config)
         batch = {k: expanded[k] for k in decode_keys(model)}
+        if lengths is not None:
+            force = np.zeros(call_size, np.int32)
+            force[positions] = [int(lengths.get(items[row].item_id, 0)) for row in rows]
+            batch["force_length"] = force
         if mesh is not None:
             batch = sharding.host_batch_to_global(batch, mesh)
         ids = np.asarray(decode_fn(params, batch))
