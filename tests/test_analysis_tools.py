@@ -1,0 +1,86 @@
+"""The analysis tools without tests of their own: the STOP statistics of `bapjax.analysis.stop_rule`
+on a tiny model, the language measures of `bapjax.analysis.sim_language_stats` on hand-made and
+real items, and (slow) `bapjax.analysis.compare_training` of HEAD against its own tree."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from bapjax.analysis import sim_language_stats, stop_rule
+from bapjax.data import input_pipeline
+from bapjax.models import builder
+from bapjax.text.vocab import Vocabulary
+from bapjax.world.grid import PLACE, Action, Block
+from bapjax.world.items import BapItem, BuilderPose, ChatTurn
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = dict(embedding_dim=8, text_hidden=16, world_features=8, world_layers=1, action_embedding=16,
+            decoder_hidden=16, head_hidden=16)
+
+
+@pytest.mark.parametrize("stop_bias", [-1e4, 1e4])
+def test_gold_path_stop_stats_count_every_gold_step(mdc_corpus, stop_bias):
+    """Every gold action step and every gold STOP step is counted once; a model that never stops
+    stops early nowhere, one that always stops stops early at every gold action."""
+    items = mdc_corpus.split("val")[:12]
+    vocab = Vocabulary.build(items)
+    fc = input_pipeline.FeatureConfig(max_text_tokens=24, max_actions=4, recent_window=4)
+    model = builder.BuilderModel(vocab_size=vocab.size, **TINY)
+    params = builder.init_params(model, jax.random.PRNGKey(0))
+    params["stop_out"]["bias"] = params["stop_out"]["bias"] + stop_bias
+    stats = stop_rule.gold_path_stop_stats(model, params, items, vocab, fc, batch_size=8)
+    # a reference longer than max_actions fills all max_actions + 1 slots with actions (cut, no STOP)
+    assert stats["gold_action_steps"] == sum(min(len(it.reference_actions), fc.num_action_slots) for it in items)
+    assert stats["gold_stop_steps"] == sum(len(it.reference_actions) <= fc.max_actions for it in items)
+    early = stats["gold_action_steps"] if stop_bias > 0 else 0
+    assert stats["argmax_stops_early"] == stats["mass_stops_early"] == early
+    at_stop = stats["gold_stop_steps"] if stop_bias > 0 else 0
+    assert stats["argmax_stops_at_gold_stop"] == stats["mass_stops_at_gold_stop"] == at_stop
+
+
+def _item(k, chat, yaw):
+    return BapItem(item_id=f"g:{k}", game_id="g", target_id="C1", split="train", history=tuple(chat),
+                   prev_structure=(Block(0, 1, 0, 1),), reference_actions=(Action(PLACE, 2, 1, 1, 0),),
+                   next_structure=(), builder_pose=BuilderPose(0.0, 1.0, -5.0, yaw, 0.0))
+
+
+def test_language_measures_on_hand_made_items():
+    first = [ChatTurn("Architect", "Mission has started."), ChatTurn("Architect", "put a red block")]
+    items = [_item(1, first, 0.0), _item(2, [*first, ChatTurn("Builder", "done"),
+                                             ChatTurn("Architect", "now a blue block")], 40.0)]
+    stats = sim_language_stats.measure(items)
+    assert stats["games"] == 1 and stats["items"] == 2
+    assert stats["_types"] == {"put", "a", "red", "block", "done", "now", "blue"}
+    assert stats["builder_word_types"] == 1 and stats["lines_per_game"] == 3.0
+    assert stats["mean_architect_line_words"] == 4.0
+    assert stats["yaw_off_axis_over_30_share"] == 0.5  # yaw 40 is 40 degrees off its nearest axis
+
+
+def test_language_measures_on_real_items(mdc_corpus):
+    items = mdc_corpus.split("val")
+    stats = sim_language_stats.measure(items)
+    assert stats["games"] == len({it.game_id for it in items}) and stats["items"] == len(items)
+    assert 0 < stats["builder_word_types"] <= stats["word_types"]
+    off = sum(abs((it.builder_pose.yaw + 45.0) % 90.0 - 45.0) > 30.0 for it in items) / len(items)
+    assert stats["yaw_off_axis_over_30_share"] == round(off, 4)
+
+
+@pytest.mark.slow  # ~3 min on a 2-core CPU: two tiny trainings
+def test_compare_training_finds_head_identical_to_its_own_tree(tmp_path):
+    """In a checkout without changes the tree is HEAD: the two trainings must agree bit for bit."""
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True)
+    if dirty.returncode or dirty.stdout.strip():
+        pytest.skip("not a clean git checkout")
+    done = subprocess.run([sys.executable, "-m", "bapjax.analysis.compare_training", "--commit", "HEAD",
+                           "--config", "cpu_experiment:mc", "--steps", "3"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["bit_identical_params"] is True and result["max_param_diff"] == 0.0
+    assert np.isfinite(result["current"]["micro_overall"])
