@@ -181,7 +181,8 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
     except (AttributeError, KeyError) as err:  # ml_collections: a --config.<field> the config lacks
         fail(missing_field_message(err, argv))
     except (ValueError, TypeError) as err:  # ml_collections: a value of the wrong type
-        culprit = next((a for a in argv if a.startswith("--config.")), "--config.*")
+        overrides = [a for a in argv if a.startswith("--config.")]
+        culprit = overrides[0] if len(overrides) == 1 else "a --config.* override"  # named when it can only be it
         fail(f"{culprit}: the value does not fit its field ({str(err).splitlines()[0]})")
 
 
@@ -201,12 +202,11 @@ def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], 
         quiet_library_logs()
         try:
             return int(main(argv) or 0)
-        except PeerLost as err:  # before JAX's own shutdown report; its collectives cannot end cleanly
-            print(f"error: {err}", file=sys.stderr, flush=True)
-            sys.stdout.flush()
-            os._exit(err.exit_status)
         except RunFailure as err:  # a run that went wrong: its own exit status
             print(f"error: {err}", file=sys.stderr, flush=True)
+            if isinstance(err, PeerLost):  # before JAX's own shutdown report: its collectives cannot end cleanly
+                sys.stdout.flush()
+                os._exit(err.exit_status)
             sys.exit(err.exit_status)
         except (UserError, app.UsageError) as err:
             fail(str(err))

@@ -14,7 +14,6 @@ import random
 import re
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -28,14 +27,9 @@ from bapjax import paths
 from bapjax.data import sources
 from bapjax.training import preemption
 
+from .two_processes import SMALL_RUN, free_port, start_training
+
 REPO = Path(__file__).resolve().parents[1]
-SMALL_RUN = [  # the quickstart config, cut to a few steps of a tiny model
-    "--config.train.max_steps=3", "--config.train.batch_size=8", "--config.train.log_every_steps=1",
-    "--config.eval.val_decode_items=-1", "--config.eval.stop_thresholds=()",
-    "--config.train.glove=False", "--config.model.embedding_dim=8", "--config.model.text_hidden=16",
-    "--config.model.world_features=8", "--config.model.world_layers=1", "--config.model.decoder_hidden=16",
-    "--config.model.action_embedding=16", "--config.model.head_hidden=16", "--config.features.max_text_tokens=24",
-]
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -200,9 +194,7 @@ PREEMPT_SCRIPT = textwrap.dedent('''
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_two_processes_agree_on_the_step_to_save_at(tmp_path, signum):
     """A signal to one process of two stops both at the same step (JAX's preemption sync point)."""
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     procs = [subprocess.Popen([sys.executable, "-c", PREEMPT_SCRIPT, str(p), str(port), str(tmp_path / "out")],
                               cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -228,27 +220,13 @@ def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path, 
     for name in ("bs", "ss", "r"):  # built first: on a busy CPU one process building them while the
         # other waits on the lock can keep them apart longer than JAX's 30 s collective set-up
         sources.generated_corpus(name, 1, (60, 40, 100), processes=1, progress=False)
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = s.getsockname()[1]
     env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
-    base = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
-            *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
-            "--config.eval.final_splits=()", "--config.train.eval_every_steps=5",
-            "--config.distributed.initialize=True", f"--config.distributed.coordinator_address=localhost:{port}",
-            "--config.distributed.num_processes=2",
-            # the best checkpoint by a decoded val F1: process 0 decodes, both take its save decision
-            "--config.train.select_by=r_val_overall_micro_f1", "--config.eval.val_decode_items=4"]
-    for name in ("bs", "ss", "r"):
-        base += [f"--config.data.sources.{name}.generate.train_items=60",
-                 f"--config.data.sources.{name}.generate.processes=1"]
+    port = free_port()
 
-    def start(max_steps, tag):  # output to files: a full pipe would stall a process and so both
-        logs = [tmp_path / f"{tag}.{p}.log" for p in range(2)]
-        procs = [subprocess.Popen([*base, f"--config.distributed.process_id={p}", f"--config.train.max_steps={max_steps}"],
-                                  cwd=REPO, env=env, stdout=open(logs[p], "w"), stderr=subprocess.STDOUT)
-                 for p in range(2)]
-        return procs, logs
+    def start(max_steps, tag):
+        return start_training(tmp_path, port, env, max_steps, tag,
+                              # the best checkpoint by a decoded val F1: process 0 decodes, both take its save decision
+                              "--config.train.select_by=r_val_overall_micro_f1", "--config.eval.val_decode_items=4")
 
     procs, logs = start(400, "first")
     deadline = time.time() + 1500

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ import numpy as np
 import pytest
 
 from bapjax.errors import NonFiniteLoss, PeerLost
+
+from .two_processes import free_port, start_training
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -147,28 +148,11 @@ def test_a_damaged_checkpoint_is_one_error_line_without_traceback(tmp_path):
 
 @pytest.mark.slow  # ~3-5 min on a 2-core CPU: two processes joined by jax.distributed, twice
 def test_a_killed_process_is_named_by_its_peer_and_the_job_resumes(tmp_path):
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = s.getsockname()[1]
     env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
-    base = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
-            "--config.train.batch_size=8", "--config.train.log_every_steps=1", "--config.eval.val_decode_items=-1",
-            "--config.eval.stop_thresholds=()", "--config.train.glove=False", "--config.model.embedding_dim=8",
-            "--config.model.text_hidden=16", "--config.model.world_features=8", "--config.model.world_layers=1",
-            "--config.model.decoder_hidden=16", "--config.model.action_embedding=16", "--config.model.head_hidden=16",
-            "--config.features.max_text_tokens=24", "--config.eval.final_splits=()",
-            "--config.train.eval_every_steps=5", "--config.distributed.initialize=True",
-            f"--config.distributed.coordinator_address=localhost:{port}", "--config.distributed.num_processes=2"]
-    for name in ("bs", "ss", "r"):
-        base += [f"--config.data.sources.{name}.generate.train_items=60",
-                 f"--config.data.sources.{name}.generate.processes=1"]
+    port = free_port()
 
     def start(max_steps, tag):
-        logs = [tmp_path / f"{tag}.{p}.log" for p in range(2)]
-        procs = [subprocess.Popen([*base, f"--config.distributed.process_id={p}", f"--config.train.max_steps={max_steps}"],
-                                  cwd=REPO, env=env, stdout=open(logs[p], "w"), stderr=subprocess.STDOUT)
-                 for p in range(2)]
-        return procs, logs
+        return start_training(tmp_path, port, env, max_steps, tag)
 
     procs, logs = start(400, "first")
     deadline = time.time() + 900

@@ -242,7 +242,7 @@ class TrainingRun:
         self.config, self.workdir = config, workdir
         sharding.maybe_initialize_distributed(config.distributed)
         host = str(config.distributed.get("coordinator_address", "") or "localhost").rsplit(":", 1)[0]
-        self.peers = peer_watch.PeerWatch(host)  # started with the run (`train_and_evaluate`)
+        self.peers = peer_watch.PeerWatch(self.resume_hint, host)  # started with the run (`train_and_evaluate`)
         self.is_main = jax.process_index() == 0
         self.mesh = sharding.data_mesh()
         run_checks.validate_config(config, self.mesh)
@@ -306,7 +306,6 @@ class TrainingRun:
             self.train_iter.set_state(self.meta["iterator"])
             log("resumed from step %d", self.step)
             self.last_saved_step = self.step
-            self.peers.resume_hint = self.resume_hint()
         self.first_step = self.step
         self.writer = MetricWriter(workdir, self.is_main)
         self.evaluator = run_eval.Evaluator(self.model, self.vocab, self.feature_config)
@@ -314,6 +313,8 @@ class TrainingRun:
 
     def resume_hint(self) -> str:
         """What rerunning the job does, for a process that loses its peers."""
+        if self.last_saved_step is None:
+            return "no checkpoint was saved yet: rerun the same job to start over"
         return (f"the last checkpoint is step {self.last_saved_step} in {self.workdir / 'checkpoints' / 'latest'}: "
                 f"rerun the same job (all {jax.process_count()} processes) to resume from it")
 
@@ -330,7 +331,6 @@ class TrainingRun:
         self.ckpts.save(manager, self.state, dict(self.meta))
         if manager is self.ckpts.latest:
             self.last_saved_step = int(jax.device_get(self.state["step"]))
-            self.peers.resume_hint = self.resume_hint()
 
     def save_latest(self) -> None:
         self.save(self.ckpts.latest)
@@ -376,14 +376,20 @@ class TrainingRun:
         batch_size, log_every = int(tc.batch_size), int(tc.log_every_steps)
         budget_s = 60.0 * float(tc.time_budget_minutes)
         step = self.step
-        t0, window = time.time(), []
+        t0, window, checked = time.time(), [], 0  # `checked`: how many of `window`'s steps verify() has seen
         since = None  # (time, step) from which the printed rate and ETA are measured: after compilation
         watch = preemption.PreemptionWatch().install()  # SIGTERM/SIGINT: finish the step, save it, exit 75
+
+        def verify() -> None:  # before a state is logged, evaluated or saved: its steps' loss is finite
+            nonlocal checked
+            self.check_finite(window[checked:], step)
+            checked = len(window)
+
         try:
             while step < self.steps_total and not self.meta["stopped_early"]:
                 if budget_s and time.time() - t0 > budget_s:
                     log("time budget of %.0f min reached at step %d: final evaluation", budget_s / 60, step)
-                    self.check_finite(window, step)
+                    verify()
                     if step % self.eval_every:  # not evaluated at this step yet
                         self.evaluate(step)
                     self.save_latest()
@@ -394,9 +400,9 @@ class TrainingRun:
                 if since is None:  # the first step of this invocation compiled the program
                     since = (time.time(), step)
                 if step % log_every == 0 or step == self.steps_total:
-                    self.check_finite(window, step)
+                    verify()
                     values = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
-                    window = []
+                    window, checked = [], 0
                     now = time.time()
                     rate = (step - self.first_step) / max(now - t0, 1e-9)
                     self.writer.write(step, "train", {**values, "steps_per_s": rate, "items_per_s": rate * batch_size})
@@ -407,19 +413,21 @@ class TrainingRun:
                               f"{values['step_accuracy']:.3f} | {recent * batch_size:.1f} items/s, ETA {eta / 60:.1f} min",
                               flush=True)
                     since = (now, step)
-                evaluating = step % self.eval_every == 0 or step == self.steps_total
-                saving = step % self.checkpoint_every == 0 or step == self.steps_total or self.meta["stopped_early"]
-                if evaluating or saving or watch.should_stop(step):
-                    self.check_finite(window, step)
-                if evaluating:
+                paused = False  # an eval or a save this step: the printed rate leaves it out
+                if step % self.eval_every == 0 or step == self.steps_total:
+                    verify()
                     self.evaluate(step)
-                if saving:
+                    paused = True
+                if step % self.checkpoint_every == 0 or step == self.steps_total or self.meta["stopped_early"]:
+                    verify()
                     self.save_latest()
-                if evaluating or saving:
-                    since = (time.time(), step)  # the printed rate is the training steps' own
+                    paused = True
+                if paused:
+                    since = (time.time(), step)
                 if watch.should_stop(step):
                     watch.uninstall()  # a second signal while saving stops at once
                     if step not in self.ckpts.latest.all_steps():  # not saved by this step's periodic checkpoint
+                        verify()
                         self.save_latest()
                     log("%s received: saved the checkpoint of step %d in %s; the same command resumes from it "
                         "(exit %d)", watch.received, step, self.workdir / "checkpoints" / "latest",
@@ -429,9 +437,8 @@ class TrainingRun:
             watch.uninstall()
 
     def check_finite(self, window: list, step: int) -> None:
-        """Raise `NonFiniteLoss` naming the first step of `window` (the metrics of the steps up to
-        `step` not yet checked) whose loss or gradient norm is not finite; then empties nothing:
-        the caller's window stays for its log line."""
+        """Raise `NonFiniteLoss` naming the first step of `window` (the metrics of the last
+        len(window) steps, up to `step`) whose loss or gradient norm is not finite."""
         first = step - len(window) + 1
         for offset, metrics in enumerate(window):
             loss, grad_norm = float(metrics["loss"]), float(metrics["grad_norm"])
@@ -542,8 +549,6 @@ def collectives_named(run: "TrainingRun"):
         if jax.process_count() == 1 or not any(sign in text.lower() for sign in PEER_SIGNS):
             raise
         op = re.search(r"\b(All[A-Z][A-Za-z]*|ReduceScatter|Broadcast|Barrier|CollectivePermute)\b", text)
-        resume = run.resume_hint() if run.last_saved_step is not None else \
-            "no checkpoint was saved: rerun the same job to start over"
         raise PeerLost(f"process {jax.process_index()} of {jax.process_count()}: a collective "
                        f"({op.group(1) if op else 'a cross-process step'}) failed because a peer process was lost "
-                       f"({text.strip().splitlines()[0][:160]}); {resume}") from None
+                       f"({text.strip().splitlines()[0][:160]}); {run.resume_hint()}") from None

@@ -16,6 +16,7 @@ import os
 import socket
 import sys
 import threading
+from typing import Callable
 
 import jax
 import numpy as np
@@ -27,12 +28,11 @@ GOODBYE = b"bye\n"
 
 
 class PeerWatch:
-    """Watches this job's other processes (a no-op in a single-process job). `resume_hint` says
-    what rerunning the job does; the training run keeps it current as it saves checkpoints."""
+    """Watches this job's other processes (a no-op in a single-process job); `resume_hint()` says
+    what rerunning the job does, asked when a peer is lost."""
 
-    def __init__(self, coordinator_host: str = "localhost"):
-        self.coordinator_host = coordinator_host
-        self.resume_hint = "no checkpoint was saved yet: rerun the same job to start over"
+    def __init__(self, resume_hint: Callable[[], str], coordinator_host: str = "localhost"):
+        self.resume_hint, self.coordinator_host = resume_hint, coordinator_host
         self.sockets: list[socket.socket] = []
         self.stopping = threading.Event()
 
@@ -52,30 +52,30 @@ class PeerWatch:
             conn = socket.create_connection((self.coordinator_host, port), timeout=60)
             conn.settimeout(None)
             conn.sendall(f"{jax.process_index()}\n".encode())
-            self._watch(conn, 0)
+            self._watch(conn, conn.makefile("rb"), 0)
         return self
 
     def _accept(self, server: socket.socket, peers: int) -> None:
         for _ in range(peers):
             conn, _ = server.accept()
-            peer = int(conn.makefile("rb").readline() or -1)
-            self._watch(conn, peer)
+            reader = conn.makefile("rb")  # one reader for the peer's index and its goodbye
+            self._watch(conn, reader, int(reader.readline() or -1))
         server.close()
 
-    def _watch(self, conn: socket.socket, peer: int) -> None:
+    def _watch(self, conn: socket.socket, reader, peer: int) -> None:
         self.sockets.append(conn)
-        threading.Thread(target=self._read, args=(conn, peer), daemon=True).start()
+        threading.Thread(target=self._read, args=(reader, peer), daemon=True).start()
 
-    def _read(self, conn: socket.socket, peer: int) -> None:
+    def _read(self, reader, peer: int) -> None:
         try:
-            said = conn.recv(len(GOODBYE))
+            said = reader.readline()
         except OSError:
             said = b""
         if said == GOODBYE or self.stopping.is_set():
             return
         who = "the coordinator, process 0" if peer == 0 else f"process {peer}"
         print(f"error: process {jax.process_index()} of {jax.process_count()}: {who} of the job ended without "
-              f"finishing (killed, or its host was lost); {self.resume_hint}", file=sys.stderr, flush=True)
+              f"finishing (killed, or its host was lost); {self.resume_hint()}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(PeerLost.exit_status)
 
