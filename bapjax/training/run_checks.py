@@ -192,6 +192,12 @@ def record_invocation(workdir: epath.Path, started: float, commit: str | None, f
         out.write(json.dumps(entry) + "\n")
 
 
+def invocations(workdir: epath.Path) -> list[dict]:
+    """The records of `runs.jsonl`, oldest first (none when the run has not ended an invocation)."""
+    log = workdir / RUN_LOG
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+
+
 def config_digest(config) -> str:
     """sha256 of a config completed with the defaults (key order aside): which config an invocation ran."""
     values = json.loads(with_defaults(config).to_json_best_effort())
@@ -209,11 +215,10 @@ def finished_run(config: ml_collections.ConfigDict, workdir: epath.Path) -> dict
     """The last `runs.jsonl` record when `workdir` holds a finished run (its final evaluation
     written, its last invocation finished) of exactly this config (completed with the defaults:
     the record's `config_sha256`); None when there is anything left to do for it."""
-    log = workdir / RUN_LOG
-    if not log.exists() or not (workdir / "final_eval.json").exists():
+    if not (workdir / "final_eval.json").exists():
         return None
     try:
-        records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        records = invocations(workdir)
     except (OSError, ValueError):
         return None
     if not records or not records[-1].get("finished"):

@@ -34,8 +34,7 @@ def source_flags(source: Mapping) -> str:
 def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[str]:
     """The run's closing lines (before the JSON line of `results`)."""
     config = json.loads(run_checks.last_run_config(workdir).read_text())
-    records = [json.loads(line) for line in (workdir / run_checks.RUN_LOG).read_text().splitlines() if line.strip()] \
-        if (workdir / run_checks.RUN_LOG).exists() else []
+    records = run_checks.invocations(workdir)
     last = records[-1] if records else {}
     steps, batch = int(last.get("last_step", 0)), int(config["train"]["batch_size"])
     wall = sum(float(r.get("wall_seconds", 0)) for r in records)
