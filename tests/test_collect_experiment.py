@@ -119,3 +119,43 @@ def test_ablation_rows_name_the_model_feature_and_optimizer_settings_that_differ
     assert rows[0]["options"] == {}
     assert rows[1]["options"] == {"world_features": 32, "train.learning_rate": 3e-3, "features.max_text_tokens": 64}
     assert rows[1]["mc_val_micro_overall"] == 1.0 and rows[1]["best_val_loss"] == 3.1
+
+
+def test_option_sets_average_their_seeds_and_compare_paired(tmp_path, mdc_corpus):
+    """Seeds of one option set are averaged; the paired bootstrap of a set against itself is
+    exactly 0, and the oracle's set beats the empty predictions' on every resampling; the subgroup
+    rows and per-item counts come from the run's val predictions."""
+    from bapjax.analysis import collect_ablation
+    from bapjax.evaluation import metrics
+    from bapjax.world import jsonl
+
+    items = [i for i in mdc_corpus.split("val") if i.prev_structure][:25]
+    runs = {}
+    for name, predict in (("empty", lambda i: []), ("oracle", trivial.oracle_prediction)):
+        run = tmp_path / name
+        (run / "predictions").mkdir(parents=True)
+        jsonl.write_predictions(run / "predictions" / "mc_val.jsonl", {i.item_id: predict(i) for i in items})
+        runs[name] = collect_ablation.val_breakdown(run, items)
+    per_item = {"empty-s0": runs["empty"]["per_item"], "empty-s1": runs["empty"]["per_item"],
+                "oracle-s0": runs["oracle"]["per_item"]}
+    counts = per_item["oracle-s0"]
+    assert collect_ablation.micro_f1(counts["tp"], counts["n_pred"], counts["n_ref"]) == metrics.micro_f1(
+        counts["tp"], counts["n_pred"], counts["n_ref"]) == 1.0
+    oracle_groups = runs["oracle"]["subgroups"]
+    assert oracle_groups["all"]["items"] == 25 and oracle_groups["all"]["micro_overall"] == 1.0
+
+    def row(options, seed, f1, groups):
+        return {"options": options, "seed": seed, "mc_val_micro_overall": f1, "mc_val_micro_location": f1,
+                "mc_val_strict_micro": f1, "best_val_loss": 3.0 + seed, "predicted_net": 0, "reference_net": 10,
+                "subgroups": groups}
+
+    rows = {"empty-s0": row({}, 0, 0.0, runs["empty"]["subgroups"]),
+            "empty-s1": row({}, 1, 0.0, runs["empty"]["subgroups"]),
+            "oracle-s0": row({"length_head": True}, 0, 1.0, oracle_groups)}
+    sets = collect_ablation.compare_sets(rows, per_item, samples=200)
+    assert list(sets) == ["(reference)", "length_head=True"]
+    assert sets["(reference)"]["seeds"] == [0, 1] and sets["(reference)"]["best_val_loss"] == 3.5
+    assert sets["(reference)"]["difference_to_first"]["interval"] == [0.0, 0.0]
+    better = sets["length_head=True"]["difference_to_first"]
+    assert better["share_above_0"] == 1.0 and better["interval"][0] > 0.5
+    assert "| length_head=True | 0 | 100.0 |" in collect_ablation.sets_markdown(sets, 200)

@@ -193,7 +193,9 @@ def randomize_film(params, seed=0):
 
 @pytest.mark.parametrize("decoder,options", [("gru", {}), ("transformer", {}),
                                              ("gru", {"world_film": True, "use_last_offset": True}),
-                                             ("gru", {"world_film": True, "world_encoding": "once"})])
+                                             ("gru", {"world_film": True, "world_encoding": "once"}),
+                                             ("gru", {"world_film": True, "world_encoding": "once",
+                                                      "text_attention": 8})])
 def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, options, mdc_corpus):
     """Forced decoding of the gold actions gives, step by step, the teacher-forcing logits: the
     world (colors and recent-action channel after the actions so far), pose channels and decoder

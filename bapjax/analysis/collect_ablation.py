@@ -1,20 +1,33 @@
 """The CPU model options measured on MDC val at one item budget.
 
-    python -m bapjax.analysis.collect_ablation runs/abl/base runs/abl/film ... [--out results/cpu_ablation]
+    python -m bapjax.analysis.collect_ablation runs/abl/base-s0 runs/abl/base-s1 runs/abl/film-s0 ... \
+      [--out results/cpu_ablation] [--bootstrap 1000]
 
 Each argument is a finished `python -m bapjax.train` workdir of the same data and item budget
 that evaluated `mc:val` at the end (`--config.eval.final_splits="('mc:val',)"`; the test split is
-not decoded while options are chosen). A row: the model fields, feature settings and optimizer settings that differ from the first run, MDC val micro Overall / Location / strict F1 (the final evaluation, best-val-loss checkpoint,
-STOP rule chosen on val), the lowest val loss, training items, and the training rate the run
-logged (its mean over the run, machine load included: compare rates with
-`benchmarks/bench_train.py --compare_config`, not with this column). Writes OUT.json and OUT.md.
+not decoded while options are chosen). A row: the model fields, feature settings and optimizer
+settings that differ from the first run, MDC val micro Overall / Location / strict F1 (the final
+evaluation, the kept checkpoint, STOP rule chosen on val), the lowest val loss, training items,
+and the training rate the run logged (its mean over the run, machine load included: compare
+rates with `benchmarks/bench_train.py --compare_config`, not with this column).
+
+From each run's MDC val predictions (predictions/mc_val.jsonl) also: micro Overall F1 of NEB
+items by what the last instruction says and by where the build starts
+(`bapjax.analysis.length_ceiling.breakdown`), predicted / reference net actions. Runs with the
+same options (seeds) form an option set: its row holds the seed means, and a paired bootstrap
+over the val items (`error_analysis.paired_bootstrap`'s resampling, the seeds' F1 averaged per
+resample) gives the 95% interval of its difference to the first run's set. Writes OUT.json and
+OUT.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+import numpy as np
 
 from bapjax.analysis.collect_experiment import collect_run
 
@@ -53,6 +66,87 @@ def ablation_row(run: Path, reference_model: dict | None, reference_train: dict 
             "logged_items_per_s": rates[-1] if rates else None}
 
 
+SUBGROUPS = (("instruction: horizontal", "horizontal words"), ("instruction: vertical only", "vertical only"),
+             ("instruction: neither", "neither"), ("start: at or next to the last action", "start at/next to last"),
+             ("start: 2+ cells away", "start 2+ away"))
+
+
+def val_breakdown(run: Path, items: list) -> dict:
+    """The subgroup rows (`length_ceiling.breakdown`) and per-item fairer counts (tp, n_pred,
+    n_ref, in `items`' order) of a run's MDC val predictions."""
+    from bapjax.analysis import length_ceiling
+    from bapjax.evaluation import evaluator
+    from bapjax.world import jsonl
+
+    path = run / "predictions" / "mc_val.jsonl"
+    if not path.exists():
+        raise SystemExit(f"{run}: no {path.name} (train with --config.eval.final_splits=\"('mc:val',)\")")
+    predictions = jsonl.read_predictions(path)
+    _, scores, _ = evaluator.evaluate_items(items, predictions)
+    return {"subgroups": length_ceiling.breakdown(items, predictions),
+            "per_item": {"tp": scores.fair_tp, "n_pred": scores.n_pred, "n_ref": scores.n_ref}}
+
+
+def micro_f1(tp, n_pred, n_ref):
+    """Micro F1 along the last axis of per-item counts (`metrics.micro_f1`'s rule: 1 when both are empty)."""
+    total = n_pred.sum(-1) + n_ref.sum(-1)
+    return np.where(total == 0, 1.0, 2.0 * tp.sum(-1) / np.maximum(total, 1))
+
+
+def option_sets(rows: dict) -> dict:
+    """{label: [run names]} of runs with the same options, in first-seen order."""
+    sets: dict = {}
+    for name, row in rows.items():
+        label = ", ".join(f"{k}={v}" for k, v in row["options"].items()) or "(reference)"
+        sets.setdefault(label, []).append(name)
+    return sets
+
+
+def compare_sets(rows: dict, per_item: dict, samples: int, seed: int = 0) -> dict:
+    """Per option set: seed means of the row's figures, and with `samples` > 0 the 95% interval of
+    its seed-mean micro Overall F1 minus the first set's, over paired resamplings of the items."""
+    sets = option_sets(rows)
+    n = len(next(iter(per_item.values()))["tp"])
+    picks = np.random.default_rng(seed).integers(0, n, (samples, n)) if samples else None
+
+    def resampled(names):  # [samples]: the seeds' mean micro F1 on each resampling
+        return np.mean([micro_f1(*(per_item[name][k][picks] for k in ("tp", "n_pred", "n_ref")))
+                        for name in names], axis=0)
+
+    reference = resampled(next(iter(sets.values()))) if samples else None
+    out = {}
+    for label, names in sets.items():
+        mean = lambda key: float(np.mean([rows[name][key] for name in names]))  # noqa: E731
+        entry = {"runs": names, "seeds": [rows[name]["seed"] for name in names],
+                 **{key: mean(key) for key in ("mc_val_micro_overall", "mc_val_micro_location", "mc_val_strict_micro",
+                                               "best_val_loss", "predicted_net", "reference_net")},
+                 "subgroups": {short: float(np.mean([rows[name]["subgroups"][key]["micro_overall"] for name in names]))
+                               for key, short in SUBGROUPS}}
+        if samples:
+            diff = resampled(names) - reference
+            entry["difference_to_first"] = {
+                "interval": [float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))],
+                "share_above_0": float((diff > 0).mean())}
+        out[label] = entry
+    return out
+
+
+def sets_markdown(sets: dict, samples: int) -> str:
+    out = ["| options (vs the first run) | seeds | MDC val micro Overall F1 (seed mean) | vs first: 95% interval "
+           f"({samples} paired resamplings) | Location | strict | " + " | ".join(s for _, s in SUBGROUPS)
+           + " | predicted / reference net |",
+           "|---|---|---:|---|---:|---:|" + "---:|" * len(SUBGROUPS) + "---:|"]
+    for label, e in sets.items():
+        diff = e.get("difference_to_first")
+        interval = "-" if diff is None or label == next(iter(sets)) else (
+            f"{100 * diff['interval'][0]:+.1f} to {100 * diff['interval'][1]:+.1f}")
+        out.append(f"| {label} | {', '.join(map(str, e['seeds']))} | {100 * e['mc_val_micro_overall']:.1f} | {interval} "
+                   f"| {100 * e['mc_val_micro_location']:.1f} | {100 * e['mc_val_strict_micro']:.1f} | "
+                   + " | ".join(f"{100 * v:.1f}" for v in e["subgroups"].values())
+                   + f" | {e['predicted_net']:.0f} / {e['reference_net']:.0f} |")
+    return "\n".join(out) + "\n"
+
+
 def markdown(rows: dict) -> str:
     out = ["| run | options (vs the first run) | MDC val micro Overall F1 | Location F1 | strict F1 | best val loss "
            "| train items | logged items/s |", "|---|---|---|---|---|---|---|---|"]
@@ -65,19 +159,35 @@ def markdown(rows: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", default="results/cpu_ablation")
+    parser.add_argument("--corpus", default="@mdc", help="the MDC the runs were validated on")
+    parser.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap resamplings (0: none)")
     args = parser.parse_args()
-    rows, reference = {}, None
+    from bapjax import paths
+    from bapjax.corpus import mdc
+
+    items = mdc.load_corpus(paths.mdc_path(args.corpus)).split("val")
+    rows, per_item, reference = {}, {}, None
     for run in args.runs:
         config = json.loads((run / "config.json").read_text())
         if reference is None:
             reference = config
         rows[run.name] = ablation_row(run, reference["model"], reference["train"], reference.get("features"))
-    Path(f"{args.out}.json").write_text(json.dumps(rows, indent=1) + "\n")
-    Path(f"{args.out}.md").write_text(markdown(rows))
-    print(markdown(rows))
+        rows[run.name]["seed"] = config.get("seed")
+        found = val_breakdown(run, items)
+        per_item[run.name] = found["per_item"]
+        rows[run.name]["subgroups"] = found["subgroups"]
+        rows[run.name]["predicted_net"] = found["subgroups"]["all"]["predicted_net"]
+        rows[run.name]["reference_net"] = found["subgroups"]["all"]["reference_net"]
+    sets = compare_sets(rows, per_item, args.bootstrap)
+    command = "python -m bapjax.analysis.collect_ablation " + " ".join(sys.argv[1:])
+    Path(f"{args.out}.json").write_text(json.dumps({"command": command, "runs": rows, "option_sets": sets},
+                                                   indent=1) + "\n")
+    text = f"`{command}`\n\nOption sets (seed means):\n\n{sets_markdown(sets, args.bootstrap)}\nRuns:\n\n{markdown(rows)}"
+    Path(f"{args.out}.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

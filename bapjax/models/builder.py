@@ -97,6 +97,8 @@ class BuilderModel(nn.Module):
     change_kernel: int = 3  # world_encoding "once": kernel of the sparse convolution over changed cells (1: per cell)
     step_chunk: int = 0  # world_encoding "once": >0: the packed steps' change features and head in rematerialized
     # chunks of this many (the head over [steps, 1089, head_hidden] is the step's cost then); 0: all at once
+    text_attention: int = 0  # world_encoding "once": >0: each cell of the encoded start world attends to the text's
+    # token states (one head, query/key width this; `read_text`), its features plus what it read; 0: off
 
     def setup(self):
         if self.text_encoder == GRU_TEXT:
@@ -123,6 +125,10 @@ class BuilderModel(nn.Module):
         self.stop_out = nn.Dense(1, name="stop_out")
         if world_changes.check_world_encoding(self.world_encoding) == "once":
             self.change_conv = world_changes.ChangeConv(self.world_features, self.change_kernel, name="world_changes")
+        if self.text_attention:
+            self.cell_text_attention = nn.MultiHeadDotProductAttention(
+                num_heads=1, qkv_features=self.text_attention, out_features=self.world_features,
+                name="cell_text_attention")
 
     def unchunked(self) -> "BuilderModel":
         """The same model with every chunked loop (`CHUNK_FIELDS`) computed at once: the function is
@@ -175,10 +181,28 @@ class BuilderModel(nn.Module):
 
         return self.in_chunks(run, (world, dec_out))
 
-    def encode_starts(self, start: dict, summary):
+    def encode_starts(self, start: dict, summary, token_states=None, token_mask=None):
         """world_encoding "once": features [N, 11, 9, 11, F] of N items' start worlds, FiLM-conditioned
-        (with `world_film`) on their text summaries [N, D]; in chunks of `encode_chunk`."""
-        return self.in_chunks(lambda module, w, s: module.encode_world(w, s), (start, summary))
+        (with `world_film`) on their text summaries [N, D]; in chunks of `encode_chunk`. With
+        `text_attention`, each cell then reads the text token states [N, L, D] (mask [N, L]): `read_text`."""
+        if not self.text_attention:
+            return self.in_chunks(lambda module, w, s: module.encode_world(w, s), (start, summary))
+        if token_states is None:
+            raise ValueError("BuilderModel.encode_starts: text_attention needs the token states and mask")
+
+        def run(module, w, s, states, mask):
+            return module.read_text(module.encode_world(w, s), states, mask)
+
+        return self.in_chunks(run, (start, summary, token_states, token_mask))
+
+    def read_text(self, features, token_states, token_mask):
+        """Per-cell attention to the text: features [N, 11, 9, 11, F] plus, at each cell, one attention
+        head's read of the token states [N, L, D] (masked by [N, L]; query: the cell's features)."""
+        n = features.shape[0]
+        cells = features.reshape(n, -1, features.shape[-1])
+        mask = token_mask.astype(bool)[:, None, None, :]  # [N, heads 1, queries (broadcast), L]
+        read = self.cell_text_attention(cells, token_states, mask=mask)
+        return features + read.reshape(features.shape)
 
     def changed_world_logits(self, encoded, start: dict, world: dict, dec_out, max_changed: int):
         """world_encoding "once": [N, 7624] logits of N world states from their items' start-world
@@ -245,7 +269,7 @@ class BuilderModel(nn.Module):
         packed_worlds = jax.tree_util.tree_map(lambda x: x[b, t], worlds)
         if self.world_encoding == "once":  # the CNN runs on the B start worlds, not the K packed ones
             start = world_input.start_world(batch)
-            encoded = self.encode_starts(start, summary)
+            encoded = self.encode_starts(start, summary, token_states, batch["text_mask"])
             logits = self.changed_world_logits(encoded[b], jax.tree_util.tree_map(lambda x: x[b], start),
                                                packed_worlds, dec_out[b, t], max_changed=steps)
         else:
@@ -362,10 +386,14 @@ def model_kwargs(model_config: Mapping) -> dict[str, Any]:
         raise ModelConfigError(str(err)) from None
     ranges = [("encode_chunk", value["encode_chunk"] >= 0, ">= 0 (0: no chunks)"),
               ("step_chunk", value["step_chunk"] >= 0, ">= 0 (0: no chunks)"),
-              ("change_kernel", value["change_kernel"] >= 1 and value["change_kernel"] % 2 == 1, "an odd number >= 1")]
+              ("change_kernel", value["change_kernel"] >= 1 and value["change_kernel"] % 2 == 1, "an odd number >= 1"),
+              ("text_attention", value["text_attention"] >= 0, ">= 0 (0: off)")]
     for name, ok, allowed in ranges:
         if not ok:
             raise ModelConfigError(f"--config.model.{name}={value[name]!r} is out of range: it must be {allowed}")
+    if value["text_attention"] and value["world_encoding"] != "once":
+        raise ModelConfigError(f"--config.model.text_attention={value['text_attention']} needs "
+                               f"--config.model.world_encoding=once (the cells of the start world read the text once)")
     return kwargs
 
 

@@ -127,7 +127,7 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     starts = world_input.start_world(batch)
     once = model.world_encoding == "once"
     if once:  # every row's start world encoded once, before the loop (world_changes)
-        encoded = model.apply(variables, starts, summary, method=M.encode_starts)
+        encoded = model.apply(variables, starts, summary, token_states, text_mask, method=M.encode_starts)
 
     def fresh(item):
         """Decoder state and world of the items `item` [S] (index -1: a slot with nothing left)."""
