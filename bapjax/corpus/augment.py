@@ -52,6 +52,7 @@ from bapjax.errors import UserError
 from bapjax.world import grid
 from bapjax.world.grid import Action, Block
 from bapjax.world.items import BapItem, BuilderPose, ChatTurn
+from bapjax.world.rotation import rotate_action, rotate_block, rotate_cell, rotate_pose, rotate_position, rotate_yaw
 
 DEFAULT_COPIES = 3  # augmented copies per MDC training game: the paper's 4x mix with the originals
 DEFAULT_PARAPHRASE_PROB = 0.5  # each lexicon word of a copy substituted with this probability
@@ -84,32 +85,6 @@ class Augmentation:
 # Geometry and colors
 
 
-def rotate_cell(x: int, z: int, quarter_turns: int) -> tuple[int, int]:
-    """Cell (x, z) after k quarter turns (x, z) -> (-z, x); maps the build region to itself."""
-    for _ in range(quarter_turns % 4):
-        x, z = -z, x
-    return x, z
-
-
-def rotate_position(x: float, z: float, quarter_turns: int) -> tuple[float, float]:
-    """A continuous position rotated like the cells: about (0.5, 0.5)."""
-    for _ in range(quarter_turns % 4):
-        x, z = 1.0 - z, x
-    return x, z
-
-
-def rotate_yaw(yaw: float, quarter_turns: int) -> float:
-    """Yaw (degrees, in [-180, 180)) turned with the world: +90 per quarter turn.
-
-    Minecraft looks along (-sin yaw, cos yaw) in (x, z); (x, z) -> (-z, x) maps that to the
-    direction of yaw + 90. Logged yaws slightly outside [-180, 180) (the MDC has some) are
-    normalized when turned, and kept as logged when k = 0.
-    """
-    if quarter_turns % 4 == 0:
-        return yaw
-    return (yaw + 90.0 * (quarter_turns % 4) + 180.0) % 360.0 - 180.0
-
-
 def inverse_permutation(permutation: Sequence[int]) -> tuple[int, ...]:
     inverse = [0] * len(permutation)
     for c, new in enumerate(permutation, 1):
@@ -118,18 +93,17 @@ def inverse_permutation(permutation: Sequence[int]) -> tuple[int, ...]:
 
 
 def transform_block(block: Block, aug: Augmentation) -> Block:
-    x, z = rotate_cell(block.x, block.z, aug.rotation)
-    return Block(x, block.y, z, aug.permutation[block.color - 1])
+    block = rotate_block(block, aug.rotation)
+    return block._replace(color=aug.permutation[block.color - 1])
 
 
 def transform_action(action: Action, aug: Augmentation) -> Action:
-    x, z = rotate_cell(action.x, action.z, aug.rotation)
-    return Action(action.type, aug.permutation[action.color - 1], x, action.y, z)
+    action = rotate_action(action, aug.rotation)
+    return action._replace(color=aug.permutation[action.color - 1])
 
 
 def transform_pose(pose: BuilderPose, aug: Augmentation) -> BuilderPose:
-    x, z = rotate_position(pose.x, pose.z, aug.rotation)
-    return BuilderPose(x, pose.y, z, rotate_yaw(pose.yaw, aug.rotation), pose.pitch)
+    return rotate_pose(pose, aug.rotation)
 
 
 def _match_case(word: str, like: str) -> str:

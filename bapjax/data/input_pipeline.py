@@ -38,7 +38,7 @@ from bapjax import paths
 from bapjax.text import bert_states, tokenizer
 from bapjax.text.encoders import GRU_TEXT, TEXT_ENCODERS, text_encoder_features
 from bapjax.text.vocab import Vocabulary
-from bapjax.world import grid
+from bapjax.world import grid, rotation
 from bapjax.world.grid import Action
 from bapjax.world.items import BapItem, ChatTurn
 
@@ -51,12 +51,18 @@ class FeatureConfig:
     ``config.features`` (`feature_defaults`, where `bapjax.training.run_config.base_config` takes them
     from); `text_encoder` follows the model's (``config.model.text_encoder``: the model reads
     frozen-encoder states only if the features make them). `fingerprint` keys the feature cache,
-    so it holds exactly these fields."""
+    so it holds exactly these fields (`builder_frame` only when on).
+
+    With `builder_frame` each item is featurized turned by `rotation.builder_frame_turns` of its
+    Builder's yaw (start grid, recent-action cells, the history's action tokens, pose, reference
+    actions): the Builder looks along +z in every item's features. The items themselves stay in
+    world coordinates; decoding turns its predictions back (`bapjax.training.decode.predict_items`)."""
 
     max_text_tokens: int = 256  # L: history tokens kept (the most recent)
     max_actions: int = 20  # T = max_actions + 1 action slots (the last for STOP)
     recent_window: int = 10  # how many of the Builder's last actions the recent channel marks
     text_encoder: str = ""  # "": vocabulary token ids; "minilm": frozen MiniLM token states (text_states)
+    builder_frame: bool = False  # featurize each item turned into its Builder's frame (bapjax.world.rotation)
 
     @property
     def num_action_slots(self) -> int:
@@ -84,7 +90,10 @@ class FeatureConfig:
         return feature_config
 
     def fingerprint(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        fields = dataclasses.asdict(self)
+        if not self.builder_frame:  # off: the key the feature caches had before the option
+            del fields["builder_frame"]
+        return json.dumps(fields, sort_keys=True)
 
 
 def feature_specs(config: FeatureConfig) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -195,6 +204,8 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
     start = time.time()
     for row, item in enumerate(items):
         where = f"item {item.item_id}"
+        if config.builder_frame:
+            item = rotation.to_builder_frame(item)[0]
         ids, cut = _truncated_history_ids(item, segment_ids, L)
         truncated_text += cut
         text[row, :len(ids)] = ids
@@ -228,7 +239,7 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
             logging.info("featurized %d/%d items (%.0f items/s, ETA %.0f s)", row + 1, n, rate,
                          (n - row - 1) / rate)
     pool = np.zeros((0, 0), np.float16)
-    if config.text_encoder:  # the text input is frozen-encoder token states, not vocabulary ids
+    if config.text_encoder:  # the text input is frozen-encoder token states (of the chat turns: no rotation)
         states = bert_states.item_text_states(items, text_state_store(config.text_encoder), L)
         text[:n] = np.maximum(states.rows, 0)
         text_length[:n] = (states.rows >= 0).sum(1)

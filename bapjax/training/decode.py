@@ -34,6 +34,7 @@ from bapjax.models import world_input
 from bapjax.models.builder import START, BuilderModel
 from bapjax.training import sharding
 from bapjax.world import grid as G
+from bapjax.world import rotation
 
 NEG_INF = -1e9
 STOP_RULES = ("argmax", "mass")
@@ -249,9 +250,12 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
     multiple of `batch_size` (padding rows still pay for text encoding), so a split compiles at
     most two shapes. `decode_fn` (from `make_decode_fn`, with the same mesh) replaces the one
     built from the other arguments. `lengths` {item_id: k}: decode exactly k actions for those
-    items (`decode_pool`'s `force_length`).
+    items (`decode_pool`'s `force_length`). With `feature_config.builder_frame` the items are
+    decoded in their Builder's frame and the predictions turned back: they are always in the
+    items' (world) coordinates.
     """
     devices = 1 if mesh is None else mesh.size
+    builder_frame = feature_config.builder_frame
     decode_fn = decode_fn or make_decode_fn(model, max_actions, min_actions, slots=batch_size, stop_rule=stop_rule,
                                             stop_threshold=stop_threshold, mesh=mesh)
     if features is None:
@@ -277,7 +281,10 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
             batch = sharding.host_batch_to_global(batch, mesh)
         ids = np.asarray(decode_fn(params, batch))
         for row, position in zip(rows, positions):
-            predictions[items[row].item_id] = ids_to_actions(ids[position], expanded["grid"][position])
+            actions = ids_to_actions(ids[position], expanded["grid"][position])
+            if builder_frame:  # decoded on the item's turned grid: back to world coordinates
+                actions = rotation.from_builder_frame(actions, rotation.builder_frame_turns(items[row].builder_pose.yaw))
+            predictions[items[row].item_id] = actions
         if progress:
             done = int(rows[-1]) + 1
             rate = done / max(time.time() - start, 1e-9)
