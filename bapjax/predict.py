@@ -37,10 +37,10 @@ def define_flags() -> None:
     cli.flag("integer", "max_actions", None, "Greedy decoding length (default: the run's config.eval.max_actions).")
     cli.flag("integer", "min_actions", None, "STOP is masked before this many actions (default: the run's "
              "config.eval.min_actions).")
-    cli.flag("string", "stop_rule", None, "argmax or mass (default: the run's decode.json, tuned on val; "
-             "else config.eval.stop_rule).")
-    cli.flag("float", "stop_threshold", None, "p(STOP) threshold of the mass rule (default: the run's "
-             "decode.json, else config.eval.stop_threshold).")
+    cli.flag("string", "stop_rule", None, "argmax, mass or length (a model with a length head) (default: the "
+             "run's decode.json, tuned on val; else config.eval.stop_rule).")
+    cli.flag("float", "stop_threshold", None, "p(STOP) threshold of the mass rule, quantile of the length rule "
+             "(default: the run's decode.json, else config.eval.stop_threshold).")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("bool", "evaluate", False, "Also print the v2 tables and the report JSON.")
 

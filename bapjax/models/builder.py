@@ -41,6 +41,7 @@ from bapjax.world import grid as G
 
 START = G.NUM_ACTIONS_WITH_STOP  # 7624: the decoder's input before the first action
 ACTION_FEATURES = 13
+LENGTH_CLASSES = 20  # the length head's classes: k actions is class k - 1, the last class ">= 20"
 
 
 def action_features(action_ids: jax.Array) -> jax.Array:
@@ -99,6 +100,8 @@ class BuilderModel(nn.Module):
     # chunks of this many (the head over [steps, 1089, head_hidden] is the step's cost then); 0: all at once
     text_attention: int = 0  # world_encoding "once": >0: each cell of the encoded start world attends to the text's
     # token states (one head, query/key width this; `read_text`), its features plus what it read; 0: off
+    length_head: bool = False  # a head predicting each item's action count (LENGTH_CLASSES) for the STOP rule "length"
+    length_loss_weight: float = 0.2  # with length_head: objective = action loss + this x length loss
 
     def setup(self):
         if self.text_encoder == GRU_TEXT:
@@ -129,6 +132,9 @@ class BuilderModel(nn.Module):
             self.cell_text_attention = nn.MultiHeadDotProductAttention(
                 num_heads=1, qkv_features=self.text_attention, out_features=self.world_features,
                 name="cell_text_attention")
+        if self.length_head:
+            self.length_hidden = nn.Dense(self.head_hidden, name="length_hidden")
+            self.length_out = nn.Dense(LENGTH_CLASSES, name="length_out")
 
     def unchunked(self) -> "BuilderModel":
         """The same model with every chunked loop (`CHUNK_FIELDS`) computed at once: the function is
@@ -204,6 +210,19 @@ class BuilderModel(nn.Module):
         read = self.cell_text_attention(cells, token_states, mask=mask)
         return features + read.reshape(features.shape)
 
+    def length_logits(self, summary, start: dict, encoded=None):
+        """Length-head logits [N, LENGTH_CLASSES] of N items (class k - 1: k actions; the last: >= 20)
+        from [text summary ; max-pool over cells of the start-world features]. `encoded`: the start
+        worlds' `encode_starts` features (world_encoding "once" has them); None: encoded here, with
+        world_encoding "per_step" and `world_film` FiLM-conditioned on a zero decoder state (that
+        CNN's condition is the decoder output)."""
+        if encoded is None:
+            per_step_film = self.world_film and self.world_encoding != "once"
+            condition = jnp.zeros((summary.shape[0], self.decoder_hidden), summary.dtype) if per_step_film else summary
+            encoded = self.encode_starts(start, condition)
+        pooled = encoded.max(axis=(1, 2, 3))
+        return self.length_out(nn.relu(self.length_hidden(jnp.concatenate([summary, pooled], -1))))
+
     def changed_world_logits(self, encoded, start: dict, world: dict, dec_out, max_changed: int):
         """world_encoding "once": [N, 7624] logits of N world states from their items' start-world
         encodings [N, 11, 9, 11, F] plus the change features of `world` against `start`
@@ -251,7 +270,9 @@ class BuilderModel(nn.Module):
 
     # -- teacher forcing --------------------------------------------------------------------------
     def __call__(self, batch: dict, num_packed: int):
-        """Logits [K, 7624] for the K packed (item, step) pairs, plus the pack (targets, weights).
+        """Logits [K, 7624] for the K packed (item, step) pairs, plus the pack (targets, weights);
+        with `length_head` the pack also holds the items' length logits [B, LENGTH_CLASSES], their
+        target classes (`length_targets`) and weights.
 
         batch: text_tokens [B, L], text_mask [B, L], grid [B, 11, 9, 11], recent_cells [B, W],
         pose [B, 5], actions [B, T], action_mask [B, T], weight [B].
@@ -267,14 +288,20 @@ class BuilderModel(nn.Module):
         pack = pack_steps(batch["action_mask"], batch["weight"], num_packed)
         b, t = pack["item"], pack["step"]
         packed_worlds = jax.tree_util.tree_map(lambda x: x[b, t], worlds)
+        start = world_input.start_world(batch)
+        encoded = None
         if self.world_encoding == "once":  # the CNN runs on the B start worlds, not the K packed ones
-            start = world_input.start_world(batch)
             encoded = self.encode_starts(start, summary, token_states, batch["text_mask"])
             logits = self.changed_world_logits(encoded[b], jax.tree_util.tree_map(lambda x: x[b], start),
                                                packed_worlds, dec_out[b, t], max_changed=steps)
         else:
             logits = self.world_logits(packed_worlds, dec_out[b, t])
-        return logits, {"targets": actions[b, t], "weights": pack["weights"], "item": b, "step": t}
+        out = {"targets": actions[b, t], "weights": pack["weights"], "item": b, "step": t}
+        if self.length_head:
+            out.update(length_logits=self.length_logits(summary, start, encoded),
+                       length_targets=length_targets(batch["action_mask"], actions),
+                       length_weights=batch["weight"].astype(jnp.float32))
+        return logits, out
 
 
 CHUNK_FIELDS = ("encode_chunk", "step_chunk")  # BuilderModel fields that split work into loops (0: none)
@@ -329,25 +356,54 @@ def packed_size(action_mask: np.ndarray, weight: np.ndarray, multiple: int = 32,
     return min(size, max(multiple, -(-rows_per_shard // multiple) * multiple))
 
 
+def length_targets(action_mask: jax.Array, actions: jax.Array) -> jax.Array:
+    """The length head's target class [B] of each row: its reference actions (the `action_mask`
+    slots that are not STOP; a truncated item has no STOP slot) minus 1, clipped to
+    [0, LENGTH_CLASSES - 1] (the last class: >= 20 actions)."""
+    count = (jnp.asarray(action_mask) & (jnp.asarray(actions) != G.STOP)).sum(-1)
+    return jnp.clip(count - 1, 0, LENGTH_CLASSES - 1).astype(jnp.int32)
+
+
 def loss_sums(logits: jax.Array, pack: dict) -> dict:
     """Weighted sums over packed steps (actions + STOP): cross entropy, correct argmax, count.
     Sums (not means) so devices can add theirs up. The feasibility mask is NOT applied:
-    references unsupported as recorded stay in the loss and it stays finite."""
+    references unsupported as recorded stay in the loss and it stays finite. A pack with length
+    logits (`length_head`) adds the items' weighted length cross entropy, correct argmax and count."""
     ce = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), pack["targets"])
     w = pack["weights"]
     correct = (jnp.argmax(logits, -1) == pack["targets"]).astype(jnp.float32)
-    return {"loss_sum": (ce * w).sum(), "correct_sum": (correct * w).sum(), "count": w.sum()}
+    sums = {"loss_sum": (ce * w).sum(), "correct_sum": (correct * w).sum(), "count": w.sum()}
+    if "length_logits" in pack:
+        length_logits, targets, lw = pack["length_logits"], pack["length_targets"], pack["length_weights"]
+        length_ce = optax.softmax_cross_entropy_with_integer_labels(length_logits.astype(jnp.float32), targets)
+        length_correct = (jnp.argmax(length_logits, -1) == targets).astype(jnp.float32)
+        sums.update(length_loss_sum=(length_ce * lw).sum(), length_correct_sum=(length_correct * lw).sum(),
+                    length_count=lw.sum())
+    return sums
 
 
-def loss_from_sums(sums: dict) -> tuple[jax.Array, dict]:
-    """Weighted mean cross entropy (the training loss) and step accuracy from `loss_sums`."""
+def loss_from_sums(sums: dict, length_loss_weight: float = 0.0) -> tuple[jax.Array, dict]:
+    """The training objective and metrics from `loss_sums`: the weighted mean action cross entropy
+    (metric "loss", with or without a length head), plus `length_loss_weight` x the mean length
+    cross entropy when the sums hold one (metrics "length_loss", "length_accuracy")."""
     total = jnp.maximum(sums["count"], 1e-9)
     loss = sums["loss_sum"] / total
-    return loss, {"loss": loss, "step_accuracy": sums["correct_sum"] / total, "num_steps": sums["count"]}
+    metrics = {"loss": loss, "step_accuracy": sums["correct_sum"] / total, "num_steps": sums["count"]}
+    if "length_count" not in sums:
+        return loss, metrics
+    items = jnp.maximum(sums["length_count"], 1e-9)
+    length_loss = sums["length_loss_sum"] / items
+    metrics.update(length_loss=length_loss, length_accuracy=sums["length_correct_sum"] / items)
+    return loss + length_loss_weight * length_loss, metrics
 
 
-def loss_from_logits(logits: jax.Array, pack: dict) -> tuple[jax.Array, dict]:
-    return loss_from_sums(loss_sums(logits, pack))
+def loss_from_logits(logits: jax.Array, pack: dict, length_loss_weight: float = 0.0) -> tuple[jax.Array, dict]:
+    return loss_from_sums(loss_sums(logits, pack), length_loss_weight)
+
+
+def objective_length_weight(model) -> float:
+    """The length loss's weight in `model`'s training objective (0 without a length head)."""
+    return float(model.length_loss_weight) if getattr(model, "length_head", False) else 0.0
 
 
 class ModelConfigError(UserError):

@@ -13,7 +13,10 @@ ends when every item is done. Under a mesh each device runs its own pool over it
 
 STOP rules: "argmax" takes the most likely of STOP and every single feasible action; "mass"
 stops when p(STOP) >= `stop_threshold` (0.5: STOP more likely than continuing at all, i.e. than
-the summed probability of the feasible actions), else takes the most likely action. Greedy argmax
+the summed probability of the feasible actions), else takes the most likely action; "length"
+(a model with `length_head`) decodes each item's length quantile `stop_threshold` of the length
+head's distribution (`length_quantile`, computed once per item before the loop) as `force_length`
+does, taking the most likely feasible action at each step. Greedy argmax
 over 7,623 actions favours STOP whenever the model is unsure *where* to build, which makes
 predictions short; a run chooses its rule on val after training and keeps it in its decode.json
 (`bapjax.predict`, where a run's decoding is written and read).
@@ -37,15 +40,27 @@ from bapjax.world import grid as G
 from bapjax.world import rotation
 
 NEG_INF = -1e9
-STOP_RULES = ("argmax", "mass")
+STOP_RULES = ("argmax", "mass", "length")
 
 
-def check_stop_rule(stop_rule: str, stop_threshold: float = 0.5) -> None:
-    """The one check of a STOP rule (`STOP_RULES`) and its threshold (in (0, 1]): ValueError."""
+def check_stop_rule(stop_rule: str, stop_threshold: float = 0.5, model: BuilderModel | None = None) -> None:
+    """The one check of a STOP rule (`STOP_RULES`) and its threshold (in (0, 1]; for "length" the
+    quantile), and, given the `model`, that it has the length head "length" needs: ValueError."""
     if stop_rule not in STOP_RULES:
-        raise ValueError(f"the STOP rule must be {' or '.join(STOP_RULES)}, got {stop_rule!r}")
+        raise ValueError(f"the STOP rule must be {', '.join(STOP_RULES[:-1])} or {STOP_RULES[-1]}, got {stop_rule!r}")
     if not 0.0 < float(stop_threshold) <= 1.0:
         raise ValueError(f"the STOP threshold must be in (0, 1], got {stop_threshold!r}")
+    if stop_rule == "length" and model is not None and not getattr(model, "length_head", False):
+        raise ValueError("the STOP rule 'length' needs a model with a length head (config.model.length_head=True); "
+                         "this model has none")
+
+
+def length_quantile(length_logits: jax.Array, quantile: float) -> jax.Array:
+    """Lengths [N] (int32, 1..LENGTH_CLASSES) from length-head logits [N, LENGTH_CLASSES]: per row the
+    smallest length whose cumulative predicted probability is >= `quantile` (0.5: the median)."""
+    cdf = jnp.cumsum(jax.nn.softmax(length_logits.astype(jnp.float32), axis=-1), axis=-1)
+    below = (cdf < jnp.float32(quantile)).sum(-1)  # a row whose rounded cdf stays below 1 gets the last class
+    return jnp.minimum(below + 1, length_logits.shape[-1]).astype(jnp.int32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +94,7 @@ class DecodeSettings:
     def decode_fn(self, model: BuilderModel, mesh=None):
         """A jitted `(params, batch) -> ids [N, max_actions]`. With a `mesh`, the batch's rows are
         split over its 'data' axis and each device decodes its rows with `slots / devices` slots."""
+        check_stop_rule(self.stop_rule, self.stop_threshold, model)
         devices = 1 if mesh is None else mesh.size
         fn = functools.partial(decode_pool, model, slots=max(1, self.slots // devices), max_actions=self.max_actions,
                                min_actions=self.min_actions, stop_rule=self.stop_rule,
@@ -90,9 +106,10 @@ class DecodeSettings:
 
 def choose_actions(logits: jax.Array, feasible: jax.Array, stop_rule: str, stop_threshold: float = 0.5) -> jax.Array:
     """Greedy choice [N] from logits [N, 7624] and a feasibility mask (STOP column included);
-    `stop_rule` "argmax", else "mass" (names checked by `check_stop_rule`)."""
+    `stop_rule` "argmax" or "length" (whose STOP the feasibility mask decides: `decode_pool`), else
+    "mass" (names checked by `check_stop_rule`)."""
     masked = jnp.where(feasible, logits, NEG_INF)
-    if stop_rule == "argmax":
+    if stop_rule in ("argmax", "length"):
         return jnp.argmax(masked, axis=-1).astype(jnp.int32)
     best_action = jnp.argmax(masked[:, :G.STOP], axis=-1).astype(jnp.int32)
     log_p_stop = masked[:, G.STOP] - jax.nn.logsumexp(masked, axis=-1)
@@ -111,7 +128,10 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     so 1 is sound; `min_actions == max_actions` decodes exactly that many actions). A batch key
     `force_length` [N] (> 0) decodes exactly that many actions for its row (STOP masked before,
     forced at that step; capped at `max_actions`): the length ceiling of a model, decoded with
-    each item's reference length (`bapjax.analysis.length_ceiling`).
+    each item's reference length (`bapjax.analysis.length_ceiling`). `stop_rule` "length" gives
+    every row without such a key its `length_quantile(stop_threshold)` of the model's length head.
+    A row that must go on while no action is feasible takes action id 0 (the argmax of a fully
+    masked row), as forced lengths always have.
     `teacher_actions` [N, >= max_actions]: follow these ids instead of the model's choice (forced
     decoding, e.g. to score a gold sequence); with `return_logits` also return the per-step
     logits [N, max_actions, 7624] (before masking).
@@ -120,6 +140,7 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     M = BuilderModel
     batch = {k: jnp.asarray(v) for k, v in batch.items()}
     tokens, text_mask = batch[model.text_key], batch["text_mask"]
+    check_stop_rule(stop_rule, stop_threshold, model)
     force_length = batch.get("force_length")
     n = tokens.shape[0]
     slots = max(1, min(int(slots), n))
@@ -129,6 +150,10 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     once = model.world_encoding == "once"
     if once:  # every row's start world encoded once, before the loop (world_changes)
         encoded = model.apply(variables, starts, summary, token_states, text_mask, method=M.encode_starts)
+    if stop_rule == "length":  # each row's length, once, before the loop
+        length_logits = model.apply(variables, summary, starts, encoded if once else None, method=M.length_logits)
+        predicted = jnp.minimum(length_quantile(length_logits, stop_threshold), max_actions)
+        force_length = predicted if force_length is None else jnp.where(force_length > 0, force_length, predicted)
 
     def fresh(item):
         """Decoder state and world of the items `item` [S] (index -1: a slot with nothing left)."""

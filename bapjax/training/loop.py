@@ -94,12 +94,13 @@ def device_loss_sums(model, num_packed: int, params, batch):
 
 def train_step(model, optimizer, mesh, ema_decay: float, state, batch, num_packed: int):
     """One AdamW step on a global batch (loss = mean cross entropy over all target steps of the
-    global batch; `num_packed` is the pack size per device), and the weights' moving average
-    when the state holds one."""
+    global batch, plus the weighted mean length cross entropy with a length head; `num_packed` is
+    the pack size per device), and the weights' moving average when the state holds one."""
     sums_fn = sharding.per_device(functools.partial(device_loss_sums, model, num_packed), mesh)
+    length_weight = builder.objective_length_weight(model)
 
     def loss_fn(params):
-        return builder.loss_from_sums(sums_fn(params, batch))
+        return builder.loss_from_sums(sums_fn(params, batch), length_weight)
 
     (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
     updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
@@ -157,14 +158,20 @@ class Trainer:
         return self._train(state, sharding.host_batch_to_global(local_batch, self.mesh), k)
 
     def eval_loss(self, params, iterator) -> dict:
+        """Val loss and step accuracy (with a length head also its loss and accuracy) over `iterator`."""
         sums = {"loss_sum": 0.0, "correct_sum": 0.0, "count": 0.0}
         for local_batch in iterator:
             local_batch, k = self.prepare(local_batch)
             out = self._eval(params, sharding.host_batch_to_global(local_batch, self.mesh), k)
-            for key in sums:
-                sums[key] += float(out[key])
+            for key in out:
+                sums[key] = sums.get(key, 0.0) + float(out[key])
         count = max(sums["count"], 1e-9)
-        return {"loss": sums["loss_sum"] / count, "step_accuracy": sums["correct_sum"] / count}
+        values = {"loss": sums["loss_sum"] / count, "step_accuracy": sums["correct_sum"] / count}
+        if "length_count" in sums:
+            items = max(sums["length_count"], 1e-9)
+            values.update(length_loss=sums["length_loss_sum"] / items,
+                          length_accuracy=sums["length_correct_sum"] / items)
+        return values
 
 
 # ------------------------------------------------------------------------------------------------

@@ -63,7 +63,10 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
     owners = [
         ("features", lambda: input_pipeline.FeatureConfig.from_config(config)),
         ("eval", lambda: decode.DecodeSettings.from_eval_config(ec)),
+        ("eval.stop_rule", lambda: decode.check_stop_rule(ec.stop_rule, ec.stop_threshold,
+                                                          builder.build_model(config.model, vocab_size=1))),
         ("eval.stop_thresholds", lambda: [decode.check_stop_rule("mass", t) for t in ec.stop_thresholds]),
+        ("eval.length_quantiles", lambda: [decode.check_stop_rule("length", q) for q in ec.length_quantiles]),
         ("train", lambda: optimizer.make_optimizer(tc, total_steps=1)),
     ]
     for section, build in owners:

@@ -60,11 +60,14 @@ class Evaluator:
 
     def tune_stop_rule(self, params, val_items, eval_config, workdir, chosen_on: str = "val",
                        log_fn=lambda message, *args: print(message % args, file=sys.stderr)) -> dict:
-        """Pick the STOP rule on val: "argmax" and "mass" at each of `config.eval.stop_thresholds`,
-        the highest val micro Overall (fairer) F1 wins; written to <workdir>/decode.json.
+        """Pick the STOP rule on val: "argmax", "mass" at each of `config.eval.stop_thresholds` and,
+        for a model with a length head, "length" at each of `config.eval.length_quantiles`; the
+        highest val micro Overall (fairer) F1 wins; written to <workdir>/decode.json.
         `chosen_on` names the items ("val": every source's val; "mc:val": one source's)."""
         base = decode.DecodeSettings.from_eval_config(eval_config)
         candidates = [("argmax", 0.5)] + [("mass", float(t)) for t in eval_config.stop_thresholds]
+        if getattr(self.model, "length_head", False):
+            candidates += [("length", float(q)) for q in eval_config.length_quantiles]
         rows = []
         for rule, threshold in candidates:
             report = self.split(params, val_items, base.replace(stop_rule=rule, stop_threshold=threshold))
