@@ -62,31 +62,50 @@ def test_train_then_predict_then_evaluate(tmp_path, mdc_path, mdc_corpus, monkey
     assert expected == json.loads(json.dumps(final["mc_test"]))
     for key in ("counts", "micro", "macro", "strict_micro"):
         assert report[key] == expected[key], key
+    refused = subprocess.run([sys.executable, "-m", "bapjax.predict", f"--checkpoint={run}", "--stop_rule=length",
+                              f"--items={tmp_path / 'items.jsonl'}", f"--out={tmp_path / 'length.jsonl'}"],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1].startswith("error: ") and "length head" in refused.stderr
 
 
 def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path, mdc_corpus, monkeypatch):
-    """A tiny run of world_encoding "once" through the user's tools: `python -m
-    bapjax.predict`, the report of its checkpoint, and bapjax/analysis/error_analysis.py."""
+    """A tiny run of world_encoding "once" with every CPU model option (the Builder's frame, the
+    length head and its STOP rule, cells reading the text) through the user's tools: `python -m
+    bapjax.predict` (predictions in world coordinates, equal to the run's own), the long-lived
+    decoder `bapjax.play` uses, the report of its checkpoint, and bapjax/analysis/error_analysis.py."""
     from bapjax.analysis import error_analysis
+    from bapjax.evaluation import evaluator
     from bapjax.pages import report_page
-    from bapjax.training import loop
+    from bapjax.training import loop, run_eval
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     config = tiny_config("unused")
     config.data.sources.mc.corpus = str(mdc_path)
-    config.model.update(dict(world_encoding="once", world_film=True, step_chunk=4))
+    config.model.update(dict(world_encoding="once", world_film=True, step_chunk=4, length_head=True,
+                             text_attention=8))
+    config.features.builder_frame = True
     config.train.update(dict(max_steps=2, eval_every_steps=2))
-    config.eval.stop_thresholds = (0.5,)
+    config.eval.update(dict(stop_thresholds=(0.5,), length_quantiles=(0.5,), final_splits=("mc:test",),
+                            max_actions=4))
     run = tmp_path / "run"
     loop.train_and_evaluate(config, run)
     assert json.loads((run / "config.json").read_text())["model"]["world_encoding"] == "once"
+    candidates = json.loads((run / "decode.json").read_text())["candidates"]
+    assert [c["stop_rule"] for c in candidates] == ["argmax", "mass", "length"]
 
     items = list(mdc_corpus.split("test"))[:8]
     jsonl.write_items(tmp_path / "items.jsonl", items)
     env = {**os.environ, "BAPJAX_CACHE": str(tmp_path / "cache")}
-    run_cli("bapjax.predict", f"--checkpoint={run}", f"--items={tmp_path / 'items.jsonl'}",
-            f"--out={tmp_path / 'predictions.jsonl'}", env=env)
-    assert set(jsonl.read_predictions(tmp_path / "predictions.jsonl")) == {it.item_id for it in items}
+    for rule in ("", "--stop_rule=length"):
+        run_cli("bapjax.predict", f"--checkpoint={run}", f"--items={tmp_path / 'items.jsonl'}",
+                f"--out={tmp_path / 'predictions.jsonl'}", *([rule] if rule else []), env=env)
+        predictions = jsonl.read_predictions(tmp_path / "predictions.jsonl")
+        assert set(predictions) == {it.item_id for it in items}
+        report = evaluator.evaluate_predictions(items, predictions, drop_infeasible=True)
+        assert report["counts"]["dropped_infeasible_actions"] == 0  # world coordinates: feasible as written
+    assert jsonl.read_predictions(run / "predictions" / "mc_test.jsonl") == run_eval.RunDecoder.load(
+        str(run)).predict(items) != {}  # bapjax.play's decoder: the run's own final predictions
     page = report_page.make_report(out=str(tmp_path / "r"), checkpoint=str(run), corpus=str(mdc_path), split="val",
                               limit=8, batch_size=8)
     assert len(report_page.read_embedded_data(page.read_text(encoding="utf-8"))["items"]) == 8

@@ -12,6 +12,7 @@ import sys
 import jax
 
 from bapjax.data import input_pipeline
+from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
 from bapjax.training import checkpoints, decode, sharding
 from bapjax.world import jsonl
@@ -104,8 +105,11 @@ class RunDecoder:
         settings = run_decode_settings(run.run_dir, run.config).replace(
             slots=batch_size, max_actions=max_actions, min_actions=min_actions, stop_rule=stop_rule,
             stop_threshold=stop_threshold)
-        return cls(run, settings, input_pipeline.FeatureConfig.from_config(run.config),
-                   settings.decode_fn(run.model))
+        try:
+            decode_fn = settings.decode_fn(run.model)
+        except ValueError as err:  # e.g. the STOP rule "length" asked of a model without a length head
+            raise UserError(f"{checkpoint}: {err}") from None
+        return cls(run, settings, input_pipeline.FeatureConfig.from_config(run.config), decode_fn)
 
     def predict(self, items: list, progress: bool = False) -> dict:
         """Greedy predictions {item_id: [Action]} of `items`."""
