@@ -53,8 +53,11 @@ def ablation_row(run: Path, reference_model: dict | None, reference_train: dict 
         value = record["config"]["train"].get(key)
         if reference_train is not None and reference_train.get(key) != value:
             changed[f"train.{key}"] = value
+    from bapjax.data.input_pipeline import feature_defaults
+
+    feature_fields = feature_defaults()  # a field newer than the reference run has its default there
     for key, value in record["config"].get("features", {}).items():  # e.g. features.max_text_tokens
-        if reference_features is not None and reference_features.get(key) != value:
+        if reference_features is not None and reference_features.get(key, feature_fields.get(key)) != value:
             changed[f"features.{key}"] = value
     return {"options": changed, "command": record["command"], "commit": record["commit"],
             "train_items_seen": record["train_items_seen"], "wall_minutes": record["wall_minutes"],
