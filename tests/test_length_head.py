@@ -210,7 +210,7 @@ def test_a_tiny_run_with_the_length_head_trains_and_tunes_length_rules(tmp_path,
     loop.train_and_evaluate(config, tmp_path / "run")
     chosen = json.loads((tmp_path / "run" / "decode.json").read_text())
     rules = [(row["stop_rule"], row["stop_threshold"]) for row in chosen["candidates"]]
-    assert rules == [("argmax", 0.5), ("mass", 0.3)] + [("length", q) for q in (0.3, 0.4, 0.5, 0.6)]
+    assert rules == [("argmax", 0.5), ("mass", 0.3)] + [("length", q) for q in (0.5, 0.6, 0.7, 0.8)]
     best = max(chosen["candidates"], key=lambda row: row["val_overall_micro_f1"])
     assert (chosen["stop_rule"], chosen["stop_threshold"]) == (best["stop_rule"], best["stop_threshold"])
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
