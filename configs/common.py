@@ -43,3 +43,13 @@ def cpu_once_model() -> ml_collections.ConfigDict:
     model = cpu_film_model()
     model.world_encoding = "once"
     return model
+
+
+def cpu_frame_model() -> ml_collections.ConfigDict:
+    """`cpu_once_model` with a length head (`length_head`): a head over [text summary ; pooled
+    start-world features] predicts each item's action count, and decoding may take that count
+    (the STOP rule "length", a candidate of the choice on MDC val). `configs/cpu_experiment.py`'s
+    "frame" model pairs it with items featurized in the Builder's frame (`config.features.builder_frame`)."""
+    model = cpu_once_model()
+    model.length_head = True
+    return model

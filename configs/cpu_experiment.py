@@ -14,8 +14,10 @@ the other.
 The argument is `<variant>[,<seed>][,<model>]` (seed 0 by default); the seed sets `config.seed`
 (data order, initialization) and the simulators' seed (the synthetic corpora), so two seeds of a
 variant differ in everything drawn at random except the MDC augmentation. The model is one of
-`MODELS`: "once" (the default, `common.cpu_once_model`: one world encoding per item) or "film"
-(`common.cpu_film_model`: the per-step model, e.g. `--config=configs/cpu_experiment.py:mc,0,film`);
+`MODELS`: "once" (the default, `common.cpu_once_model`: one world encoding per item), "film"
+(`common.cpu_film_model`: the per-step model, e.g. `--config=configs/cpu_experiment.py:mc,0,film`) or
+"frame" (`common.cpu_frame_model`: the once model with a length head, on items featurized in the
+Builder's frame);
 the workdir is `runs/exp/<variant>-<model>-s<seed>`.
 
 * mc: the augmented MDC training games (14,836 items);
@@ -39,9 +41,11 @@ from bapjax.training import run_config
 from configs import common
 
 VARIANTS = ("mc", "agg", "cl", "cl_la", "cl_mc")
-MODELS = {"once": common.cpu_once_model, "film": common.cpu_film_model}  # the first is the default
-# items per variant and model (the same for every variant): once 6,000 steps of 32; film 1,500 steps
-TRAIN_ITEMS = {"once": 192_000, "film": 48_000}
+MODELS = {"once": common.cpu_once_model, "film": common.cpu_film_model, "frame": common.cpu_frame_model}  # the first
+# is the default
+FEATURES = {"frame": {"builder_frame": True}}  # a model's feature settings beside the newest 128 tokens
+# items per variant and model (the same for every variant): once and frame 6,000 steps of 32; film 1,500 steps
+TRAIN_ITEMS = {"once": 192_000, "film": 48_000, "frame": 192_000}
 BATCH_SIZE = 32
 
 
@@ -59,6 +63,7 @@ def get_config(arg: str = "cl"):
     config.workdir = f"runs/exp/{variant}-{model}-s{seed}"  # runs of one model group by seed
     config.model = MODELS[model]()
     config.features.max_text_tokens = 128  # the newest 128 dialogue tokens
+    config.features.update(FEATURES.get(model, {}))
 
     max_steps = TRAIN_ITEMS[model] // BATCH_SIZE
     config.train.update(dict(
