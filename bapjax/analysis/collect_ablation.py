@@ -161,6 +161,18 @@ def markdown(rows: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def entry_per_line(record: dict) -> str:
+    """JSON of a {key: value or {name: entry}} record with one line per entry (a run, an option set)."""
+    parts = []
+    for key, value in record.items():
+        if isinstance(value, dict) and value:
+            inner = ",\n".join(f"  {json.dumps(name)}: {json.dumps(entry)}" for name, entry in value.items())
+            parts.append(f" {json.dumps(key)}: {{\n{inner}\n }}")
+        else:
+            parts.append(f" {json.dumps(key)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
@@ -186,8 +198,7 @@ def main() -> None:
         rows[run.name]["reference_net"] = found["subgroups"]["all"]["reference_net"]
     sets = compare_sets(rows, per_item, args.bootstrap)
     command = "python -m bapjax.analysis.collect_ablation " + " ".join(sys.argv[1:])
-    Path(f"{args.out}.json").write_text(json.dumps({"command": command, "runs": rows, "option_sets": sets},
-                                                   indent=1) + "\n")
+    Path(f"{args.out}.json").write_text(entry_per_line({"command": command, "runs": rows, "option_sets": sets}))
     text = f"`{command}`\n\nOption sets (seed means):\n\n{sets_markdown(sets, args.bootstrap)}\nRuns:\n\n{markdown(rows)}"
     Path(f"{args.out}.md").write_text(text)
     print(text)
