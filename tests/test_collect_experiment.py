@@ -91,6 +91,24 @@ def test_seeds_of_a_variant_are_listed_with_their_mean(tmp_path, mdc_corpus):
     line = next(l for l in collect_experiment.seeds_table(variants).splitlines() if l.startswith("| `cl`"))
     assert "| 2 | 50.0 (100.0, 0.0) |" in line
 
+    # the subgroup breakdown of the variants whose runs kept their MDC test predictions
+    from bapjax.world import jsonl
+
+    for name, predict in (("cl-s0", trivial.oracle_prediction), ("cl-s1", lambda i: [])):
+        (tmp_path / name / "predictions").mkdir()
+        jsonl.write_predictions(tmp_path / name / "predictions" / "mc_test.jsonl", {i.item_id: predict(i) for i in items})
+    runs = {name: tmp_path / name for name in rows}
+    collect_experiment.add_subgroups(variants, runs, items)
+    assert "mc_test_subgroups" not in variants["mc"]  # mc-s0 kept no predictions
+    groups = variants["cl"]["mc_test_subgroups"]
+    assert set(groups) == set(collect_experiment.SUBGROUPS)
+    neb = [i for i in items if i.prev_structure]
+    assert sum(groups[s]["items"] for s in collect_experiment.SUBGROUPS[:3]) == len(neb)
+    for subset, group in groups.items():
+        if group["items"]:
+            assert group["per_seed"] == [1.0, 0.0] and group["seed_mean"] == 0.5, subset
+    assert "| `cl` | " in collect_experiment.subgroups_table(variants)
+
 
 def test_model_label_names_the_data_sets_kept_in_every_stage():
     config = {"data": {"sources": {"mc": {}, "bs": {"splits": ["train", "val", "test"]}}},

@@ -14,6 +14,10 @@ per variant (its first seed's, plus `"seeds": [{"seed", "micro_overall", "strict
 (``{name: {"command", "commit", "config", "train_items_seen", "wall_minutes", "stop_rule",
 "eval": {"mc_test": <evaluator JSON>, "bs_test": ..., ...}}}``), OUT.md (the table beside the
 paper's Table 5) and OUT_curves.png (val loss and val micro Overall F1 of every run).
+Where the runs kept their MDC test predictions (predictions/mc_test.jsonl), each variant also
+gets `"mc_test_subgroups"`: micro Overall F1 of NEB test items by what the last instruction says
+and by where the build starts (`bapjax.analysis.length_ceiling.breakdown`), seed mean and per seed,
+and OUT.md its table (`--corpus`: the MDC the runs were tested on).
 """
 
 from __future__ import annotations
@@ -167,6 +171,45 @@ def breakdown_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+SUBGROUPS = ("instruction: horizontal", "instruction: vertical only", "instruction: neither",
+             "start: at or next to the last action", "start: 2+ cells away")
+
+
+def add_subgroups(variants: dict, runs: dict[str, Path], items: list) -> None:
+    """Each variant's `"mc_test_subgroups"` {subset: {"seed_mean", "per_seed", "items"}} from its
+    runs' MDC test predictions (variants whose runs lack them are left as they are)."""
+    from bapjax.analysis import length_ceiling
+    from bapjax.world import jsonl
+
+    for variant, row in variants.items():
+        paths = [runs[seed["run"]] / "predictions" / "mc_test.jsonl" for seed in row["seeds"]]
+        if not all(path.exists() for path in paths):
+            continue
+        rows = [length_ceiling.breakdown(items, jsonl.read_predictions(path)) for path in paths]
+        groups = {}
+        for subset in SUBGROUPS:  # an empty subset has no F1 (None)
+            per_seed = [r[subset].get("micro_overall") for r in rows]
+            groups[subset] = {"items": rows[0][subset]["items"], "per_seed": per_seed,
+                              "seed_mean": None if None in per_seed else sum(per_seed) / len(per_seed)}
+        row["mc_test_subgroups"] = groups
+
+
+def subgroups_table(variants: dict) -> str:
+    present = {v: row["mc_test_subgroups"] for v, row in variants.items() if "mc_test_subgroups" in row}
+    if not present:
+        return ""
+    first = next(iter(present.values()))
+    lines = ["| variant | " + " | ".join(f"{s.split(': ')[1]} ({first[s]['items']} items)" for s in SUBGROUPS) + " |",
+             "|---|" + "---:|" * len(SUBGROUPS)]
+    for variant, groups in present.items():
+        lines.append(f"| `{variant}` | " + " | ".join(
+            f"{_pct(groups[s]['seed_mean'])} ({', '.join(_pct(v) for v in groups[s]['per_seed'])})" for s in SUBGROUPS)
+            + " |")
+    return ("\n\nD_mc test NEB items, micro Overall F1 by the last Architect turn's words (horizontal: left, right, "
+            "front, behind; vertical only: top, above, below, under) and by where the reference starts against the "
+            "Builder's last action; seed mean (per seed):\n\n" + "\n".join(lines))
+
+
 def plot_curves(runs: dict[str, Path], out: Path) -> None:
     """Train loss, val loss and decoded MDC val F1 against training items, one line per run."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
@@ -199,15 +242,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="finished training workdirs (their names are the row keys)")
     parser.add_argument("--out", default="results/cpu_experiment", help="output path without extension")
+    parser.add_argument("--corpus", default="@mdc", help="the MDC whose test split the runs' predictions are of")
     args = parser.parse_args()
     runs = {Path(r).name: Path(r) for r in args.runs}
     results = {name: collect_run(run) for name, run in runs.items()}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     variants = by_variant(results)
+    if any((run / "predictions" / "mc_test.jsonl").exists() for run in runs.values()):
+        from bapjax import paths
+        from bapjax.corpus import mdc
+
+        add_subgroups(variants, runs, mdc.load_corpus(paths.mdc_path(args.corpus)).split("test"))
     out.with_suffix(".json").write_text(json.dumps(variants, indent=1) + "\n")
     markdown = (table(results) + "\n\nSeeds (MDC test split, paper baseline: strict 21.2):\n\n" + seeds_table(variants)
-                + "\n\nD_mc test, micro F1 by metric and subset:\n\n" + breakdown_table(results))
+                + "\n\nD_mc test, micro F1 by metric and subset:\n\n" + breakdown_table(results)
+                + subgroups_table(variants))
     out.with_suffix(".md").write_text(markdown + "\n")
     unlogged = [name for name, run in runs.items() if not (run / "metrics.jsonl").exists()]
     if unlogged:  # results/runs/ keeps each run's final files, not its per-step log
