@@ -217,3 +217,19 @@ def test_predict_items_returns_world_coordinates(mdc_corpus):
             assert walk.step(action), (item.item_id, action)
     report = evaluator.evaluate_predictions(items, free)  # the evaluator accepts them as they are
     assert report["counts"]["dropped_infeasible_actions"] == 0
+
+
+def test_rotated_augmentation_copies_collapse_to_the_original_in_the_frame(mdc_corpus):
+    """The MDC augmentation's rotation turns the Builder's yaw with the world, so in the Builder's
+    frame a rotated copy (colors and wording kept) is its original: under the frame the copies
+    vary only what the augmentation's color permutation and paraphrase change."""
+    from bapjax.corpus import augment
+
+    for item in mdc_corpus.split("train"):
+        framed, _ = rotation.to_builder_frame(item)
+        for turns in (1, 2, 3):
+            copy = augment.transform_item(item, augment.Augmentation(turns, augment.IDENTITY, 0.0, 0), 1)
+            again, _ = rotation.to_builder_frame(copy)
+            assert (again.history, again.prev_structure, again.reference_actions, again.next_structure) == (
+                framed.history, framed.prev_structure, framed.reference_actions, framed.next_structure), item.item_id
+            _same_pose(again.builder_pose, framed.builder_pose)
