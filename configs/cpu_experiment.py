@@ -2,14 +2,16 @@
 
     python -m bapjax.train --config=configs/cpu_experiment.py:agg,0    # workdir runs/exp/agg-once-s0
     python -m bapjax.train --config=configs/cpu_experiment.py:cl,1     # and mc, cl_mc, cl_la; seeds 0, 1, ...
+    python -m bapjax.train --config=configs/cpu_experiment.py:mc,0,frame   # the frame model: runs/exp/mc-frame-s0
     python -m bapjax.analysis.collect_experiment results/runs/mc-once-tok128-s{0,1} results/runs/agg-once-tok128-s{0,1,2} \
       results/runs/cl-once-tok128-s{0,1} results/runs/cl_mc-once-tok128-s{0,1} --out results/cpu_experiment
 
 Runtime on a quiet 2-core CPU, one run at a time: 14.7-15.9 min per run (results/cpu_experiment.md:
 mc 15.1, 14.7; agg 15.9, 15.0, 14.9; cl 15.0, 15.1; cl_mc 15.7, 15.5): 192,000 items (6,000 steps of
 32), five evals each decoding every MDC val item, the STOP-rule choice and the final decodes. The
-film model's 48,000 items took 29-41 min. Two trainings at once are slower in total than one after
-the other.
+film model's 48,000 items took 29-41 min; the frame model's 192,000 took 28.5 min (mc,0,frame, on a
+host where the once model's mc,0 took 28.2 min: that host ran at ~0.65x the collection's speed).
+Two trainings at once are slower in total than one after the other.
 
 The argument is `<variant>[,<seed>][,<model>]` (seed 0 by default); the seed sets `config.seed`
 (data order, initialization) and the simulators' seed (the synthetic corpora), so two seeds of a
