@@ -7,10 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bapjax.models import builder, world_changes, world_input
+from bapjax.models import builder
 from tests.test_decode import randomize_film
 from tests.test_models import TINY, random_batch
-from tests.test_world_changes import _batch_with_removals, _decoder_outputs, _walk
+from tests.test_world_changes import _batch_with_removals, assert_once_logits_equal_the_slow_path
 
 ATTENTION = dict(world_encoding="once", world_film=True, text_attention=8)
 
@@ -63,20 +63,7 @@ def test_logits_equal_a_slow_path_that_encodes_each_item_alone():
     batch = _batch_with_removals(4, batch=4, steps=6)
     model = builder.BuilderModel(**TINY, **ATTENTION, encode_chunk=3)
     params = randomize_film(builder.init_params(model, jax.random.PRNGKey(2)))
-    v, M = {"params": params}, builder.BuilderModel
-    logits, pack = model.apply(v, batch, int(batch["action_mask"].sum()))
-    token_states, summary, dec_out = _decoder_outputs(model, v, batch)
-    expected = _walk(batch, model.recent_decay)
-    kernel = params["world_changes"]["kernel"]
-    whole = model.clone(encode_chunk=0)
-    for row, (b, t) in enumerate(zip(np.asarray(pack["item"]), np.asarray(pack["step"]))):
-        start = jax.tree_util.tree_map(lambda x: x[b:b + 1], world_input.start_world(batch))
-        encoded = whole.apply(v, start, summary[b:b + 1], method=M.encode_world)
-        encoded = whole.apply(v, encoded, token_states[b:b + 1], jnp.asarray(batch["text_mask"][b:b + 1]),
-                              method=M.read_text)
-        changes = world_changes.dense_change_conv(jnp.asarray(expected[b, t])[None], kernel)
-        want = whole.apply(v, encoded + changes, dec_out[b, t][None], method=M.action_logits)[0]
-        np.testing.assert_allclose(np.asarray(logits[row]), np.asarray(want), rtol=2e-4, atol=2e-4)
+    assert_once_logits_equal_the_slow_path(model, params, batch)
 
 
 def test_the_attention_trains_and_adds_only_its_parameters():

@@ -109,16 +109,26 @@ def test_once_logits_equal_a_slow_path_per_step(film):
     batch = _batch_with_removals(2, batch=4, steps=7)
     model = builder.BuilderModel(**TINY, world_encoding="once", world_film=film, encode_chunk=3)
     params = randomize_film(builder.init_params(model, jax.random.PRNGKey(5)))
+    assert_once_logits_equal_the_slow_path(model, params, batch)
+
+
+def assert_once_logits_equal_the_slow_path(model, params, batch):
+    """The slow path of `test_once_logits_equal_a_slow_path_per_step`, per packed (item, step): the
+    item's start world encoded alone (with `text_attention`, then reading its own text alone),
+    plus the dense convolution of the plain-Python change channels, through the head."""
     k = int(batch["action_mask"].sum())
     logits, pack = model.apply({"params": params}, batch, k)
     v, M = {"params": params}, builder.BuilderModel
-    _, summary, dec_out = _decoder_outputs(model, v, batch)  # the decoder itself is tested elsewhere
+    token_states, summary, dec_out = _decoder_outputs(model, v, batch)  # the decoder itself is tested elsewhere
     expected = _walk(batch, model.recent_decay)
     kernel = params["world_changes"]["kernel"]
     whole = model.clone(encode_chunk=0)
     for row, (b, t) in enumerate(zip(np.asarray(pack["item"]), np.asarray(pack["step"]))):
         start = jax.tree_util.tree_map(lambda x: x[b:b + 1], world_input.start_world(batch))
         encoded = whole.apply(v, start, summary[b:b + 1], method=M.encode_world)
+        if model.text_attention:
+            encoded = whole.apply(v, encoded, token_states[b:b + 1], jnp.asarray(batch["text_mask"][b:b + 1]),
+                                  method=M.read_text)
         changes = world_changes.dense_change_conv(jnp.asarray(expected[b, t])[None], kernel)
         want = whole.apply(v, encoded + changes, dec_out[b, t][None], method=M.action_logits)[0]
         np.testing.assert_allclose(np.asarray(logits[row]), np.asarray(want), rtol=2e-4, atol=2e-4)
