@@ -90,12 +90,6 @@ def val_breakdown(run: Path, items: list) -> dict:
             "per_item": {"tp": scores.fair_tp, "n_pred": scores.n_pred, "n_ref": scores.n_ref}}
 
 
-def micro_f1(tp, n_pred, n_ref):
-    """Micro F1 along the last axis of per-item counts (`metrics.micro_f1`'s rule: 1 when both are empty)."""
-    total = n_pred.sum(-1) + n_ref.sum(-1)
-    return np.where(total == 0, 1.0, 2.0 * tp.sum(-1) / np.maximum(total, 1))
-
-
 def option_sets(rows: dict) -> dict:
     """{label: [run names]} of runs with the same options, in first-seen order."""
     sets: dict = {}
@@ -112,9 +106,10 @@ def compare_sets(rows: dict, per_item: dict, samples: int, seed: int = 0) -> dic
     n = len(next(iter(per_item.values()))["tp"])
     picks = np.random.default_rng(seed).integers(0, n, (samples, n)) if samples else None
 
+    from bapjax.analysis.error_analysis import resampled_micro_f1
+
     def resampled(names):  # [samples]: the seeds' mean micro F1 on each resampling
-        return np.mean([micro_f1(*(per_item[name][k][picks] for k in ("tp", "n_pred", "n_ref")))
-                        for name in names], axis=0)
+        return np.mean([resampled_micro_f1(per_item[name], picks) for name in names], axis=0)
 
     reference = resampled(next(iter(sets.values()))) if samples else None
     out = {}
