@@ -9,7 +9,7 @@ Derived corpora are built once into the cache (``bapjax.paths.cache_root()``), i
 by `generated_entry` and `augmented_entry` (the one statement of the names):
 
     generated/<dataset>-seed<seed>-<train>-<val>-<test>/   simulated D_bs / D_ss / D_r
-    augmented/mc-seed<seed>-copies<copies>-p<paraphrase>/  the augmented MDC training games
+    augmented/mc-seed<seed>-copies<copies>-p<paraphrase>[-mirror]/  the augmented MDC training games
 
 Both ``bapjax.train`` and ``bapjax.build`` use these folders, in-process. An entry counts
 only once its completion record (``bapjax.paths.seal``: every file's size and checksum) is
@@ -105,11 +105,12 @@ def generated_entry(dataset: str, seed: int, sizes: Sequence[int], parent: str |
     return Path(parent or cache_root() / "generated") / f"{dataset}-seed{seed}-{train}-{val}-{test}"
 
 
-def augmented_entry(seed: int, copies: int, paraphrase_prob: float, parent: str | os.PathLike | None = None
-                    ) -> Path:
+def augmented_entry(seed: int, copies: int, paraphrase_prob: float, parent: str | os.PathLike | None = None,
+                    mirror: bool = False) -> Path:
     """The folder of the augmented MDC for these settings: under `parent` when given, else under
     the cache's ``augmented/``."""
-    return Path(parent or cache_root() / "augmented") / f"mc-seed{seed}-copies{copies}-p{paraphrase_prob:g}"
+    name = f"mc-seed{seed}-copies{copies}-p{paraphrase_prob:g}" + ("-mirror" if mirror else "")
+    return Path(parent or cache_root() / "augmented") / name
 
 
 def generated_corpus(dataset: str, seed: int, sizes: Sequence[int], processes: int | None = None,
@@ -136,20 +137,22 @@ def generated_corpus(dataset: str, seed: int, sizes: Sequence[int], processes: i
 
 def augmented_corpus(mdc_path: str | os.PathLike, seed: int, copies: int = augment.DEFAULT_COPIES,
                      paraphrase_prob: float = augment.DEFAULT_PARAPHRASE_PROB,
-                     out: str | os.PathLike | None = None, processes: int | None = None) -> tuple[Path, bool]:
-    """The MDC training games augmented `copies` times (``bapjax.corpus.augment``) plus the
-    originals, built on first use. Returns (directory, whether it was reused)."""
+                     out: str | os.PathLike | None = None, processes: int | None = None,
+                     mirror: bool = False) -> tuple[Path, bool]:
+    """The MDC training games augmented `copies` times (``bapjax.corpus.augment``; `mirror`: the
+    odd-numbered copies mirrored) plus the originals, built on first use. Returns (directory,
+    whether it was reused)."""
     source = mdc.resolve_corpus(resolve_path(mdc_path))
-    root = Path(out) if out else augmented_entry(seed, copies, paraphrase_prob)
+    root = Path(out) if out else augmented_entry(seed, copies, paraphrase_prob, mirror=mirror)
 
     def matches(path: Path) -> bool:
         meta = json.loads((path / "data" / "augmentation.json").read_text())
-        return (meta.get("seed"), meta.get("copies"), meta.get("paraphrase_prob"), meta.get("source")) == \
-            (seed, copies, paraphrase_prob, str(source))
+        return (meta.get("seed"), meta.get("copies"), meta.get("paraphrase_prob"), meta.get("source"),
+                bool(meta.get("mirror", False))) == (seed, copies, paraphrase_prob, str(source), mirror)
 
     def build(path: Path) -> None:
         logging.info("augmenting the MDC training games of %s into %s", source, path)
-        augment.augment_games(source, path, seed, copies, paraphrase_prob, processes=processes)
+        augment.augment_games(source, path, seed, copies, paraphrase_prob, processes=processes, mirror=mirror)
 
     return _cached_entry(root, matches, build, "the augmented MDC", augment.WRITER)
 
@@ -207,7 +210,8 @@ def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
         if not train_path and aug and aug.get("enabled", True) and "train" in wanted:
             def augment_it():
                 return augmented_corpus(corpus_path, int(aug["seed"]), int(aug.get("copies", augment.DEFAULT_COPIES)),
-                                        float(aug.get("paraphrase_prob", augment.DEFAULT_PARAPHRASE_PROB)), aug.get("out", "") or None)
+                                        float(aug.get("paraphrase_prob", augment.DEFAULT_PARAPHRASE_PROB)), aug.get("out", "") or None,
+                                        mirror=bool(aug.get("mirror", False)))
 
             splits["train"] = list(_load_derived(augment_it()[0], augment_it, "the augmented MDC").split("train"))
         elif train_path:

@@ -51,7 +51,7 @@ def mdc_source(augment: bool = True) -> ml_collections.ConfigDict:
     source = _source(MDC, "mc")
     source.augment = ml_collections.ConfigDict(
         {"enabled": augment, "seed": 0, "copies": augment_lib.DEFAULT_COPIES,
-         "paraphrase_prob": augment_lib.DEFAULT_PARAPHRASE_PROB, "out": ""})
+         "paraphrase_prob": augment_lib.DEFAULT_PARAPHRASE_PROB, "mirror": False, "out": ""})
     return source
 
 
