@@ -59,8 +59,20 @@ from bapjax.errors import UserError
 from bapjax.world import grid
 from bapjax.world.grid import Action, Block
 from bapjax.world.items import BapItem, BuilderPose, ChatTurn
-from bapjax.world.rotation import (mirror_action, mirror_block, mirror_cell, mirror_pose, mirror_position, mirror_yaw,
-                                   rotate_action, rotate_block, rotate_cell, rotate_pose, rotate_position, rotate_yaw)
+from bapjax.world.rotation import (
+    mirror_action,
+    mirror_block,
+    mirror_cell,
+    mirror_pose,
+    mirror_position,
+    mirror_yaw,
+    rotate_action,
+    rotate_block,
+    rotate_cell,
+    rotate_pose,
+    rotate_position,
+    rotate_yaw,
+)
 
 DEFAULT_COPIES = 3  # augmented copies per MDC training game: the paper's 4x mix with the originals
 DEFAULT_PARAPHRASE_PROB = 0.5  # each lexicon word of a copy substituted with this probability
