@@ -102,6 +102,7 @@ class BuilderModel(nn.Module):
     # token states (one head, query/key width this; `read_text`), its features plus what it read; 0: off
     length_head: bool = False  # a head predicting each item's action count (LENGTH_CLASSES) for the STOP rule "length"
     length_loss_weight: float = 0.2  # with length_head: objective = action loss + this x length loss
+    length_reads_text: bool = False  # with length_head: it also reads an attention pool of the text token states
 
     def setup(self):
         if self.text_encoder == GRU_TEXT:
@@ -135,6 +136,8 @@ class BuilderModel(nn.Module):
         if self.length_head:
             self.length_hidden = nn.Dense(self.head_hidden, name="length_hidden")
             self.length_out = nn.Dense(LENGTH_CLASSES, name="length_out")
+            if self.length_reads_text:
+                self.length_text_score = nn.Dense(1, name="length_text_score")
 
     def unchunked(self) -> "BuilderModel":
         """The same model with every chunked loop (`CHUNK_FIELDS`) computed at once: the function is
@@ -210,18 +213,31 @@ class BuilderModel(nn.Module):
         read = self.cell_text_attention(cells, token_states, mask=mask)
         return features + read.reshape(features.shape)
 
-    def length_logits(self, summary, start: dict, encoded=None):
+    def length_logits(self, summary, start: dict, encoded=None, token_states=None, token_mask=None):
         """Length-head logits [N, LENGTH_CLASSES] of N items (class k - 1: k actions; the last: >= 20)
-        from [text summary ; max-pool over cells of the start-world features]. `encoded`: the start
-        worlds' `encode_starts` features (world_encoding "once" has them); None: encoded here, with
-        world_encoding "per_step" and `world_film` FiLM-conditioned on a zero decoder state (that
-        CNN's condition is the decoder output)."""
+        from [text summary ; max-pool over cells of the start-world features], with
+        `length_reads_text` also [; `read_length_words`] of the token states [N, L, D] (mask [N, L]).
+        `encoded`: the start worlds' `encode_starts` features (world_encoding "once" has them); None:
+        encoded here, with world_encoding "per_step" and `world_film` FiLM-conditioned on a zero
+        decoder state (that CNN's condition is the decoder output)."""
         if encoded is None:
             per_step_film = self.world_film and self.world_encoding != "once"
             condition = jnp.zeros((summary.shape[0], self.decoder_hidden), summary.dtype) if per_step_film else summary
-            encoded = self.encode_starts(start, condition)
-        pooled = encoded.max(axis=(1, 2, 3))
-        return self.length_out(nn.relu(self.length_hidden(jnp.concatenate([summary, pooled], -1))))
+            encoded = self.encode_starts(start, condition, token_states, token_mask)
+        parts = [summary, encoded.max(axis=(1, 2, 3))]
+        if self.length_reads_text:
+            if token_states is None:
+                raise ValueError("BuilderModel.length_logits: length_reads_text needs the token states and mask")
+            parts.append(self.read_length_words(token_states, token_mask))
+        return self.length_out(nn.relu(self.length_hidden(jnp.concatenate(parts, -1))))
+
+    def read_length_words(self, token_states, token_mask):
+        """An attention pool [N, D] of the token states [N, L, D]: softmax over the unmasked tokens
+        of a learned linear score of each state (the words that say how many can weigh most)."""
+        scores = self.length_text_score(token_states)[..., 0]  # [N, L]
+        scores = jnp.where(token_mask.astype(bool), scores, -1e9)
+        weights = jax.nn.softmax(scores, axis=-1) * token_mask.astype(token_states.dtype)
+        return jnp.einsum("nl,nld->nd", weights, token_states)
 
     def changed_world_logits(self, encoded, start: dict, world: dict, dec_out, max_changed: int):
         """world_encoding "once": [N, 7624] logits of N world states from their items' start-world
@@ -298,7 +314,7 @@ class BuilderModel(nn.Module):
             logits = self.world_logits(packed_worlds, dec_out[b, t])
         out = {"targets": actions[b, t], "weights": pack["weights"], "item": b, "step": t}
         if self.length_head:
-            out.update(length_logits=self.length_logits(summary, start, encoded),
+            out.update(length_logits=self.length_logits(summary, start, encoded, token_states, batch["text_mask"]),
                        length_targets=length_targets(batch["action_mask"], actions),
                        length_weights=batch["weight"].astype(jnp.float32))
         return logits, out

@@ -151,7 +151,8 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     if once:  # every row's start world encoded once, before the loop (world_changes)
         encoded = model.apply(variables, starts, summary, token_states, text_mask, method=M.encode_starts)
     if stop_rule == "length":  # each row's length, once, before the loop
-        length_logits = model.apply(variables, summary, starts, encoded if once else None, method=M.length_logits)
+        length_logits = model.apply(variables, summary, starts, encoded if once else None, token_states, text_mask,
+                                    method=M.length_logits)
         predicted = jnp.minimum(length_quantile(length_logits, stop_threshold), max_actions)
         force_length = predicted if force_length is None else jnp.where(force_length > 0, force_length, predicted)
 
