@@ -183,11 +183,9 @@ def test_option_sets_average_their_seeds_and_compare_paired(tmp_path, mdc_corpus
     assert "| length_head=True | 0 | 100.0 |" in collect_ablation.sets_markdown(sets, 200)
 
 
-def test_the_ablation_json_has_one_line_per_entry_and_reads_back():
-    from bapjax.analysis import collect_ablation
-
+def test_the_collections_json_has_one_line_per_entry_and_reads_back():
     record = {"command": "python -m x", "runs": {"a-s0": {"f1": 0.5, "subgroups": {"all": {"items": 3}}}, "b": {}},
               "option_sets": {}}
-    text = collect_ablation.entry_per_line(record)
+    text = collect_experiment.entry_per_line(record)
     assert json.loads(text) == record
     assert len(text.splitlines()) == 8  # {, command, runs: {, 2 runs, }, option_sets, }

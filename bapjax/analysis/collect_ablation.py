@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bapjax.analysis.collect_experiment import collect_run
+from bapjax.analysis.collect_experiment import collect_run, entry_per_line
 
 TRAIN_FIELDS = ("learning_rate", "schedule", "warmup_steps", "final_lr_fraction", "weight_decay", "batch_size")
 
@@ -154,18 +154,6 @@ def markdown(rows: dict) -> str:
                    f"| {100 * r['mc_val_strict_micro']:.1f} | {r['best_val_loss']:.4f} | {r['train_items_seen']:,} "
                    f"| {r['logged_items_per_s']:.1f} |")
     return "\n".join(out) + "\n"
-
-
-def entry_per_line(record: dict) -> str:
-    """JSON of a {key: value or {name: entry}} record with one line per entry (a run, an option set)."""
-    parts = []
-    for key, value in record.items():
-        if isinstance(value, dict) and value:
-            inner = ",\n".join(f"  {json.dumps(name)}: {json.dumps(entry)}" for name, entry in value.items())
-            parts.append(f" {json.dumps(key)}: {{\n{inner}\n }}")
-        else:
-            parts.append(f" {json.dumps(key)}: {json.dumps(value)}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def main() -> None:

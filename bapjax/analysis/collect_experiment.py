@@ -54,6 +54,19 @@ PAPER_TABLE7 = [("M_mc", "EB", (76.4, 75.2, 53.5, 56.0, 53.2)), ("M_mc", "NEB", 
 SETS = ("mc_test", "bs_test", "ss_test", "r_test")
 
 
+def entry_per_line(record: dict) -> str:
+    """JSON of a {key: value or {name: entry}} record with one line per entry (a run, an option set, a
+    variant's field)."""
+    parts = []
+    for key, value in record.items():
+        if isinstance(value, dict) and value:
+            inner = ",\n".join(f"  {json.dumps(name)}: {json.dumps(entry)}" for name, entry in value.items())
+            parts.append(f" {json.dumps(key)}: {{\n{inner}\n }}")
+        else:
+            parts.append(f" {json.dumps(key)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def collect_run(run: Path) -> dict:
     invocations = [json.loads(line) for line in (run / "runs.jsonl").read_text().splitlines() if line.strip()]
     if not invocations or not invocations[-1]["finished"]:
@@ -254,7 +267,7 @@ def main() -> None:
         from bapjax.corpus import mdc
 
         add_subgroups(variants, runs, mdc.load_corpus(paths.mdc_path(args.corpus)).split("test"))
-    out.with_suffix(".json").write_text(json.dumps(variants, indent=1) + "\n")
+    out.with_suffix(".json").write_text(entry_per_line(variants))  # one line per variant's field
     markdown = (table(results) + "\n\nSeeds (MDC test split, paper baseline: strict 21.2):\n\n" + seeds_table(variants)
                 + "\n\nD_mc test, micro F1 by metric and subset:\n\n" + breakdown_table(results)
                 + subgroups_table(variants))
