@@ -10,7 +10,8 @@ Runtime on a quiet 2-core CPU, one run at a time: 14.7-15.9 min per run (results
 mc 15.1, 14.7; agg 15.9, 15.0, 14.9; cl 15.0, 15.1; cl_mc 15.7, 15.5): 192,000 items (6,000 steps of
 32), five evals each decoding every MDC val item, the STOP-rule choice and the final decodes. The
 film model's 48,000 items took 29-41 min; the frame model's 192,000 took 28.5 min (mc,0,frame, on a
-host where the once model's mc,0 took 28.2 min: that host ran at ~0.65x the collection's speed).
+host where the once model's mc,0 took 28.2 min: that host ran at ~0.65x the collection's speed), and
+26.9-28.5 min for agg,{0,1},frame and mc,{0,1},frame with mirrored copies on the same host.
 Two trainings at once are slower in total than one after the other.
 
 The argument is `<variant>[,<seed>][,<model>]` (seed 0 by default); the seed sets `config.seed`
