@@ -10,7 +10,7 @@ decodes the same game. Reports the median, min and max in ms, the server's own d
 (``decode_ms``) and the actions decoded per round; the last line is JSON (also written to --out).
 
 `--make_run` first trains RUN when it does not exist: the CPU experiment's model
-(``configs/cpu_experiment.py:mc``: `common.cpu_once_model`; `cpu_film_model` when
+(``configs/cpu_experiment.py:mc``: `common.cpu_frame_model`; `cpu_film_model` when
 results/bench_play.json was measured; its features and decoding limits) for
 20 steps on the MDC training games (no augmentation, no simulated sets: only a checkpoint of the
 right size is needed, speed does not depend on training), with ``eval.min_actions`` set to its

@@ -1,27 +1,26 @@
 """The paper's experiment (Tables 4-5) at CPU scale: M_mc vs M_agg vs M_agg+cl, one model, seeds.
 
-    python -m bapjax.train --config=configs/cpu_experiment.py:agg,0    # workdir runs/exp/agg-once-s0
+    python -m bapjax.train --config=configs/cpu_experiment.py:agg,0    # workdir runs/exp/agg-frame-s0
     python -m bapjax.train --config=configs/cpu_experiment.py:cl,1     # and mc, cl_mc, cl_la; seeds 0, 1, ...
-    python -m bapjax.train --config=configs/cpu_experiment.py:mc,0,frame   # the frame model: runs/exp/mc-frame-s0
-    python -m bapjax.analysis.collect_experiment results/runs/mc-once-tok128-s{0,1} results/runs/agg-once-tok128-s{0,1,2} \
-      results/runs/cl-once-tok128-s{0,1} results/runs/cl_mc-once-tok128-s{0,1} --out results/cpu_experiment
+    python -m bapjax.train --config=configs/cpu_experiment.py:mc,0,once   # the once model: runs/exp/mc-once-s0
+    python -m bapjax.analysis.collect_experiment runs/exp/mc-frame-s{0,1,2} runs/exp/agg-frame-s{0,1} \
+      runs/exp/cl-frame-s{0,1} runs/exp/cl_mc-frame-s{0,1} --out results/cpu_experiment --corpus @mdc
 
-Runtime on a quiet 2-core CPU, one run at a time: 14.7-15.9 min per run (results/cpu_experiment.md:
-mc 15.1, 14.7; agg 15.9, 15.0, 14.9; cl 15.0, 15.1; cl_mc 15.7, 15.5): 192,000 items (6,000 steps of
-32), five evals each decoding every MDC val item, the STOP-rule choice and the final decodes. The
-film model's 48,000 items took 29-41 min; the frame model's 192,000 took 28.5 min (mc,0,frame, on a
-host where the once model's mc,0 took 28.2 min: that host ran at ~0.65x the collection's speed), and
-26.9-28.5 min for agg,{0,1},frame and mc,{0,1},frame with mirrored copies on the same host.
-Two trainings at once are slower in total than one after the other.
+Runtime on this workspace's 2-core CPU, one run at a time: 26.9-29.5 min per run, one of 36.5
+(results/cpu_experiment.md: mc 28.5, 36.5, 28.2; agg 28.4, 26.9; cl 29.5, 28.7; cl_mc 27.9,
+27.3): 192,000 items (6,000 steps of 32), five evals each decoding
+every MDC val item, the STOP-rule choice and the final decodes. The once model took 28.2 min for
+the same items on this host (mc,0,once) and 14.7-15.9 min on the quieter host of its collection;
+the film model's 48,000 items took 29-41 min. Two trainings at once are slower in total than one
+after the other.
 
 The argument is `<variant>[,<seed>][,<model>]` (seed 0 by default); the seed sets `config.seed`
 (data order, initialization) and the simulators' seed (the synthetic corpora), so two seeds of a
 variant differ in everything drawn at random except the MDC augmentation. The model is one of
-`MODELS`: "once" (the default, `common.cpu_once_model`: one world encoding per item), "film"
-(`common.cpu_film_model`: the per-step model, e.g. `--config=configs/cpu_experiment.py:mc,0,film`) or
-"frame" (`common.cpu_frame_model`: the once model with a length head, on items featurized in the
-Builder's frame);
-the workdir is `runs/exp/<variant>-<model>-s<seed>`.
+`MODELS`: "frame" (the default, `common.cpu_frame_model`: the once model with a length head, on
+items featurized in the Builder's frame), "once" (`common.cpu_once_model`: one world encoding per
+item, in world coordinates) or "film" (`common.cpu_film_model`: the per-step model, e.g.
+`--config=configs/cpu_experiment.py:mc,0,film`); the workdir is `runs/exp/<variant>-<model>-s<seed>`.
 
 * mc: the augmented MDC training games (14,836 items);
 * agg: the same plus D_bs, D_ss, D_r simulated at Table 3 sizes (52,419 training items), shuffled;
@@ -32,7 +31,8 @@ the workdir is `runs/exp/<variant>-<model>-s<seed>`.
 
 Every variant has the same model, optimizer and schedule and trains on exactly TRAIN_ITEMS[model]
 items (`train.max_steps`; no early stopping), so machine load cannot change a result. The choices
-below were made on MDC val (docs/results.md gives the evidence for each): learning rate 2e-3;
+below were made on MDC val (docs/results.md gives the evidence for each): the frame model (val
++1.7 with agg, +0.3 with mc over the once model's seeds); learning rate 2e-3;
 the newest 128 dialogue tokens (equal to 256 on val, ~1.2x the items/s); the checkpoint with the
 best decoded MDC val micro Overall F1 (M_mc's val loss rises from its first eval while its F1
 climbs), evaluated with a moving average of the weights (`train.ema_decay` 0.999); the STOP rule
@@ -44,11 +44,11 @@ from bapjax.training import run_config
 from configs import common
 
 VARIANTS = ("mc", "agg", "cl", "cl_la", "cl_mc")
-MODELS = {"once": common.cpu_once_model, "film": common.cpu_film_model, "frame": common.cpu_frame_model}  # the first
+MODELS = {"frame": common.cpu_frame_model, "once": common.cpu_once_model, "film": common.cpu_film_model}  # the first
 # is the default
 FEATURES = {"frame": {"builder_frame": True}}  # a model's feature settings beside the newest 128 tokens
-# items per variant and model (the same for every variant): once and frame 6,000 steps of 32; film 1,500 steps
-TRAIN_ITEMS = {"once": 192_000, "film": 48_000, "frame": 192_000}
+# items per variant and model (the same for every variant): frame and once 6,000 steps of 32; film 1,500 steps
+TRAIN_ITEMS = {"frame": 192_000, "once": 192_000, "film": 48_000}
 BATCH_SIZE = 32
 
 

@@ -37,7 +37,7 @@ def test_configs_load_and_build_a_model(name):
 
 
 @pytest.mark.parametrize("name", ["baseline", "agg", "cl", "cpu", "quickstart", "cpu_experiment:mc",
-                                  "cpu_experiment:cl_la", "cpu_experiment:agg,1,frame", "bert:cl"])
+                                  "cpu_experiment:cl_la", "cpu_experiment:agg,1,once", "bert:cl"])
 def test_each_config_builds_its_model_from_the_model_section(name):
     """`build_model` is BuilderModel(vocab_size, **config.model): every field lands on the module,
     and the model section lists every field (so each can be overridden from the command line)."""
@@ -463,9 +463,10 @@ def test_select_by_decoded_f1_keeps_the_eval_with_the_highest_f1(tmp_path, mdc_p
 
 
 def test_the_experiment_models_differ_only_in_their_options():
-    """configs/cpu_experiment.py's "frame" model is its default "once" model with the length head,
-    on items featurized in the Builder's frame; the default keeps both off."""
-    once, frame = load_config("cpu_experiment:mc,0"), load_config("cpu_experiment:mc,0,frame")
+    """configs/cpu_experiment.py's "frame" model (its default) is its "once" model with the length
+    head, on items featurized in the Builder's frame; "once" keeps both off."""
+    once, frame = load_config("cpu_experiment:mc,0,once"), load_config("cpu_experiment:mc,0,frame")
+    assert load_config("cpu_experiment:mc,0").to_dict() == frame.to_dict()
     assert not once.features.builder_frame and not once.model.length_head
     assert frame.features.builder_frame and frame.model.length_head
     assert {k for k in once.model if once.model[k] != frame.model[k]} == {"length_head"}

@@ -70,8 +70,9 @@ def train_tree(tree: Path, config: str, steps: int, out: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commit", required=True, help="the code to compare this tree with")
-    parser.add_argument("--config", default="cpu_experiment:cl", help="configs.load name (default: the curriculum with cpu_experiment's model, the once model since "
-                             "8109a59 and the per-step FiLM model before it: across that commit compare e.g. bert:cl)")
+    parser.add_argument("--config", default="cpu_experiment:cl", help="configs.load name (default: the curriculum with cpu_experiment's default model: the frame model "
+                             "today, the once model from 8109a59, the per-step FiLM model before; across a change of "
+                             "default name the model, e.g. cpu_experiment:cl,0,once, or compare bert:cl)")
     parser.add_argument("--steps", type=int, default=6)
     args = parser.parse_args()
     from bapjax import paths

@@ -1,6 +1,6 @@
 """Facts about the MDC training split behind the choice of one world encoding per item.
 
-    python -m bapjax.analysis.data_facts [--config configs/cpu_experiment.py:mc] [--split train] [--out results/data_facts.json]
+    python -m bapjax.analysis.data_facts [--config configs/cpu_experiment.py:mc,0,once] [--split train] [--out results/data_facts.json]
 
 * **Encodings per item**: teacher forcing encodes the world once per packed (item, step) row; the
   rows of a batch are its targets rounded up to `train.pack_multiple` (`builder.packed_size`),
@@ -98,7 +98,7 @@ def encodings_per_item(items, config, seed: int = 0) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="configs/cpu_experiment.py:mc",
+    parser.add_argument("--config", default="configs/cpu_experiment.py:mc,0,once",
                         help="batch size, pack multiple and features of the training run to describe")
     parser.add_argument("--corpus", default=paths.MDC, help="the MDC (default: found by bapjax.paths.mdc_path)")
     parser.add_argument("--split", default="train")
