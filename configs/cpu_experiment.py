@@ -32,7 +32,8 @@ item, in world coordinates) or "film" (`common.cpu_film_model`: the per-step mod
 Every variant has the same model, optimizer and schedule and trains on exactly TRAIN_ITEMS[model]
 items (`train.max_steps`; no early stopping), so machine load cannot change a result. The choices
 below were made on MDC val (docs/results.md gives the evidence for each): the frame model (val
-+1.7 with agg, +0.3 with mc over the once model's seeds); learning rate 2e-3;
++1.9 with agg, +0.4 with cl, +0.3 with cl_mc, -0.1 with mc over the once model's seed means);
+learning rate 2e-3;
 the newest 128 dialogue tokens (equal to 256 on val, ~1.2x the items/s); the checkpoint with the
 best decoded MDC val micro Overall F1 (M_mc's val loss rises from its first eval while its F1
 climbs), evaluated with a moving average of the weights (`train.ema_decay` 0.999); the STOP rule
