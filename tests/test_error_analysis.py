@@ -73,3 +73,46 @@ def test_paired_bootstrap_intervals():
     assert boot["differences"]["strong - weak"]["share_above_0"] == 1.0  # better on every resampling
     assert boot["differences"]["same - weak"]["interval"] == [0.0, 0.0]
     assert boot["differences"]["same - weak"]["share_above_0"] == 0.0
+
+
+def _item(text, yaw, reference, item_id="g:1"):
+    from bapjax.world.items import BapItem, BuilderPose, ChatTurn
+
+    return BapItem(item_id=item_id, game_id="g", target_id="C1", split="val",
+                   history=(ChatTurn("Architect", text),), prev_structure=(G.Block(0, 1, 0, 1),),
+                   reference_actions=tuple(reference), next_structure=(), builder_pose=BuilderPose(0.5, 1, 0.5, yaw, 0))
+
+
+def test_first_action_outcome_in_the_builder_frame():
+    ref = [G.Action(P, 2, 3, 1, 0)]
+    # Yaw 90: the Builder looks along -x; three quarter turns ((x, z) -> (-z, x) each) bring its view to +z:
+    # a miss along world z is along its left/right axis, a miss along world x along its front/back axis.
+    facing_minus_x = _item("put it to the left", 90.0, ref)
+    assert error_analysis.first_action_outcome(facing_minus_x, [G.Action(P, 2, 3, 1, 1)]) == "left/right 1"
+    assert error_analysis.first_action_outcome(facing_minus_x, [G.Action(P, 2, 1, 1, 0)]) == "front/back 2+"
+    assert error_analysis.first_action_outcome(facing_minus_x, [G.Action(P, 2, 3, 3, 0)]) == "up/down 2+"
+    assert error_analysis.first_action_outcome(facing_minus_x, [G.Action(P, 2, 4, 1, 1)]) == "diagonal 1"
+    assert error_analysis.first_action_outcome(facing_minus_x, [G.Action(P, 2, 4, 1, 3)]) == "several axes 2+"
+    assert error_analysis.first_action_outcome(facing_minus_x, [G.Action(P, 2, 3, 1, 0), G.Action(P, 5, 0, 0, 0)]) == "exact"
+    assert error_analysis.first_action_outcome(facing_minus_x, [G.Action(P, 4, 3, 1, 0)]) == "other kind"
+    assert error_analysis.first_action_outcome(facing_minus_x, []) == "none predicted"
+    # Facing +z (yaw 0) the frame is the world: a miss along x is left/right.
+    facing_z = _item("put it to the left", 0.0, ref)
+    assert error_analysis.first_action_outcome(facing_z, [G.Action(P, 2, 4, 1, 0)]) == "left/right 1"
+    assert error_analysis.first_action_outcome(_item("x", 0.0, []), [G.Action(P, 2, 4, 1, 0)]) is None
+
+
+def test_first_actions_groups_by_direction_words():
+    ref = [G.Action(P, 2, 3, 1, 0)]
+    items = [_item("left of the red one", 0.0, ref, "g:1"), _item("in front, to the right", 0.0, ref, "g:2"),
+             _item("behind it", 0.0, ref, "g:3"), _item("on top", 0.0, ref, "g:4"), _item("a row", 0.0, ref, "g:5")]
+    predictions = {"g:1": [G.Action(P, 2, 4, 1, 0)], "g:2": ref, "g:3": [], "g:4": [G.Action(P, 2, 3, 2, 0)],
+                   "g:5": [G.Action(P, 1, 3, 1, 0)]}
+    table = error_analysis.first_actions(items, predictions)
+    assert list(table) == list(error_analysis.DIRECTION_GROUPS)
+    assert table["left/right"]["items"] == 1 and table["left/right"]["left/right 1"] == 1
+    assert table["both"]["exact"] == 1
+    assert table["front/behind"]["none predicted"] == 1
+    assert table["vertical only"]["up/down 1"] == 1
+    assert table["neither"]["other kind"] == 1
+    assert sum(row["items"] for row in table.values()) == 5

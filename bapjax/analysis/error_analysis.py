@@ -13,7 +13,14 @@ uses), every MDC val item is decoded greedily and scored with the v2 evaluator; 
   cell with the wrong type or color is also counted apart): are Location errors a cell off (spatial language half understood) or anywhere?
   Distance-1 misses are split by axis (x, y, z): which direction words fail;
 * **attribute vs place**: the share of predicted actions whose type and color occur in the
-  reference (Type+Color right) against those whose exact action does (Overall right).
+  reference (Type+Color right) against those whose exact action does (Overall right);
+* **first action in the Builder's frame**: for NEB items grouped by the direction words of the
+  last Architect turn (left/right only, front/behind only, both, vertical only, neither), the
+  first predicted action against the first reference action, both turned into the item's Builder
+  frame (`world.rotation.to_builder_frame`: the Builder looks along +z, so x is left/right):
+  exact, another type or color, none predicted, or the same kind off along one axis (left/right,
+  up/down, front/back; 1 cell or 2+), a diagonal neighbour, or farther along several axes: does a
+  miss lie along the axis the words name, or does the build start elsewhere?
 
 With `--bootstrap N` (for the test split, where the results table's differences live) it also
 resamples the items N times (paired: the same resampled items for every run) and reports each
@@ -111,6 +118,63 @@ def near_misses(pred_sets, ref_sets, is_eb) -> dict:
     }
 
 
+DIRECTION_GROUPS = ("left/right", "front/behind", "both", "vertical only", "neither")
+FIRST_ACTION_OUTCOMES = ("exact", "left/right 1", "left/right 2+", "up/down 1", "up/down 2+", "front/back 1",
+                         "front/back 2+", "diagonal 1", "several axes 2+", "other kind", "none predicted")
+LEFT_RIGHT, FRONT_BEHIND = frozenset({"left", "right"}), frozenset({"front", "behind"})
+
+
+def direction_group(item) -> str:
+    """The item's group in DIRECTION_GROUPS by the words of its last Architect turn."""
+    from bapjax.analysis import length_ceiling
+
+    words = set(length_ceiling.WORD.findall(length_ceiling.last_architect_turn(item).lower()))
+    lr, fb = bool(words & LEFT_RIGHT), bool(words & FRONT_BEHIND)
+    if lr or fb:
+        return "both" if lr and fb else ("left/right" if lr else "front/behind")
+    return length_ceiling.instruction_group(item)
+
+
+def first_action_outcome(item, predicted) -> str | None:
+    """FIRST_ACTION_OUTCOMES' name for the first of `predicted` (the item's predicted actions, in
+    order, world coordinates) against the item's first reference action, compared in the item's
+    Builder frame; None when the item has no reference action."""
+    from bapjax.world import rotation
+
+    if not item.reference_actions:
+        return None
+    if not predicted:
+        return "none predicted"
+    k = rotation.builder_frame_turns(item.builder_pose.yaw)
+    pred, ref = rotation.rotate_action(predicted[0], k), rotation.rotate_action(item.reference_actions[0], k)
+    if (pred.type, pred.color) != (ref.type, ref.color):
+        return "other kind"
+    offset = (ref.x - pred.x, ref.y - pred.y, ref.z - pred.z)
+    moved = [i for i, v in enumerate(offset) if v]
+    if not moved:
+        return "exact"
+    if len(moved) > 1:  # a diagonal neighbour (at most 1 cell along each axis) or farther
+        return "diagonal 1" if max(map(abs, offset)) == 1 else "several axes 2+"
+    axis = ("left/right", "up/down", "front/back")[moved[0]]
+    return f"{axis} {'1' if abs(offset[moved[0]]) == 1 else '2+'}"
+
+
+def first_actions(items, predictions) -> dict:
+    """{direction group: {"items": n, outcome: count}} over NEB items with a reference action."""
+    table = {group: Counter() for group in DIRECTION_GROUPS}
+    for item in items:
+        if item.is_empty_board:
+            continue
+        outcome = first_action_outcome(item, list(predictions[item.item_id]))
+        if outcome is None:
+            continue
+        row = table[direction_group(item)]
+        row["items"] += 1
+        row[outcome] += 1
+    return {group: {"items": row["items"], **{o: row[o] for o in FIRST_ACTION_OUTCOMES}}
+            for group, row in table.items()}
+
+
 def by_length(scores: metrics.ItemScores) -> dict:
     rows = {}
     names = np.array([length_bin(int(n)) for n in scores.n_ref])
@@ -146,6 +210,7 @@ def analyze_run(run_dir: str, items, batch_size: int) -> dict:
         "counts": report["counts"],
         "by_reference_length": by_length(scores),
         "neb_predictions": near_misses(details["pred_sets"], details["ref_sets"], is_eb),
+        "first_action_in_builder_frame": first_actions(items, predictions),
         "per_item_overall": {"tp": scores.fair_tp.tolist(), "n_pred": scores.n_pred.tolist(),
                              "n_ref": scores.n_ref.tolist()},
     }
@@ -207,6 +272,15 @@ def markdown(results: dict, split: str) -> str:
                      f"{share(n['type_color_in_reference'])} | {share(n['inexact_same_cell_other_kind'])} | "
                      f"{share(d['1'])} ({axes['x']} / {axes['y']} / {axes['z']}) | {share(d['2'])} | "
                      f"{share(d['3-4'])} | {share(d['5+'])} | {share(d['none'])} |")
+    lines += ["", f"MDC {split}, NEB items: the first predicted action against the first reference action in the "
+              "Builder's frame, by the direction words of the last Architect turn (share of the group's items):", "",
+              "| run | words | items | " + " | ".join(FIRST_ACTION_OUTCOMES) + " |",
+              "|---|---|---:|" + "---:|" * len(FIRST_ACTION_OUTCOMES)]
+    for label, result in results.items():
+        for group, row in result["first_action_in_builder_frame"].items():
+            total = max(row["items"], 1)
+            lines.append(f"| {label} | {group} | {row['items']} | "
+                         + " | ".join(f"{100 * row[o] / total:.1f}%" for o in FIRST_ACTION_OUTCOMES) + " |")
     return "\n".join(lines) + "\n"
 
 
