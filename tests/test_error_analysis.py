@@ -116,3 +116,24 @@ def test_first_actions_groups_by_direction_words():
     assert table["vertical only"]["up/down 1"] == 1
     assert table["neither"]["other kind"] == 1
     assert sum(row["items"] for row in table.values()) == 5
+
+
+def test_start_cases_near_and_far_of_the_last_action():
+    import dataclasses
+
+    from bapjax.world.items import ChatTurn
+
+    last = G.Action(P, 1, 0, 1, 0)
+
+    def item(item_id, first_ref):
+        return dataclasses.replace(_item("go on", 0.0, [first_ref], item_id),
+                                   history=(ChatTurn("Architect", "go on"), last))
+
+    items = [item("g:1", G.Action(P, 2, 1, 2, 1)), item("g:2", G.Action(P, 2, 1, 1, 0)),
+             item("g:3", G.Action(P, 2, 4, 1, 0)), item("g:4", G.Action(P, 2, 4, 1, 0)),
+             _item("no earlier action", 0.0, [G.Action(P, 2, 4, 1, 0)], "g:5")]
+    predictions = {"g:1": [G.Action(P, 2, 1, 2, 1)], "g:2": [G.Action(P, 2, 0, 1, 5)],
+                   "g:3": [G.Action(P, 2, 0, 2, 0)], "g:4": [G.Action(P, 2, 4, 1, 0)], "g:5": [G.Action(P, 2, 4, 1, 0)]}
+    table = error_analysis.start_cases(items, predictions)
+    assert table == {"near / near": {"items": 1, "exact": 1}, "near / far": {"items": 1, "exact": 0},
+                     "far / near": {"items": 1, "exact": 0}, "far / far": {"items": 1, "exact": 1}}

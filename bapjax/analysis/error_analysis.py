@@ -21,6 +21,11 @@ uses), every MDC val item is decoded greedily and scored with the v2 evaluator; 
   exact, another type or color, none predicted, or the same kind off along one axis (left/right,
   up/down, front/back; 1 cell or 2+), a diagonal neighbour, or farther along several axes: does a
   miss lie along the axis the words name, or does the build start elsewhere?
+* **where the build starts**: for NEB items with an earlier Builder action, whether the first
+  reference action and the first predicted action lie at or next to that last action (Chebyshev
+  distance <= 1, `length_ceiling.start_group`'s rule) or 2+ cells away, and how often the first
+  predicted action is exact in each of the four cases: does the model find a start the Architect
+  names away from where the Builder stopped?
 
 With `--bootstrap N` (for the test split, where the results table's differences live) it also
 resamples the items N times (paired: the same resampled items for every run) and reports each
@@ -175,6 +180,27 @@ def first_actions(items, predictions) -> dict:
             for group, row in table.items()}
 
 
+START_CASES = ("near / near", "near / far", "far / near", "far / far")  # reference start / predicted start
+
+
+def start_cases(items, predictions) -> dict:
+    """{case: {"items": n, "exact": m}} over NEB items with an earlier Builder action, a reference
+    action and a predicted one; case "<reference> / <prediction>", near: the first action lies at
+    or next to the Builder's last earlier action (Chebyshev distance <= 1)."""
+    table = {case: Counter() for case in START_CASES}
+    for item in items:
+        predicted = list(predictions[item.item_id])
+        last = next((event for event in reversed(item.history) if isinstance(event, G.Action)), None)
+        if item.is_empty_board or last is None or not item.reference_actions or not predicted:
+            continue
+        near = lambda a: max(abs(a.x - last.x), abs(a.y - last.y), abs(a.z - last.z)) <= 1  # noqa: E731
+        first = item.reference_actions[0]
+        row = table[f"{'near' if near(first) else 'far'} / {'near' if near(predicted[0]) else 'far'}"]
+        row["items"] += 1
+        row["exact"] += predicted[0] == first
+    return {case: {"items": row["items"], "exact": row["exact"]} for case, row in table.items()}
+
+
 def by_length(scores: metrics.ItemScores) -> dict:
     rows = {}
     names = np.array([length_bin(int(n)) for n in scores.n_ref])
@@ -211,6 +237,7 @@ def analyze_run(run_dir: str, items, batch_size: int) -> dict:
         "by_reference_length": by_length(scores),
         "neb_predictions": near_misses(details["pred_sets"], details["ref_sets"], is_eb),
         "first_action_in_builder_frame": first_actions(items, predictions),
+        "start_cases": start_cases(items, predictions),
         "per_item_overall": {"tp": scores.fair_tp.tolist(), "n_pred": scores.n_pred.tolist(),
                              "n_ref": scores.n_ref.tolist()},
     }
@@ -281,6 +308,17 @@ def markdown(results: dict, split: str) -> str:
             total = max(row["items"], 1)
             lines.append(f"| {label} | {group} | {row['items']} | "
                          + " | ".join(f"{100 * row[o] / total:.1f}%" for o in FIRST_ACTION_OUTCOMES) + " |")
+    lines += ["", f"MDC {split}, NEB items with an earlier Builder action: where the first reference action and "
+              "the first predicted action lie against the Builder's last action (near: at or next to it), items "
+              "(share of all) and how often the first predicted action is exact:", "",
+              "| run | " + " | ".join(f"reference / prediction {case}" for case in START_CASES) + " |",
+              "|---|" + "---:|" * len(START_CASES)]
+    for label, result in results.items():
+        rows = result["start_cases"]
+        total = max(sum(row["items"] for row in rows.values()), 1)
+        lines.append(f"| {label} | " + " | ".join(
+            f"{row['items']} ({100 * row['items'] / total:.1f}%), exact {100 * row['exact'] / max(row['items'], 1):.1f}%"
+            for row in rows.values()) + " |")
     return "\n".join(lines) + "\n"
 
 
