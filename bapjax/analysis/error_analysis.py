@@ -310,15 +310,16 @@ def markdown(results: dict, split: str) -> str:
                          + " | ".join(f"{100 * row[o] / total:.1f}%" for o in FIRST_ACTION_OUTCOMES) + " |")
     lines += ["", f"MDC {split}, NEB items with an earlier Builder action: where the first reference action and "
               "the first predicted action lie against the Builder's last action (near: at or next to it), items "
-              "(share of all) and how often the first predicted action is exact:", "",
+              "(share of all) and, where both are near or both far, how often the first predicted action is exact:", "",
               "| run | " + " | ".join(f"reference / prediction {case}" for case in START_CASES) + " |",
               "|---|" + "---:|" * len(START_CASES)]
     for label, result in results.items():
         rows = result["start_cases"]
         total = max(sum(row["items"] for row in rows.values()), 1)
         lines.append(f"| {label} | " + " | ".join(
-            f"{row['items']} ({100 * row['items'] / total:.1f}%), exact {100 * row['exact'] / max(row['items'], 1):.1f}%"
-            for row in rows.values()) + " |")
+            f"{row['items']} ({100 * row['items'] / total:.1f}%)"
+            + (f", exact {100 * row['exact'] / max(row['items'], 1):.1f}%" if case in ("near / near", "far / far") else "")
+            for case, row in rows.items()) + " |")
     return "\n".join(lines) + "\n"
 
 
