@@ -71,7 +71,7 @@ def test_train_then_predict_then_evaluate(tmp_path, mdc_path, mdc_corpus, monkey
 
 def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path, mdc_corpus, monkeypatch):
     """A tiny run of world_encoding "once" with every CPU model option (the Builder's frame, the
-    length head and its STOP rule, cells reading the text) through the user's tools: `python -m
+    length head and its STOP rule, cells reading the text, the instruction's colors) through the user's tools: `python -m
     bapjax.predict` (predictions in world coordinates, equal to the run's own), the long-lived
     decoder `bapjax.play` uses, the report of its checkpoint, and bapjax/analysis/error_analysis.py."""
     from bapjax.analysis import error_analysis
@@ -83,7 +83,7 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
     config = tiny_config("unused")
     config.data.sources.mc.corpus = str(mdc_path)
     config.model.update(dict(world_encoding="once", world_film=True, step_chunk=4, length_head=True,
-                             text_attention=8))
+                             text_attention=8, mentioned_colors=True))
     config.features.builder_frame = True
     config.train.update(dict(max_steps=2, eval_every_steps=2))
     config.eval.update(dict(stop_thresholds=(0.5,), length_quantiles=(0.5,), final_splits=("mc:test",),

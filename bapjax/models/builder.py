@@ -103,6 +103,9 @@ class BuilderModel(nn.Module):
     length_head: bool = False  # a head predicting each item's action count (LENGTH_CLASSES) for the STOP rule "length"
     length_loss_weight: float = 0.2  # with length_head: objective = action loss + this x length loss
     length_reads_text: bool = False  # with length_head: it also reads an attention pool of the text token states
+    mentioned_colors: bool = False  # one more world channel: the cell's color is named in the last Architect turn
+    # (world_input.mentioned_cells; the features then write "mentions"); with world_encoding "once" only the start
+    # world has it (the change features since are the placed colors, world_changes)
 
     def setup(self):
         if self.text_encoder == GRU_TEXT:
@@ -179,7 +182,8 @@ class BuilderModel(nn.Module):
         outputs, or with world_encoding "once" the text summaries, `encode_starts`)."""
         channels = world_input.world_channels(
             world, recent_decay=self.recent_decay, perspective_scale=self.perspective_scale,
-            use_perspective=self.use_perspective, use_last_offset=self.use_last_offset)
+            use_perspective=self.use_perspective, use_last_offset=self.use_last_offset,
+            mentioned_colors=self.mentioned_colors)
         return self.world_cnn(channels, dec_out)
 
     def world_logits(self, world: dict, dec_out):
@@ -475,10 +479,13 @@ def build_model(model_config: Mapping, vocab_size: int) -> BuilderModel:
 
 
 def dummy_batch(batch_size: int = 2, text_len: int = 8, steps: int = 4, window: int = 4,
-                text_dim: int = 384) -> dict[str, Any]:
+                text_dim: int = 384, mentions: bool = False) -> dict[str, Any]:
     """Zero batch with the input pipeline's keys and shapes (for init and tests); `text_states`
-    (frozen-encoder states of width `text_dim`) is read only by a frozen text encoder (text_encoder "minilm")."""
+    (frozen-encoder states of width `text_dim`) is read only by a frozen text encoder (text_encoder "minilm");
+    with `mentions` it also has the key a model with `mentioned_colors` reads."""
+    extra = {world_input.MENTION_KEY: np.zeros((batch_size, G.NUM_COLORS + 1), np.float32)} if mentions else {}
     return {
+        **extra,
         "text_states": np.zeros((batch_size, text_len, text_dim), np.float32),
         "text_tokens": np.zeros((batch_size, text_len), np.int32),
         "text_mask": np.ones((batch_size, text_len), bool),
@@ -493,7 +500,7 @@ def dummy_batch(batch_size: int = 2, text_len: int = 8, steps: int = 4, window: 
 
 def init_params(model: BuilderModel, rng: jax.Array, embedding_matrix: np.ndarray | None = None):
     """Initialise parameters; put the GloVe matrix [V, E] into the word embedding table."""
-    params = model.init(rng, dummy_batch(), 8)["params"]
+    params = model.init(rng, dummy_batch(mentions=model.mentioned_colors), 8)["params"]
     if embedding_matrix is not None:
         table = params["text_encoder"]["embed"]["embedding"]
         matrix = np.asarray(embedding_matrix, np.float32)

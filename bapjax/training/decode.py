@@ -251,8 +251,9 @@ DECODE_KEYS = ("text_tokens", "text_mask", *world_input.WORLD_KEYS, "weight")  #
 
 
 def decode_keys(model: BuilderModel) -> tuple[str, ...]:
-    """DECODE_KEYS with the model's text input (token ids, or frozen-encoder token states)."""
-    return (model.text_key,) + DECODE_KEYS[1:]
+    """DECODE_KEYS with the model's text input (token ids, or frozen-encoder token states), and
+    the instruction's colors for a model with `mentioned_colors`."""
+    return (model.text_key,) + DECODE_KEYS[1:] + ((world_input.MENTION_KEY,) if model.mentioned_colors else ())
 
 
 def call_layout(count: int, devices: int, per_device: int) -> np.ndarray:
