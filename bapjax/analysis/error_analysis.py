@@ -358,12 +358,14 @@ def main() -> int:
                                  for label, r in results.items()}, args.bootstrap)
         text += "\n" + bootstrap_markdown(boot, args.split)
     print(text, file=sys.stderr)
+    # the per-item counts (one line each in the JSON) serve the bootstrap only: its intervals are written
+    summaries = {label: {k: v for k, v in r.items() if k != "per_item_overall"} for label, r in results.items()}
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out + ".json").write_text(json.dumps({"command": " ".join(sys.argv), "split": args.split,
-                                                        "bootstrap": boot, "runs": results}, indent=1) + "\n")
+                                                        "bootstrap": boot, "runs": summaries}, indent=1) + "\n")
         Path(args.out + ".md").write_text(text)
-    print(json.dumps({label: {k: v for k, v in r.items() if k != "per_item_overall"} for label, r in results.items()}))
+    print(json.dumps(summaries))
     return 0
 
 
