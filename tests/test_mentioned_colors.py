@@ -13,12 +13,8 @@ from bapjax.data.input_pipeline import FeatureConfig
 from bapjax.models import builder, world_input
 from bapjax.training import decode
 from bapjax.world import grid as G
-from bapjax.world.items import ChatTurn
+from bapjax.world.items import ChatTurn, last_architect_turn
 from tests.test_models import TINY, random_batch
-
-
-def _last_architect_turn(item):
-    return next((e.text for e in reversed(item.history) if isinstance(e, ChatTurn) and e.speaker == "Architect"), "")
 
 
 def test_colors_named_reads_the_last_architect_turn(mdc_corpus):
@@ -39,7 +35,7 @@ def test_featurized_mentions_match_the_chat(mdc_corpus):
     features = input_pipeline.featurize_items(items, vocab, on)
     for row, item in enumerate(items):
         want = np.zeros(7, np.uint8)
-        for color in augment.color_words(_last_architect_turn(item)):
+        for color in augment.color_words(last_architect_turn(item)):
             want[color] = 1
         np.testing.assert_array_equal(features.mentions[row], want)
     assert features.mentions[:len(items)].any() and not features.mentions[-1].any()  # padding row: none

@@ -186,16 +186,17 @@ START_CASES = ("near / near", "near / far", "far / near", "far / far")  # refere
 def start_cases(items, predictions) -> dict:
     """{case: {"items": n, "exact": m}} over NEB items with an earlier Builder action, a reference
     action and a predicted one; case "<reference> / <prediction>", near: the first action lies at
-    or next to the Builder's last earlier action (Chebyshev distance <= 1)."""
+    or next to the Builder's last earlier action (`length_ceiling.next_to`)."""
+    from bapjax.analysis.length_ceiling import last_action, next_to
+
     table = {case: Counter() for case in START_CASES}
     for item in items:
         predicted = list(predictions[item.item_id])
-        last = next((event for event in reversed(item.history) if isinstance(event, G.Action)), None)
+        last = last_action(item)
         if item.is_empty_board or last is None or not item.reference_actions or not predicted:
             continue
-        near = lambda a: max(abs(a.x - last.x), abs(a.y - last.y), abs(a.z - last.z)) <= 1  # noqa: E731
         first = item.reference_actions[0]
-        row = table[f"{'near' if near(first) else 'far'} / {'near' if near(predicted[0]) else 'far'}"]
+        row = table[f"{'near' if next_to(first, last) else 'far'} / {'near' if next_to(predicted[0], last) else 'far'}"]
         row["items"] += 1
         row["exact"] += predicted[0] == first
     return {case: {"items": row["items"], "exact": row["exact"]} for case, row in table.items()}

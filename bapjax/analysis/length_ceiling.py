@@ -32,19 +32,11 @@ from typing import Mapping, Sequence
 
 from bapjax.evaluation import evaluator
 from bapjax.world.grid import Action
-from bapjax.world.items import BapItem, ChatTurn
+from bapjax.world.items import BapItem, last_architect_turn
 
 HORIZONTAL_WORDS = frozenset({"left", "right", "front", "behind"})
 VERTICAL_WORDS = frozenset({"top", "above", "below", "under"})
 WORD = re.compile(r"[a-z]+")
-
-
-def last_architect_turn(item: BapItem) -> str:
-    """The text of the item's last Architect chat turn ("" when it has none)."""
-    for event in reversed(item.history):
-        if isinstance(event, ChatTurn) and event.speaker == "Architect":
-            return event.text
-    return ""
 
 
 def instruction_group(item: BapItem) -> str:
@@ -55,15 +47,23 @@ def instruction_group(item: BapItem) -> str:
     return "vertical only" if words & VERTICAL_WORDS else "neither"
 
 
+def last_action(item: BapItem) -> Action | None:
+    """The Builder's last earlier action of the item (None when it has none)."""
+    return next((event for event in reversed(item.history) if isinstance(event, Action)), None)
+
+
+def next_to(a: Action, b: Action) -> bool:
+    """Whether two actions' cells are the same or neighbours (Chebyshev distance <= 1)."""
+    return max(abs(a.x - b.x), abs(a.y - b.y), abs(a.z - b.z)) <= 1
+
+
 def start_group(item: BapItem) -> str:
     """Where the reference starts against the Builder's last earlier action: "at or next to the
-    last action" (Chebyshev distance <= 1), "2+ cells away", or "no earlier action"."""
-    last = next((event for event in reversed(item.history) if isinstance(event, Action)), None)
+    last action" (`next_to`), "2+ cells away", or "no earlier action"."""
+    last = last_action(item)
     if last is None or not item.reference_actions:
         return "no earlier action"
-    first = item.reference_actions[0]
-    distance = max(abs(first.x - last.x), abs(first.y - last.y), abs(first.z - last.z))
-    return "at or next to the last action" if distance <= 1 else "2+ cells away"
+    return "at or next to the last action" if next_to(item.reference_actions[0], last) else "2+ cells away"
 
 
 def _row(items: Sequence[BapItem], predictions: Mapping[str, Sequence[Action]]) -> dict:

@@ -42,7 +42,7 @@ from bapjax.text.encoders import GRU_TEXT, TEXT_ENCODERS, text_encoder_features
 from bapjax.text.vocab import Vocabulary
 from bapjax.world import grid, rotation
 from bapjax.world.grid import Action
-from bapjax.world.items import BapItem, ChatTurn
+from bapjax.world.items import BapItem, ChatTurn, last_architect_turn
 
 FEATURIZER_VERSION = 1
 
@@ -196,9 +196,7 @@ def colors_named(item: BapItem) -> np.ndarray:
     is in the item's last Architect chat turn (the instruction being answered), else 0; index 0
     (empty) is always 0. The MDC augmentation permutes those words with the colors."""
     out = np.zeros((grid.NUM_COLORS + 1,), np.uint8)
-    turn = next((e for e in reversed(item.history) if isinstance(e, ChatTurn) and e.speaker == "Architect"), None)
-    if turn is not None:
-        out[augment.color_words(turn.text)] = 1
+    out[augment.color_words(last_architect_turn(item))] = 1
     return out
 
 

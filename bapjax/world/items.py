@@ -133,3 +133,12 @@ class BapItem:
             builder_pose=BuilderPose(*(float(pose.get(k, 0.0)) for k in BuilderPose._fields)),
             dataset=str(record.get("dataset", "mc")),
         )
+
+
+def last_architect_turn(item: BapItem) -> str:
+    """The text of the item's last Architect chat turn, the instruction being answered ("" when
+    it has none)."""
+    for event in reversed(item.history):
+        if isinstance(event, ChatTurn) and event.speaker == "Architect":
+            return event.text
+    return ""
