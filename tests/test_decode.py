@@ -196,6 +196,8 @@ def randomize_film(params, seed=0):
                                              ("gru", {"world_film": True, "world_encoding": "once"}),
                                              ("gru", {"world_film": True, "world_encoding": "once",
                                                       "text_attention": 8}),
+                                             ("gru", {"world_film": True, "world_encoding": "once",
+                                                      "anchor_heads": 2}),
                                              ("gru", {"world_film": True, "mentioned_colors": True}),
                                              ("gru", {"world_film": True, "world_encoding": "once",
                                                       "mentioned_colors": True})])

@@ -83,7 +83,7 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
     config = tiny_config("unused")
     config.data.sources.mc.corpus = str(mdc_path)
     config.model.update(dict(world_encoding="once", world_film=True, step_chunk=4, length_head=True,
-                             text_attention=8, mentioned_colors=True))
+                             text_attention=8, mentioned_colors=True, anchor_heads=2))
     config.features.builder_frame = True
     config.train.update(dict(max_steps=2, eval_every_steps=2))
     config.eval.update(dict(stop_thresholds=(0.5,), length_quantiles=(0.5,), final_splits=("mc:test",),

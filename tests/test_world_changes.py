@@ -114,8 +114,9 @@ def test_once_logits_equal_a_slow_path_per_step(film):
 
 def assert_once_logits_equal_the_slow_path(model, params, batch):
     """The slow path of `test_once_logits_equal_a_slow_path_per_step`, per packed (item, step): the
-    item's start world encoded alone (with `text_attention`, then reading its own text alone),
-    plus the dense convolution of the plain-Python change channels, through the head."""
+    item's start world encoded alone (with `text_attention`, then reading its own text alone; with
+    `anchor_heads`, then its own pointers), plus the dense convolution of the plain-Python change
+    channels, through the head."""
     k = int(batch["action_mask"].sum())
     logits, pack = model.apply({"params": params}, batch, k)
     v, M = {"params": params}, builder.BuilderModel
@@ -129,6 +130,8 @@ def assert_once_logits_equal_the_slow_path(model, params, batch):
         if model.text_attention:
             encoded = whole.apply(v, encoded, token_states[b:b + 1], jnp.asarray(batch["text_mask"][b:b + 1]),
                                   method=M.read_text)
+        if model.anchor_heads:
+            encoded = whole.apply(v, encoded, start["grid"], summary[b:b + 1], method=M.point_anchors)
         changes = world_changes.dense_change_conv(jnp.asarray(expected[b, t])[None], kernel)
         want = whole.apply(v, encoded + changes, dec_out[b, t][None], method=M.action_logits)[0]
         np.testing.assert_allclose(np.asarray(logits[row]), np.asarray(want), rtol=2e-4, atol=2e-4)

@@ -35,7 +35,7 @@ from bapjax.errors import UserError
 from bapjax.models import world_changes, world_input
 from bapjax.models.decoders import GRUActionDecoder, TransformerActionDecoder
 from bapjax.models.text_encoder import GRUTextEncoder
-from bapjax.models.world_cnn import WorldCNN
+from bapjax.models.world_cnn import WorldCNN, conv3d_im2col
 from bapjax.text.encoders import GRU_TEXT, text_encoder_features
 from bapjax.world import grid as G
 
@@ -106,6 +106,9 @@ class BuilderModel(nn.Module):
     mentioned_colors: bool = False  # one more world channel: the cell's color is named in the last Architect turn
     # (world_input.mentioned_cells; the features then write "mentions"); with world_encoding "once" only the start
     # world has it (the change features since are the placed colors, world_changes)
+    anchor_heads: int = 0  # world_encoding "once": >0: that many pointers from the text summary over the start world's
+    # blocks (or none of them); each cell adds a convolution of where they point (`point_anchors`); 0: off
+    anchor_kernel: int = 5  # with anchor_heads: the odd kernel of that convolution (how far from an anchor a cell sees it)
 
     def setup(self):
         if self.text_encoder == GRU_TEXT:
@@ -136,6 +139,12 @@ class BuilderModel(nn.Module):
             self.cell_text_attention = nn.MultiHeadDotProductAttention(
                 num_heads=1, qkv_features=self.text_attention, out_features=self.world_features,
                 name="cell_text_attention")
+        if self.anchor_heads:
+            self.anchor_query = nn.Dense(self.anchor_heads * self.world_features, name="anchor_query")
+            self.anchor_key = nn.Dense(self.anchor_heads * self.world_features, name="anchor_key")
+            self.anchor_none = self.param("anchor_none", nn.initializers.zeros, (self.anchor_heads,))
+            self.anchor_conv = self.param("anchor_conv", nn.initializers.lecun_normal(),
+                                          (self.anchor_kernel,) * 3 + (self.anchor_heads, self.world_features))
         if self.length_head:
             self.length_hidden = nn.Dense(self.head_hidden, name="length_hidden")
             self.length_out = nn.Dense(LENGTH_CLASSES, name="length_out")
@@ -197,16 +206,23 @@ class BuilderModel(nn.Module):
     def encode_starts(self, start: dict, summary, token_states=None, token_mask=None):
         """world_encoding "once": features [N, 11, 9, 11, F] of N items' start worlds, FiLM-conditioned
         (with `world_film`) on their text summaries [N, D]; in chunks of `encode_chunk`. With
-        `text_attention`, each cell then reads the text token states [N, L, D] (mask [N, L]): `read_text`."""
-        if not self.text_attention:
+        `text_attention`, each cell then reads the text token states [N, L, D] (mask [N, L]): `read_text`;
+        with `anchor_heads`, each cell then adds where the summary's pointers land: `point_anchors`."""
+        if not (self.text_attention or self.anchor_heads):
             return self.in_chunks(lambda module, w, s: module.encode_world(w, s), (start, summary))
-        if token_states is None:
+        if self.text_attention and token_states is None:
             raise ValueError("BuilderModel.encode_starts: text_attention needs the token states and mask")
+        text = (token_states, token_mask) if self.text_attention else ()
 
-        def run(module, w, s, states, mask):
-            return module.read_text(module.encode_world(w, s), states, mask)
+        def run(module, w, s, *text):
+            features = module.encode_world(w, s)
+            if module.text_attention:
+                features = module.read_text(features, *text)
+            if module.anchor_heads:
+                features = module.point_anchors(features, w["grid"], s)
+            return features
 
-        return self.in_chunks(run, (start, summary, token_states, token_mask))
+        return self.in_chunks(run, (start, summary) + text)
 
     def read_text(self, features, token_states, token_mask):
         """Per-cell attention to the text: features [N, 11, 9, 11, F] plus, at each cell, one attention
@@ -216,6 +232,28 @@ class BuilderModel(nn.Module):
         mask = token_mask.astype(bool)[:, None, None, :]  # [N, heads 1, queries (broadcast), L]
         read = self.cell_text_attention(cells, token_states, mask=mask)
         return features + read.reshape(features.shape)
+
+    def anchor_weights(self, features, grid, summary):
+        """[N, 11, 9, 11, H] where each of the `anchor_heads` pointers of N items lands: a softmax over
+        the item's occupied cells (`grid` [N, 11, 9, 11] > 0) and one "no block" option, of a scaled dot
+        product between a query from the text summary [N, D] and a key from each cell's features
+        [N, 11, 9, 11, F]; the "no block" share is left out (an empty world gives zeros)."""
+        n, f, h = features.shape[0], self.world_features, self.anchor_heads
+        keys = self.anchor_key(features.reshape(n, -1, features.shape[-1])).reshape(n, -1, h, f)
+        query = self.anchor_query(summary).reshape(n, h, f)
+        scores = jnp.einsum("nchf,nhf->nch", keys, query) / np.sqrt(f)
+        occupied = grid.reshape(n, -1, 1) > 0
+        scores = jnp.where(occupied, scores, -1e9)
+        none = jnp.broadcast_to(self.anchor_none, (n, 1, h)).astype(scores.dtype)
+        weights = jax.nn.softmax(jnp.concatenate([scores, none], axis=1), axis=1)[:, :-1]
+        return weights.reshape((n,) + G.GRID_SHAPE + (h,))
+
+    def point_anchors(self, features, grid, summary):
+        """features [N, 11, 9, 11, F] plus a SAME convolution (`anchor_kernel`^3, no bias) of the
+        `anchor_weights` maps: each cell learns where it lies against the blocks the instruction
+        points at ("left of the blue one", a start 2+ cells from the Builder's last action)."""
+        weights = self.anchor_weights(features, grid, summary)
+        return features + conv3d_im2col(weights, self.anchor_conv.astype(weights.dtype))
 
     def length_logits(self, summary, start: dict, encoded=None, token_states=None, token_mask=None):
         """Length-head logits [N, LENGTH_CLASSES] of N items (class k - 1: k actions; the last: >= 20)
@@ -463,13 +501,18 @@ def model_kwargs(model_config: Mapping) -> dict[str, Any]:
     ranges = [("encode_chunk", value["encode_chunk"] >= 0, ">= 0 (0: no chunks)"),
               ("step_chunk", value["step_chunk"] >= 0, ">= 0 (0: no chunks)"),
               ("change_kernel", value["change_kernel"] >= 1 and value["change_kernel"] % 2 == 1, "an odd number >= 1"),
-              ("text_attention", value["text_attention"] >= 0, ">= 0 (0: off)")]
+              ("text_attention", value["text_attention"] >= 0, ">= 0 (0: off)"),
+              ("anchor_heads", value["anchor_heads"] >= 0, ">= 0 (0: off)"),
+              ("anchor_kernel", value["anchor_kernel"] >= 1 and value["anchor_kernel"] % 2 == 1, "an odd number >= 1")]
     for name, ok, allowed in ranges:
         if not ok:
             raise ModelConfigError(f"--config.model.{name}={value[name]!r} is out of range: it must be {allowed}")
     if value["text_attention"] and value["world_encoding"] != "once":
         raise ModelConfigError(f"--config.model.text_attention={value['text_attention']} needs "
                                f"--config.model.world_encoding=once (the cells of the start world read the text once)")
+    if value["anchor_heads"] and value["world_encoding"] != "once":
+        raise ModelConfigError(f"--config.model.anchor_heads={value['anchor_heads']} needs "
+                               f"--config.model.world_encoding=once (the pointers land on the start world once)")
     return kwargs
 
 
