@@ -42,6 +42,17 @@ def random_batch(rng, batch=3, text_len=10, steps=6, vocab=40):
     }
 
 
+def assert_option_trains_and_adds_only(model, params, batch, option: str, names: set):
+    """An optional model part (`option`, off at 0) on `batch`: every leaf of its parameters `names`
+    gets a non-zero gradient, and turning the option off removes exactly those parameters."""
+    k = int(batch["action_mask"].sum())
+    grads = jax.grad(lambda p: builder.loss_from_logits(*model.apply({"params": p}, batch, k))[0])(params)
+    for name in names:
+        for path, leaf in jax.tree_util.tree_leaves_with_path(grads[name]):
+            assert float(jnp.abs(leaf).sum()) > 0, (name, path)
+    assert set(params) - set(builder.init_params(model.clone(**{option: 0}), jax.random.PRNGKey(1))) == names
+
+
 def test_im2col_conv_equals_flax_conv():
     x = np.random.default_rng(0).normal(size=(2, 11, 9, 11, 5)).astype(np.float32)
     layer = Conv3DIm2Col(4)

@@ -9,7 +9,7 @@ import pytest
 
 from bapjax.models import builder
 from tests.test_decode import randomize_film
-from tests.test_models import TINY, random_batch
+from tests.test_models import TINY, assert_option_trains_and_adds_only, random_batch
 from tests.test_world_changes import _batch_with_removals, assert_once_logits_equal_the_slow_path
 
 ATTENTION = dict(world_encoding="once", world_film=True, text_attention=8)
@@ -68,14 +68,9 @@ def test_logits_equal_a_slow_path_that_encodes_each_item_alone():
 
 def test_the_attention_trains_and_adds_only_its_parameters():
     """Every parameter of the attention gets a gradient, and the option adds no other parameter."""
-    batch = random_batch(np.random.default_rng(1))
     model, params = _model_and_params(1)
-    k = int(batch["action_mask"].sum())
-    grads = jax.grad(lambda p: builder.loss_from_logits(*model.apply({"params": p}, batch, k))[0])(params)
-    for name, leaf in jax.tree_util.tree_leaves_with_path(grads["cell_text_attention"]):
-        assert float(jnp.abs(leaf).sum()) > 0, name
-    assert set(params) - set(builder.init_params(model.clone(text_attention=0), jax.random.PRNGKey(1))) == {
-        "cell_text_attention"}
+    assert_option_trains_and_adds_only(model, params, random_batch(np.random.default_rng(1)), "text_attention",
+                                       {"cell_text_attention"})
 
 
 def test_text_attention_needs_the_once_encoding():
