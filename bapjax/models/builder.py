@@ -464,6 +464,11 @@ def objective_length_weight(model) -> float:
     return float(model.length_loss_weight) if getattr(model, "length_head", False) else 0.0
 
 
+# Options that act on the start world's encoding, which only world_encoding "once" has; why, for the error.
+ONCE_ONLY_OPTIONS = {"text_attention": "the cells of the start world read the text once",
+                     "anchor_heads": "the pointers land on the start world once"}
+
+
 class ModelConfigError(UserError):
     """A `config.model` field that BuilderModel does not have (named in the message)."""
 
@@ -507,12 +512,9 @@ def model_kwargs(model_config: Mapping) -> dict[str, Any]:
     for name, ok, allowed in ranges:
         if not ok:
             raise ModelConfigError(f"--config.model.{name}={value[name]!r} is out of range: it must be {allowed}")
-    if value["text_attention"] and value["world_encoding"] != "once":
-        raise ModelConfigError(f"--config.model.text_attention={value['text_attention']} needs "
-                               f"--config.model.world_encoding=once (the cells of the start world read the text once)")
-    if value["anchor_heads"] and value["world_encoding"] != "once":
-        raise ModelConfigError(f"--config.model.anchor_heads={value['anchor_heads']} needs "
-                               f"--config.model.world_encoding=once (the pointers land on the start world once)")
+    for name, why in ONCE_ONLY_OPTIONS.items():
+        if value[name] and value["world_encoding"] != "once":
+            raise ModelConfigError(f"--config.model.{name}={value[name]} needs --config.model.world_encoding=once ({why})")
     return kwargs
 
 
