@@ -3,13 +3,13 @@
     python -m bapjax.train --config=configs/cpu_experiment.py:agg,0    # workdir runs/exp/agg-frame-s0
     python -m bapjax.train --config=configs/cpu_experiment.py:cl,1     # and mc, cl_mc, cl_la; seeds 0, 1, ...
     python -m bapjax.train --config=configs/cpu_experiment.py:mc,0,once   # the once model: runs/exp/mc-once-s0
-    python -m bapjax.analysis.collect_experiment runs/exp/mc-frame-s{0,1,2} runs/exp/agg-frame-s{0,1} \
-      runs/exp/cl-frame-s{0,1} runs/exp/cl_mc-frame-s{0,1} runs/exp/cl_la-frame-s{0,1,2} \
+    python -m bapjax.analysis.collect_experiment runs/exp/mc-frame-s{0,1,2} runs/exp/agg-frame-s{0,1,2,3} \
+      runs/exp/cl-frame-s{0,1} runs/exp/cl_mc-frame-s{0,1} runs/exp/cl_la-frame-s{0,1,2,3} \
       --out results/cpu_experiment --corpus @mdc
 
-Runtime on this workspace's 2-core CPU, one run at a time: 25.7-29.7 min per run, one of 36.5
-(results/cpu_experiment.md: mc 28.5, 36.5, 28.2; agg 28.4, 26.9; cl 29.5, 28.7; cl_mc 27.9,
-27.3; cl_la 29.7, 27.6, 25.7): 192,000 items (6,000 steps of 32), five evals each decoding
+Runtime on this workspace's 2-core CPU, one run at a time: 25.7-29.8 min per run, one of 36.5
+(results/cpu_experiment.md: mc 28.5, 36.5, 28.2; agg 28.4, 26.9, 27.4, 29.8; cl 29.5, 28.7; cl_mc
+27.9, 27.3; cl_la 29.7, 27.6, 25.7, 28.3): 192,000 items (6,000 steps of 32), five evals each decoding
 every MDC val item, the STOP-rule choice and the final decodes. The once model took 28.2 min for
 the same items on this host (mc,0,once) and 14.7-15.9 min on the quieter host of its collection;
 the film model's 48,000 items took 29-41 min. Two trainings at once are slower in total than one
