@@ -284,7 +284,8 @@ def test_learning_rate_schedules():
                                           ("train.select_by", "nosuch_val_overall_micro_f1"),
                                           ("train.ema_decay", 1.0), ("train.ema_decay", -0.1),
                                           ("eval.val_decode_sources", ("mc", "nosuch")),
-                                          ("eval.stop_rule", "length"), ("eval.length_quantiles", (0.5, 0.0))])
+                                          ("eval.stop_rule", "length"), ("eval.length_quantiles", (0.5, 0.0)),
+                                          ("curriculum.stage_passes", 0)])
 def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, field, value):
     from bapjax.training import loop
 

@@ -17,8 +17,13 @@ them as stage i holds of the other items, so the data set keeps its share of eve
 of waiting for the last buckets (with metric D the MDC, the hardest, would otherwise enter only
 at stage N-2 of N). The final stage is all items, as without it.
 
-Configs: ``config.curriculum.metric`` ("" or None for no curriculum) and
-``config.curriculum.num_buckets`` (paper grid: 5, 10, 15, 20, 25, 30).
+``stage_passes`` (k, default 1 as in the paper): each stage is taken k times in a row (one pass
+each, shuffled anew), so the stages cover k times their items before the final stage; with 10
+buckets they hold about half the items once (L(N+1)/(2N) of L), whatever N.
+
+Configs: ``config.curriculum.metric`` ("" or None for no curriculum),
+``config.curriculum.num_buckets`` (paper grid: 5, 10, 15, 20, 25, 30) and
+``config.curriculum.stage_passes``.
 """
 
 from __future__ import annotations
@@ -105,9 +110,19 @@ def arrange(buckets: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
 
 
 def curriculum_stages(items: Sequence[BapItem], metric: str, num_buckets: int, seed: int,
-                      every_stage: Sequence[str] = ()) -> list[np.ndarray]:
-    """The schedule for ``DataIterator``: N + 1 index arrays (the last one all items); items of
-    the data sets in `every_stage` are in every stage at the others' fraction (module docstring)."""
+                      every_stage: Sequence[str] = (), stage_passes: int = 1) -> list[np.ndarray]:
+    """The schedule for ``DataIterator``: N x `stage_passes` + 1 index arrays (each stage
+    `stage_passes` times in a row, the last array all items); items of the data sets in
+    `every_stage` are in every stage at the others' fraction (module docstring)."""
+    if stage_passes < 1:
+        raise ValueError(f"curriculum stage_passes must be >= 1, got {stage_passes}")
+    stages = staged(items, metric, num_buckets, seed, every_stage)
+    return [stage for stage in stages[:-1] for _ in range(stage_passes)] + stages[-1:]
+
+
+def staged(items: Sequence[BapItem], metric: str, num_buckets: int, seed: int,
+           every_stage: Sequence[str]) -> list[np.ndarray]:
+    """The N stages, each once, then all items (`curriculum_stages` without repeats)."""
     if not every_stage:
         return arrange(buckets_from_keys(difficulty(items, metric), num_buckets, seed), seed)
     kept_mask = np.array([item.dataset in set(every_stage) for item in items], bool)
@@ -125,9 +140,10 @@ def curriculum_stages(items: Sequence[BapItem], metric: str, num_buckets: int, s
 
 
 def schedule_from_config(items: Sequence[BapItem], config: Any, seed: int) -> list[np.ndarray] | None:
-    """Stages from ``config.curriculum`` (metric, num_buckets, every_stage) of a config completed
-    with the defaults (`run_checks.with_defaults`); None when no curriculum is set."""
+    """Stages from ``config.curriculum`` (metric, num_buckets, every_stage, stage_passes) of a
+    config completed with the defaults (`run_checks.with_defaults`); None when no curriculum is set."""
     section = config.curriculum
     if not section.metric:
         return None
-    return curriculum_stages(items, str(section.metric), int(section.num_buckets), seed, tuple(section.every_stage))
+    return curriculum_stages(items, str(section.metric), int(section.num_buckets), seed, tuple(section.every_stage),
+                             int(section.stage_passes))

@@ -281,8 +281,10 @@ class TrainingRun:
         schedule = None
         if config.curriculum.metric:
             schedule = curriculum.schedule_from_config(train_items, config, int(config.seed))
-            log("curriculum %s with %d buckets: stage sizes %s", config.curriculum.metric,
-                config.curriculum.num_buckets, [len(s) for s in schedule])
+            passes = int(config.curriculum.stage_passes)
+            log("curriculum %s with %d buckets%s: stage sizes %s", config.curriculum.metric,
+                config.curriculum.num_buckets, f", each stage {passes} passes" if passes > 1 else "",
+                [len(s) for s in schedule[:-1:passes]] + [len(schedule[-1])])
         self.train_iter = input_pipeline.DataIterator(
             train_items, self.vocab, self.feature_config, int(tc.batch_size), seed=int(config.seed), shuffle=True,
             process_index=jax.process_index(), process_count=jax.process_count(), schedule=schedule,

@@ -83,6 +83,7 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
         ("train.pack_multiple", tc.pack_multiple, int(tc.pack_multiple) >= 1, ">= 1"),
         ("train.patience", tc.patience, int(tc.patience) >= 0, ">= 0 (0: no early stopping)"),
         ("train.ema_decay", tc.ema_decay, 0.0 <= float(tc.ema_decay) < 1.0, ">= 0 and < 1 (0: no moving average)"),
+        ("curriculum.stage_passes", config.curriculum.stage_passes, int(config.curriculum.stage_passes) >= 1, ">= 1"),
     ]
     for key in ec.final_splits:
         source_name, _, split = str(key).partition(":")
