@@ -277,6 +277,23 @@ def test_learning_rate_schedules():
         optim.learning_rate_schedule(tc)
 
 
+def test_the_budget_line_names_stages_their_passes_and_the_passes_after():
+    from bapjax.training import loop
+
+    class Batches:  # the schedule's stage passes (2, 2, 4, 4 batches: 2 stages twice each), then 10 per pass
+        def __init__(self, stages=(2, 2, 4, 4)):
+            self.stages = stages
+
+        def batches_in_pass(self, p):
+            return self.stages[p] if p < len(self.stages) else 10
+
+    assert loop.describe_budget(Batches(), 27, 4, 2) == (
+        "4 curriculum stage passes (2 stages x 2), then 1.5 passes over all training items")
+    assert loop.describe_budget(Batches(), 6, 4, 2) == "2.5 of 4 curriculum stage passes (2 stages x 2)"
+    assert loop.describe_budget(Batches(), 27, 4) == "4 curriculum stages, then 1.5 passes over all training items"
+    assert loop.describe_budget(Batches(()), 25, 0) == "2.5 passes over all training items"
+
+
 @pytest.mark.parametrize("field, value", [("train.batch_size", 0), ("train.batch_size", -4),
                                           ("train.num_epochs", 0), ("eval.stop_thresholds", (0.3, 1.5)),
                                           ("train.schedule", "linear"), ("eval.stop_rule_val", "nosuch"),

@@ -182,18 +182,21 @@ def total_steps(iterator: input_pipeline.DataIterator, num_passes: int) -> int:
     return sum(iterator.batches_in_pass(p) for p in range(num_passes))
 
 
-def describe_budget(iterator: input_pipeline.DataIterator, steps: int, num_stages: int) -> str:
+def describe_budget(iterator: input_pipeline.DataIterator, steps: int, num_stages: int, stage_passes: int = 1) -> str:
     """What `steps` cover: the curriculum stages, then passes over all the data (fractions
-    where the step budget ends one)."""
+    where the step budget ends one). `num_stages` counts the schedule's stage passes (each of
+    the N stages `stage_passes` times in a row)."""
+    unit = (f"curriculum stage passes ({num_stages // stage_passes} stages x {stage_passes})" if stage_passes > 1
+            else "curriculum stages")
     stage_steps = total_steps(iterator, num_stages)
     if num_stages and steps <= stage_steps:
         done, covered = 0, 0
         while covered + iterator.batches_in_pass(done) <= steps:
             covered += iterator.batches_in_pass(done)
             done += 1
-        return f"{done + (steps - covered) / max(iterator.batches_in_pass(done), 1):.1f} of {num_stages} curriculum stages"
+        return f"{done + (steps - covered) / max(iterator.batches_in_pass(done), 1):.1f} of {num_stages} {unit}"
     passes = (steps - stage_steps) / max(iterator.batches_in_pass(num_stages), 1)
-    stages = f"{num_stages} curriculum stages, then " if num_stages else ""
+    stages = f"{num_stages} {unit}, then " if num_stages else ""
     return f"{stages}{passes:.1f} passes over all training items"
 
 
@@ -298,7 +301,8 @@ class TrainingRun:
         self.eval_every = int(tc.eval_every_steps) or self.train_iter.batches_in_pass(num_passes - 1)
         self.checkpoint_every = int(tc.checkpoint_every_steps) or self.eval_every
         log("training %d steps (%s), batch %d over %d devices, eval every %d steps", self.steps_total,
-            describe_budget(self.train_iter, self.steps_total, num_passes - int(tc.num_epochs)),
+            describe_budget(self.train_iter, self.steps_total, num_passes - int(tc.num_epochs),
+                            int(config.curriculum.stage_passes) if schedule else 1),
             tc.batch_size, self.mesh.size, self.eval_every)
 
         self.model = builder.build_model(config.model, self.vocab.size)
