@@ -18,8 +18,8 @@ of waiting for the last buckets (with metric D the MDC, the hardest, would other
 at stage N-2 of N). The final stage is all items, as without it.
 
 ``stage_passes`` (k, default 1 as in the paper): each stage is taken k times in a row (one pass
-each, shuffled anew), so the stages cover k times their items before the final stage; with 10
-buckets they hold about half the items once (L(N+1)/(2N) of L), whatever N.
+each, shuffled anew), so the stages cover k times their items before the final stage; once, the N
+stages hold L(N+1)/(2N) of the L items (about half whatever N; 0.55 L with 10 buckets).
 
 Configs: ``config.curriculum.metric`` ("" or None for no curriculum),
 ``config.curriculum.num_buckets`` (paper grid: 5, 10, 15, 20, 25, 30) and

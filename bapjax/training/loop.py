@@ -281,7 +281,7 @@ class TrainingRun:
                 (workdir / "config.json").write_text(config.to_json_best_effort(indent=1))
         self.feature_config = input_pipeline.FeatureConfig.from_config(config)
         feature_cache = cache_root() / "features"
-        schedule = None
+        schedule, passes = None, 1  # passes: how many times the schedule takes each curriculum stage
         if config.curriculum.metric:
             schedule = curriculum.schedule_from_config(train_items, config, int(config.seed))
             passes = int(config.curriculum.stage_passes)
@@ -301,8 +301,7 @@ class TrainingRun:
         self.eval_every = int(tc.eval_every_steps) or self.train_iter.batches_in_pass(num_passes - 1)
         self.checkpoint_every = int(tc.checkpoint_every_steps) or self.eval_every
         log("training %d steps (%s), batch %d over %d devices, eval every %d steps", self.steps_total,
-            describe_budget(self.train_iter, self.steps_total, num_passes - int(tc.num_epochs),
-                            int(config.curriculum.stage_passes) if schedule else 1),
+            describe_budget(self.train_iter, self.steps_total, num_passes - int(tc.num_epochs), passes),
             tc.batch_size, self.mesh.size, self.eval_every)
 
         self.model = builder.build_model(config.model, self.vocab.size)
