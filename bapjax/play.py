@@ -49,8 +49,8 @@ def main(argv) -> int:
     settings = play.decoder.settings
     # The run's loader has printed "loaded <run> step N" (as for predict and report); this line
     # adds what serving it chose, without naming the run a second time.
-    print(f"ready in {time.perf_counter() - start:.1f} s: {play.meta['parameters']:,} parameters; STOP rule "
-          f"{settings.stop_rule}, threshold {settings.stop_threshold}, at most {settings.max_actions} actions; "
+    print(f"ready in {time.perf_counter() - start:.1f} s: {play.meta['parameters']:,} parameters; "
+          f"{settings.describe()}, at most {settings.max_actions} actions; "
           f"a first item decoded in {play.warm_ms:.0f} ms", flush=True)
     print(f"games are written to {play.out} (split {play.split})", flush=True)
     print(f"serving http://{shown}:{port}/  (Ctrl-C stops)", flush=True)

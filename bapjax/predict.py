@@ -1,4 +1,4 @@
-"""Greedy predictions of a trained run, in the evaluator's JSONL format (decoded as the run's own
+"""Predictions of a trained run, in the evaluator's JSONL format (decoded as the run's own
 final evaluation does: `bapjax.training.run_eval`).
 
     python -m bapjax.predict --checkpoint runs/cpu --corpus ../shared/mdc --split test --out preds.jsonl
@@ -41,6 +41,11 @@ def define_flags() -> None:
              "run's decode.json, tuned on val; else config.eval.stop_rule).")
     cli.flag("float", "stop_threshold", None, "p(STOP) threshold of the mass rule, quantile of the length rule "
              "(default: the run's decode.json, else config.eval.stop_threshold).")
+    cli.flag("integer", "samples", None, "Draws per item for minimum-Bayes-risk selection with the greedy decoding "
+             "(0: greedy only; default: the run's decode.json, chosen on val; else 0).")
+    cli.flag("float", "temperature", None, "Sampling temperature of those draws (default: the run's decode.json).")
+    cli.flag("float", "cost", None, "Cost per predicted action in the selection among them (default: the run's "
+             "decode.json).")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("bool", "evaluate", False, "Also print the v2 tables and the report JSON.")
 
@@ -61,6 +66,12 @@ def check_flags() -> None:
         decode.check_stop_rule(FLAGS.stop_rule or "argmax", 0.5 if FLAGS.stop_threshold is None else FLAGS.stop_threshold)
     except ValueError as err:
         raise UserError(f"--stop_rule/--stop_threshold: {err}") from None
+    try:
+        decode.check_sampling(0 if FLAGS.samples is None else FLAGS.samples,
+                              1.0 if FLAGS.temperature is None else FLAGS.temperature,
+                              decode.DecodeSettings.cost if FLAGS.cost is None else FLAGS.cost)
+    except ValueError as err:
+        raise UserError(f"--samples/--temperature/--cost: {err}") from None
 
 
 def main(argv) -> int:
@@ -72,7 +83,8 @@ def main(argv) -> int:
     start = time.time()
     predictions, _ = predict_with_run(FLAGS.checkpoint, items, FLAGS.batch_size, max_actions=FLAGS.max_actions,
                                       min_actions=FLAGS.min_actions, stop_rule=FLAGS.stop_rule,
-                                      stop_threshold=FLAGS.stop_threshold)
+                                      stop_threshold=FLAGS.stop_threshold, samples=FLAGS.samples,
+                                      temperature=FLAGS.temperature, cost=FLAGS.cost)
     elapsed = time.time() - start
     jsonl.write_predictions(FLAGS.out, predictions)
     print(f"wrote {len(predictions)} predictions to {FLAGS.out} ({len(items) / elapsed:.1f} items/s)",

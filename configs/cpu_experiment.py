@@ -99,6 +99,9 @@ def get_config(arg: str = "cl"):
     config.eval.val_decode_sources = ("mc",)  # ... of the MDC only: select_by reads nothing else
     config.eval.stop_thresholds = (0.2, 0.3, 0.4)  # with argmax: 4 candidates, decoded on MDC val
     config.eval.stop_rule_val = "mc"
+    # then the chosen rule with minimum-Bayes-risk selection among it and 32 draws per item at
+    # temperature 0.5 (bapjax.training.mbr), kept if it wins on MDC val at one of the default costs
+    config.eval.mbr_samples = 32
     config.eval.final_splits = ("mc:test", "bs:test", "ss:test", "r:test")
 
     config.data.sources.mc = run_config.mdc_source(augment=True)

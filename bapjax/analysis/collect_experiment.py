@@ -82,7 +82,8 @@ def collect_run(run: Path) -> dict:
         "train_items_seen": sum(i["items_trained"] for i in invocations),
         "wall_minutes": round(sum(i["wall_seconds"] for i in invocations) / 60, 1),
         "invocations": len(invocations),
-        "stop_rule": {k: decode.get(k) for k in ("stop_rule", "stop_threshold")} if decode else None,
+        "stop_rule": {k: decode.get(k) for k in ("stop_rule", "stop_threshold", "samples", "temperature", "cost")
+                      if k in decode} if decode else None,
         "eval": json.loads((run / "final_eval.json").read_text()),
     }
 

@@ -295,8 +295,7 @@ def make_report(*, out: str, checkpoint: str | None = None, predictions: str | N
         from bapjax.training import run_eval  # loads the model code only when a checkpoint is decoded
 
         predicted, settings = run_eval.predict_with_run(checkpoint, items, batch_size)
-        predictions_source = (f"--checkpoint {checkpoint} (STOP rule {settings.stop_rule}, "
-                              f"threshold {settings.stop_threshold})")
+        predictions_source = f"--checkpoint {checkpoint} ({settings.describe()})"
     if partial:
         items_source += f" --limit {limit}"
     title = f"bapjax report: {Path(checkpoint or predictions).name}" + (f" on {split}" if split else "")

@@ -65,43 +65,72 @@ def length_quantile(length_logits: jax.Array, quantile: float) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True)
 class DecodeSettings:
-    """How a run decodes: its length limits, pool size and STOP rule (checked on construction).
-    A run's own settings are `bapjax.training.run_eval.run_decode_settings` (config.eval with the STOP rule
-    the run chose on val)."""
+    """How a run decodes: its length limits, pool size, STOP rule and, with `samples` > 0,
+    minimum-Bayes-risk selection among the greedy decoding and `samples` draws at `temperature`
+    with `cost` per predicted action (`bapjax.training.mbr`); checked on construction. A run's own settings are
+    `bapjax.training.run_eval.run_decode_settings` (config.eval with the rule the run chose on val)."""
 
     max_actions: int
     min_actions: int
     slots: int
     stop_rule: str = "argmax"
     stop_threshold: float = 0.5
+    samples: int = 0
+    temperature: float = 1.0
+    cost: float = 0.1
 
     def __post_init__(self):
         check_stop_rule(self.stop_rule, self.stop_threshold)
         if self.max_actions < 1 or not 0 <= self.min_actions <= self.max_actions or self.slots < 1:
             raise ValueError(f"decoding needs max_actions >= 1, 0 <= min_actions <= max_actions and slots >= 1, "
                              f"got {self.max_actions}, {self.min_actions}, {self.slots}")
+        check_sampling(self.samples, self.temperature, self.cost)
 
     @classmethod
     def from_eval_config(cls, eval_config) -> "DecodeSettings":
-        """config.eval's settings (a config completed by `run_checks.with_defaults`)."""
+        """config.eval's settings (a config completed by `run_checks.with_defaults`): greedy, with
+        config.eval's STOP rule."""
         return cls(int(eval_config.max_actions), int(eval_config.min_actions), int(eval_config.batch_size),
                    str(eval_config.stop_rule), float(eval_config.stop_threshold))
+
+    def describe(self) -> str:
+        """"STOP rule <rule>, threshold <t>" and, with samples, how the decoding chooses among draws."""
+        return f"STOP rule {self.stop_rule}, threshold {self.stop_threshold:g}" + describe_sampling(
+            self.samples, self.temperature, self.cost)
 
     def replace(self, **changes) -> "DecodeSettings":
         """A copy with the given fields changed; a None value keeps the field."""
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def decode_fn(self, model: BuilderModel, mesh=None):
-        """A jitted `(params, batch) -> ids [N, max_actions]`. With a `mesh`, the batch's rows are
-        split over its 'data' axis and each device decodes its rows with `slots / devices` slots."""
+        """A jitted `(params, batch) -> ids [N, max_actions]`: greedy, or drawn at `temperature`
+        for a batch with `sample_keys`. With a `mesh`, the batch's rows are split over its 'data'
+        axis and each device decodes its rows with `slots / devices` slots."""
         check_stop_rule(self.stop_rule, self.stop_threshold, model)
         devices = 1 if mesh is None else mesh.size
         fn = functools.partial(decode_pool, model, slots=max(1, self.slots // devices), max_actions=self.max_actions,
                                min_actions=self.min_actions, stop_rule=self.stop_rule,
-                               stop_threshold=float(self.stop_threshold))
+                               stop_threshold=float(self.stop_threshold), temperature=float(self.temperature))
         if mesh is None:
             return jax.jit(fn)
         return jax.jit(sharding.per_device(fn, mesh, out_specs=sharding.DATA_SPEC))
+
+
+def describe_sampling(samples: int, temperature: float, cost: float) -> str:
+    """", best of greedy and K draws at temperature T (cost C per action)", or "" without draws."""
+    return (f", best of greedy and {samples} draws at temperature {temperature:g} (cost {cost:g} per action)"
+            if samples else "")
+
+
+def check_sampling(samples: int, temperature: float, cost: float = 0.1) -> None:
+    """The one check of the sampled decoding's settings: `samples` >= 0 draws per item (0: greedy
+    only) at a `temperature` > 0, a `cost` per predicted action in [0, 1): ValueError."""
+    if int(samples) != samples or samples < 0:
+        raise ValueError(f"the number of samples must be an integer >= 0 (0: greedy only), got {samples!r}")
+    if not float(temperature) > 0.0:
+        raise ValueError(f"the sampling temperature must be > 0, got {temperature!r}")
+    if not 0.0 <= float(cost) < 1.0:
+        raise ValueError(f"the cost per predicted action must be in [0, 1), got {cost!r}")
 
 
 def choose_actions(logits: jax.Array, feasible: jax.Array, stop_rule: str, stop_threshold: float = 0.5) -> jax.Array:
@@ -117,10 +146,19 @@ def choose_actions(logits: jax.Array, feasible: jax.Array, stop_rule: str, stop_
     return jnp.where(stop, G.STOP, best_action)
 
 
+def sample_actions(keys: jax.Array, steps: jax.Array, logits: jax.Array, feasible: jax.Array,
+                   temperature: float = 1.0) -> jax.Array:
+    """Actions [N] drawn from softmax(logits / temperature) over the feasible columns (STOP
+    included), row n with the key `fold_in(keys[n], steps[n])` (`keys` [N, 2] uint32)."""
+    keys = jax.vmap(jax.random.fold_in)(keys, steps)
+    masked = jnp.where(feasible, logits.astype(jnp.float32) / jnp.float32(temperature), NEG_INF)
+    return jax.vmap(jax.random.categorical)(keys, masked).astype(jnp.int32)
+
+
 def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_actions: int = 20,
                 min_actions: int = 0, stop_rule: str = "argmax", stop_threshold: float = 0.5,
                 teacher_actions: jax.Array | None = None,
-                return_logits: bool = False):
+                return_logits: bool = False, temperature: float = 1.0):
     """Action ids [N, max_actions] (padded with STOP) for the N rows of `batch` (the pipeline's
     keys; rows with `weight` 0, if given, must come last and are not decoded).
 
@@ -135,6 +173,11 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     `teacher_actions` [N, >= max_actions]: follow these ids instead of the model's choice (forced
     decoding, e.g. to score a gold sequence); with `return_logits` also return the per-step
     logits [N, max_actions, 7624] (before masking).
+    A batch key `sample_keys` [N, 2] (uint32 PRNG keys, one per row): draw each step's action
+    from the softmax of the feasible logits at `temperature` instead of the greedy choice (STOP
+    included, so the length is drawn too; the STOP masks of `min_actions` and forced lengths
+    hold); row i's draw at step t uses `fold_in(sample_keys[i], t)`, so it depends on neither the
+    slots nor the devices (`sample_actions`; `predict_items`' `sample` builds the keys).
     """
     variables = {"params": params}
     M = BuilderModel
@@ -142,6 +185,7 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     tokens, text_mask = batch[model.text_key], batch["text_mask"]
     check_stop_rule(stop_rule, stop_threshold, model)
     force_length = batch.get("force_length")
+    sample_keys = batch.get("sample_keys")
     n = tokens.shape[0]
     slots = max(1, min(int(slots), n))
     num_items = (batch["weight"] > 0).sum().astype(jnp.int32) if "weight" in batch else jnp.int32(n)
@@ -193,7 +237,10 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
             need = force_length[idx]
             may_stop = jnp.where(need > 0, c["t"] >= need, may_stop)
         feasible = feasible.at[:, G.STOP].set(may_stop)
-        choice = choose_actions(logits, feasible, stop_rule, stop_threshold)
+        if sample_keys is None:
+            choice = choose_actions(logits, feasible, stop_rule, stop_threshold)
+        else:
+            choice = sample_actions(sample_keys[idx], c["t"], logits, feasible, temperature)
         if force_length is not None:
             choice = jnp.where((need > 0) & (c["t"] >= need), G.STOP, choice)
         if teacher_actions is not None:
@@ -222,10 +269,17 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
 
 
 def make_decode_fn(model: BuilderModel, max_actions: int = 20, min_actions: int = 0, *, slots: int = 64,
-                   stop_rule: str = "argmax", stop_threshold: float = 0.5, mesh=None):
+                   stop_rule: str = "argmax", stop_threshold: float = 0.5, mesh=None, temperature: float = 1.0):
     """`DecodeSettings(...).decode_fn(model, mesh)`: a jitted `(params, batch) -> ids [N, max_actions]`."""
-    return DecodeSettings(int(max_actions), int(min_actions), int(slots), stop_rule, float(stop_threshold)).decode_fn(
-        model, mesh)
+    return DecodeSettings(int(max_actions), int(min_actions), int(slots), stop_rule, float(stop_threshold),
+                          temperature=float(temperature)).decode_fn(model, mesh)
+
+
+def sample_keys(sample: int, count: int) -> np.ndarray:
+    """Per-item PRNG keys [count, 2] uint32 of draw number `sample`: item i's is
+    `fold_in(PRNGKey(sample), i)`, whatever the batch, slots or devices that decode it."""
+    base = jax.random.PRNGKey(int(sample))
+    return np.asarray(jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(count, dtype=jnp.uint32)))
 
 
 def ids_to_actions(ids: np.ndarray, grid: np.ndarray | None = None) -> list[G.Action]:
@@ -268,9 +322,10 @@ def call_layout(count: int, devices: int, per_device: int) -> np.ndarray:
 def predict_items(model: BuilderModel, params, items: list, vocab, feature_config, batch_size: int = 32,
                   max_actions: int = 20, decode_fn=None, progress: bool = False,
                   features=None, min_actions: int = 0, *, stop_rule: str = "argmax", stop_threshold: float = 0.5,
-                  mesh=None, items_per_call: int = 0, lengths: dict[str, int] | None = None
-                  ) -> dict[str, list[G.Action]]:
-    """Greedy predictions {item_id: [Action]} for BapItems.
+                  mesh=None, items_per_call: int = 0, lengths: dict[str, int] | None = None,
+                  sample: int | None = None, temperature: float = 1.0) -> dict[str, list[G.Action]]:
+    """Greedy predictions {item_id: [Action]} for BapItems, or with `sample` (a draw number) each
+    item's draw at `temperature` (`sample_keys`; a given `decode_fn` carries its own temperature).
 
     `batch_size` items decode at once (the pool's slots); each compiled call takes up to
     `items_per_call` items (default 16 x batch_size); the last call is padded only up to a
@@ -284,7 +339,8 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
     devices = 1 if mesh is None else mesh.size
     builder_frame = feature_config.builder_frame
     decode_fn = decode_fn or make_decode_fn(model, max_actions, min_actions, slots=batch_size, stop_rule=stop_rule,
-                                            stop_threshold=stop_threshold, mesh=mesh)
+                                            stop_threshold=stop_threshold, mesh=mesh, temperature=temperature)
+    keys = None if sample is None else sample_keys(sample, len(items))
     if features is None:
         features = input_pipeline.featurize_items(items, vocab, feature_config)
     unit = batch_size * devices  # call sizes are multiples of this (equal rows per device)
@@ -304,6 +360,10 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
             force = np.zeros(call_size, np.int32)
             force[positions] = [int(lengths.get(items[row].item_id, 0)) for row in rows]
             batch["force_length"] = force
+        if keys is not None:
+            call_keys = np.zeros((call_size, 2), np.uint32)
+            call_keys[positions] = keys[rows]
+            batch["sample_keys"] = call_keys
         if mesh is not None:
             batch = sharding.host_batch_to_global(batch, mesh)
         ids = np.asarray(decode_fn(params, batch))

@@ -125,6 +125,12 @@ def base_config() -> ml_collections.ConfigDict:
     # Overall F1), written to <workdir>/decode.json and used by the final eval and bapjax.predict.
     config.eval.stop_thresholds = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
     config.eval.length_quantiles = (0.5, 0.6, 0.7, 0.8)  # with model.length_head: also "length" at each quantile
+    # > 0: then also the chosen rule with minimum-Bayes-risk selection among the greedy decoding and
+    # this many draws per item, at each temperature and cost per predicted action (bapjax.training.mbr;
+    # decoding then takes 1 + mbr_samples passes)
+    config.eval.mbr_samples = 0
+    config.eval.mbr_temperatures = (0.5,)
+    config.eval.mbr_costs = (0.075, 0.1, 0.125, 0.15)
     config.eval.stop_rule_val = ""  # "": choose the STOP rule on all val items; a source name (e.g. "mc"): on its val only
     config.eval.val_decode_items = 0  # decode-and-score this many val items per source at each eval (0: all, -1: none)
     config.eval.val_decode_sources = ()  # the sources whose val items evals decode (empty: every source), e.g. ("mc",)

@@ -10,7 +10,7 @@ from typing import Mapping
 from etils import epath
 
 from bapjax.data import sources
-from bapjax.training import run_checks
+from bapjax.training import decode, run_checks
 
 
 def _best_step(workdir: epath.Path) -> int | None:
@@ -44,7 +44,9 @@ def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[s
     decode_file = workdir / "decode.json"
     if decode_file.exists():
         chosen = json.loads(decode_file.read_text())
-        rule = f"{chosen['stop_rule']} at {chosen['stop_threshold']} (chosen on {chosen.get('chosen_on', 'val')})"
+        sampled = decode.describe_sampling(chosen.get("samples", 0), chosen.get("temperature"), chosen.get("cost"))
+        rule = (f"{chosen['stop_rule']} at {chosen['stop_threshold']}{sampled} "
+                f"(chosen on {chosen.get('chosen_on', 'val')})")
     else:
         rule = f"{config['eval']['stop_rule']} at {config['eval']['stop_threshold']} (the config's)"
     scores = ", ".join(f"{key.replace('_test', '')} {100 * report['micro']['Overall']['overall']:.1f}"

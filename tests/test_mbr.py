@@ -1,0 +1,225 @@
+"""Sampled decoding and minimum-Bayes-risk selection: draws are feasible, reproducible and do not
+depend on slots or devices; a near-zero temperature is greedy; the selection keeps the candidate
+with the highest shared actions with the other draws less a cost per action; a run chooses it on val
+only when it scores higher."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bapjax.training import decode, mbr
+from bapjax.world import grid as G
+from tests.test_decode import TINY, _batch, _biased_params, _check_feasible, _grids
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _model_params_batch(seed=0, rows=8):
+    from bapjax.models import builder
+
+    rng = np.random.default_rng(seed)
+    model = builder.BuilderModel(**TINY)
+    params = _biased_params(model, seed, 0)
+    params["stop_out"]["bias"] = params["stop_out"]["bias"] + 6.0  # a mix of lengths
+    batch = _batch((_grids(rng) * 4)[:rows], rng)
+    return model, params, batch
+
+
+def _with_keys(batch, sample):
+    return dict(batch, sample_keys=decode.sample_keys(sample, len(batch["grid"])))
+
+
+def test_draws_are_feasible_reproducible_and_independent_of_the_slots():
+    model, params, batch = _model_params_batch()
+    settings = decode.DecodeSettings(8, 1, 8, temperature=1.0)
+    fn = settings.decode_fn(model)
+    first = np.asarray(fn(params, _with_keys(batch, 0)))
+    np.testing.assert_array_equal(first, np.asarray(fn(params, _with_keys(batch, 0))))
+    for slots in (1, 3):
+        few = np.asarray(settings.replace(slots=slots).decode_fn(model)(params, _with_keys(batch, 0)))
+        np.testing.assert_array_equal(few, first)
+    other = np.asarray(fn(params, _with_keys(batch, 1)))
+    assert (other != first).any()  # another draw number draws other sequences
+    greedy = np.asarray(fn(params, batch))
+    assert (greedy != first).any()
+    for ids in (first, other):
+        assert (ids[:, 0] < G.NUM_ACTIONS).all()  # min_actions=1 holds for draws too
+        for grid, row in zip(batch["grid"], ids):
+            _check_feasible(grid, row)
+
+
+def test_a_near_zero_temperature_draws_the_greedy_argmax_sequence():
+    model, params, batch = _model_params_batch(seed=1)
+    greedy = np.asarray(decode.DecodeSettings(6, 1, 8).decode_fn(model)(params, batch))
+    cold = decode.DecodeSettings(6, 1, 8, temperature=1e-6).decode_fn(model)
+    np.testing.assert_array_equal(np.asarray(cold(params, _with_keys(batch, 5))), greedy)
+
+
+def test_draws_follow_the_softmax_of_the_feasible_logits():
+    """`sample_actions` on one row, many keys: frequencies within a few standard errors of the
+    softmax over the feasible columns at the temperature; masked columns are never drawn."""
+    import jax
+
+    logits = np.array([[1.0, 0.0, 2.0, -1.0, 3.0]], np.float32)
+    feasible = np.array([[True, True, True, False, False]])
+    draws = 4000
+    keys = np.asarray(jax.vmap(lambda i: jax.random.fold_in(jax.random.PRNGKey(0), i))(np.arange(draws)))
+    got = np.asarray(jax.vmap(lambda k: decode.sample_actions(k[None], np.zeros(1, np.int32), logits, feasible, 2.0))(
+        keys))[:, 0]
+    want = np.exp(logits[0, :3] / 2.0) / np.exp(logits[0, :3] / 2.0).sum()
+    counts = np.bincount(got, minlength=5) / draws
+    assert counts[3] == counts[4] == 0
+    np.testing.assert_allclose(counts[:3], want, atol=4 * np.sqrt(0.25 / draws))
+
+
+def _a(x, color=1, kind=G.PLACE):
+    return G.Action(kind, color, x, 1, 0)
+
+
+def test_choose_weighs_shared_actions_against_a_cost_per_action():
+    greedy = [_a(0)]
+    draws = [[_a(1), _a(2)], [_a(1), _a(2), _a(3)], [_a(1)], [_a(4)]]
+    # mean shared net actions with the other draws: greedy 0; draw 0 (2 + 1 + 0) / 3 = 1;
+    # draw 1 (2 + 1 + 0) / 3 = 1; draw 2 (1 + 1 + 0) / 3; draw 3: 0. Utility: that - cost * size.
+    assert mbr.choose([greedy] + draws, cost=0.1) == 1  # 1 - 0.2 beats draw 1's 1 - 0.3
+    assert mbr.choose([greedy] + draws, cost=0.0) == 1  # a tie with draw 1: the earlier
+    assert mbr.choose([greedy] + draws, cost=0.5) == 3  # 2/3 - 0.5 beats 1 - 1.0
+    assert mbr.choose([[_a(1), _a(2)]] + draws, cost=0.1) == 0  # the greedy candidate wins its ties
+    assert mbr.choose([greedy, draws[0]], cost=0.1) == 0  # one draw weighs nothing
+    # net actions are compared: a placement undone inside a sequence is no action
+    undone = [_a(5), G.Action(G.REMOVE, 1, 5, 1, 0), _a(1), _a(2)]
+    assert G.net_actions(undone) == G.net_actions(draws[0])
+    assert mbr.utility(G.net_actions(undone), [G.net_actions(d) for d in draws], 0.25) == (2 + 2 + 1) / 4 - 0.5
+
+
+def _plain_choice(candidates, cost):
+    """The rule written out once more: argmax over candidates of mean shared net actions with the
+    other draws minus cost per net action, first index on ties."""
+    nets = [set(G.net_actions(c)) for c in candidates]
+    values = []
+    for i, net in enumerate(nets):
+        others = [nets[j] for j in range(1, len(nets)) if j != i]
+        values.append(sum(len(net & o) for o in others) / len(others) - cost * len(net))
+    return values.index(max(values))
+
+
+def test_choose_agrees_with_a_plain_rule_on_random_candidates():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        candidates = [[_a(int(x)) for x in rng.choice(6, size=rng.integers(0, 5), replace=False)]
+                      for _ in range(rng.integers(3, 7))]
+        cost = float(rng.choice([0.0, 0.1, 0.3, 0.6]))
+        assert mbr.choose(candidates, cost) == _plain_choice(candidates, cost), (candidates, cost)
+
+
+def test_mbr_predictions_are_greedy_without_samples_and_the_chosen_candidate_with_them(mdc_corpus):
+    from bapjax.data import input_pipeline
+    from bapjax.models import builder
+    from bapjax.text.vocab import Vocabulary
+
+    items = mdc_corpus.split("val")[:10]
+    vocab = Vocabulary.build(items)
+    fc = input_pipeline.FeatureConfig(max_text_tokens=32, max_actions=5, recent_window=4, builder_frame=True)
+    model = builder.BuilderModel(**dict(TINY, vocab_size=vocab.size))
+    params = _biased_params(model, 3, 0)
+    params["stop_out"]["bias"] = params["stop_out"]["bias"] + 6.0
+    settings = decode.DecodeSettings(5, 1, 4, temperature=1.0, cost=0.05)
+    greedy = decode.predict_items(model, params, items, vocab, fc, 4, 5)
+    assert mbr.predict_items(model, params, items, vocab, fc, settings) == greedy
+    chosen = mbr.predict_items(model, params, items, vocab, fc, settings.replace(samples=4))
+    draws = [decode.predict_items(model, params, items, vocab, fc, 4, 5, sample=k) for k in range(4)]
+    assert any(chosen[i.item_id] != greedy[i.item_id] for i in items)
+    for item in items:
+        candidates = [greedy[item.item_id]] + [d[item.item_id] for d in draws]
+        assert chosen[item.item_id] == candidates[_plain_choice(candidates, 0.05)]
+
+
+def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch):
+    """`tune_stop_rule`: the STOP rules first, then the best rule with draws (decoded once per
+    temperature) at each cost; decode.json keeps the highest val F1 (greedy on ties) and
+    `run_decode_settings` reads it back; a decode.json without sampling reads as greedy."""
+    from bapjax.training import run_checks, run_eval
+
+    config = run_checks.with_defaults({})
+    config.eval.update(dict(stop_thresholds=(0.3,), mbr_samples=3, mbr_temperatures=(0.5, 1.0),
+                            mbr_costs=(0.1, 0.2)))
+    evaluator = run_eval.Evaluator.__new__(run_eval.Evaluator)
+    evaluator.model = None
+    decoded = []
+    # the predictions stand for the decoding that made them; the fake report scores them
+    scores = {("argmax", 0, 0): 0.20, ("mass", 0, 0): 0.22, ("mass", 0.5, 0.1): 0.21, ("mass", 0.5, 0.2): 0.25,
+              ("mass", 1.0, 0.1): 0.19, ("mass", 1.0, 0.2): 0.23}
+
+    def fake_candidates(params, items, settings):
+        decoded.append((settings.stop_rule, settings.samples, settings.temperature))
+        return [{"greedy": (settings.stop_rule, 0, 0)}] + [{"draw": k} for k in range(settings.samples)]
+
+    def fake_select(passes, cost):
+        return {"chosen": (passes[0]["greedy"][0], decoded[-1][2], cost)}
+
+    def fake_report(items, predictions, drop_infeasible):
+        return {"micro": {"Overall": {"overall": scores[next(iter(predictions.values()))]}},
+                "counts": {"predicted_net_actions": 4, "items": 2}}
+
+    monkeypatch.setattr(evaluator, "candidates", fake_candidates)
+    monkeypatch.setattr(run_eval.mbr, "select", fake_select)
+    monkeypatch.setattr(run_eval.evaluator, "evaluate_predictions", fake_report)
+    chosen = evaluator.tune_stop_rule(None, [1, 2], config.eval, tmp_path, log_fn=lambda *a: None)
+    assert decoded == [("argmax", 0, 1.0), ("mass", 0, 1.0), ("mass", 3, 0.5), ("mass", 3, 1.0)]
+    assert {k: chosen[k] for k in ("stop_rule", "samples", "temperature", "cost")} == {
+        "stop_rule": "mass", "samples": 3, "temperature": 0.5, "cost": 0.2}
+    assert len(chosen["candidates"]) == 6
+    settings = run_eval.run_decode_settings(tmp_path, config)
+    assert (settings.stop_rule, settings.stop_threshold, settings.samples, settings.temperature, settings.cost) == (
+        "mass", 0.3, 3, 0.5, 0.2)
+    assert "best of greedy and 3 draws at temperature 0.5 (cost 0.2 per action)" in settings.describe()
+    scores[("mass", 0.5, 0.2)] = scores[("mass", 1.0, 0.2)] = 0.22  # a tie with greedy: greedy
+    chosen = evaluator.tune_stop_rule(None, [1, 2], config.eval, tmp_path, log_fn=lambda *a: None)
+    assert "samples" not in chosen and run_eval.run_decode_settings(tmp_path, config).samples == 0
+    (tmp_path / "decode.json").write_text(json.dumps({"stop_rule": "mass", "stop_threshold": 0.2}))
+    assert run_eval.run_decode_settings(tmp_path, config).samples == 0
+
+
+@pytest.mark.parametrize("field, value", [("mbr_samples", -1), ("mbr_temperatures", (0.0,)), ("mbr_costs", (1.0,))])
+def test_bad_sampling_settings_name_their_field(field, value):
+    from bapjax.training import run_checks, sharding
+
+    config = run_checks.with_defaults({})
+    config.eval.mbr_samples = 2
+    config.eval[field] = value
+    with pytest.raises(run_checks.ConfigError, match=rf"eval\.{field}"):
+        run_checks.validate_config(config, sharding.data_mesh())
+
+
+def test_predict_refuses_a_negative_sample_count(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "bapjax.predict", "--checkpoint", str(tmp_path), "--out",
+                             str(tmp_path / "p.jsonl"), "--samples", "-2"], cwd=REPO, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and "--samples/--temperature/--cost" in result.stderr, result.stderr[-2000:]
+
+
+def test_draws_on_four_devices_equal_one_device():
+    script = textwrap.dedent('''
+        import jax, numpy as np
+        assert jax.device_count() == 4
+        from bapjax.training import decode, sharding
+        from tests.test_mbr import _model_params_batch, _with_keys
+        model, params, batch = _model_params_batch(seed=2, rows=8)
+        settings = decode.DecodeSettings(6, 1, 8, temperature=1.0)
+        one = np.asarray(settings.decode_fn(model)(params, _with_keys(batch, 7)))
+        mesh = sharding.data_mesh()
+        four = np.asarray(settings.decode_fn(model, mesh)(sharding.replicate(params, mesh),
+                                                          sharding.host_batch_to_global(_with_keys(batch, 7), mesh)))
+        np.testing.assert_array_equal(one, four)
+        print("OK")
+    ''')
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stdout[-2000:] + result.stderr[-3000:]
