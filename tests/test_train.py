@@ -10,7 +10,7 @@ import pytest
 import configs
 from bapjax import paths
 from bapjax.data import input_pipeline
-from bapjax.training import checkpoints, metric_writer, preemption, run_checks
+from bapjax.training import checkpoints, metric_writer, preemption, run_checks, run_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -334,6 +334,28 @@ def test_a_refused_resume_leaves_the_workdir_untouched(tmp_path):
     same = load_config("quickstart")
     same.train.num_epochs = 9  # not run-defining: training longer is a valid resume
     assert run_checks.check_resume_config(same, paths.workdir_path(run)) is True
+
+
+def test_a_run_written_before_a_source_field_existed_resumes(tmp_path):
+    """A source field added since the run was written (e.g. the MDC augmentation's `mirror`) takes
+    its default when the run's config.json is read, so resuming with the default is no difference
+    and resuming with another value is one."""
+    original = load_config("cpu_experiment:agg,0")
+    values = json.loads(original.to_json_best_effort())
+    del values["data"]["sources"]["mc"]["augment"]["mirror"]
+    del values["data"]["sources"]["bs"]["generate"]["processes"]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(values))
+    assert run_checks.check_resume_config(load_config("cpu_experiment:agg,0"), paths.workdir_path(run)) is True
+    mirrored = load_config("cpu_experiment:agg,0")
+    mirrored.data.sources.mc.augment.mirror = True
+    with pytest.raises(run_checks.ConfigError, match=r"data\.sources\.mc\.augment\.mirror=True \(the run has False\)"):
+        run_checks.check_resume_config(mirrored, paths.workdir_path(run))
+    added = load_config("cpu_experiment:agg,0")
+    added.data.sources.extra = run_config.generated_source("bs", 10, 2, 2)  # a whole new source is a difference
+    with pytest.raises(run_checks.ConfigError, match=r"data\.sources\.extra"):
+        run_checks.check_resume_config(added, paths.workdir_path(run))
 
 
 def test_train_cli_prints_one_line_and_exits_2_on_a_bad_value(tmp_path):

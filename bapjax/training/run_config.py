@@ -161,11 +161,38 @@ MOVED_FIELDS = (
 )
 
 
+def _fill_missing(values: dict, template: dict) -> dict:
+    """`values` (a copy) with every field of `template` it lacks, at any depth, at the template's value."""
+    out = dict(values)
+    for key, default in template.items():
+        if key not in out:
+            out[key] = default
+        elif isinstance(out[key], dict) and isinstance(default, dict):
+            out[key] = _fill_missing(out[key], default)
+    return out
+
+
+def source_template(source: dict) -> dict:
+    """The fields of a data source of this kind at their defaults: the MDC's (`mdc_source`) for a
+    source with `augment`, a simulated one's (`generated_source`) for one with `generate`."""
+    if "augment" in source:
+        return mdc_source().to_dict()
+    if "generate" in source:
+        return generated_source("", 0, 0, 0).to_dict()
+    return _source("", "").to_dict()
+
+
 def upgrade(values: dict) -> dict:
     """A config dict with the `MOVED_FIELDS` moved to where they live now (a copy; a value at the
-    new place wins). Before they moved, `model.text_encoder` said "frozen" and
-    `features.text_encoder` named the encoder; the name is what the model section holds now."""
+    new place wins) and every data source completed with the fields of its kind it lacks, at their
+    defaults (a field added to a source since the run was written). Before they moved,
+    `model.text_encoder` said "frozen" and `features.text_encoder` named the encoder; the name is
+    what the model section holds now."""
     values = {key: dict(value) if isinstance(value, dict) else value for key, value in values.items()}
+    data = values.get("data")
+    if isinstance(data, dict) and isinstance(data.get("sources"), dict):
+        data["sources"] = {name: _fill_missing(source, source_template(source)) if isinstance(source, dict) else source
+                           for name, source in data["sources"].items()}
     if isinstance(values.get("model"), dict) and values["model"].get("text_encoder") == "frozen":
         del values["model"]["text_encoder"]  # named by features.text_encoder, moved below
     for old, new, mapping in MOVED_FIELDS:
