@@ -32,7 +32,7 @@ def _model_params_batch(seed=0, rows=8):
 
 
 def _with_keys(batch, sample):
-    return dict(batch, sample_keys=decode.sample_keys(sample, len(batch["grid"])))
+    return dict(batch, sample_keys=decode.sample_keys(sample, [f"g:{i}" for i in range(len(batch["grid"]))]))
 
 
 def test_draws_are_feasible_reproducible_and_independent_of_the_slots():
@@ -138,6 +138,9 @@ def test_mbr_predictions_are_greedy_without_samples_and_the_chosen_candidate_wit
     for item in items:
         candidates = [greedy[item.item_id]] + [d[item.item_id] for d in draws]
         assert chosen[item.item_id] == candidates[_plain_choice(candidates, 0.05)]
+    some = items[3:7][::-1]  # an item's draws, and so its choice, do not depend on the items beside it
+    alone = mbr.predict_items(model, params, some, vocab, fc, settings.replace(samples=4))
+    assert alone == {item.item_id: chosen[item.item_id] for item in some}
 
 
 def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch):

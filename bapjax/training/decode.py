@@ -27,6 +27,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+import zlib
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -275,11 +277,13 @@ def make_decode_fn(model: BuilderModel, max_actions: int = 20, min_actions: int 
                           temperature=float(temperature)).decode_fn(model, mesh)
 
 
-def sample_keys(sample: int, count: int) -> np.ndarray:
-    """Per-item PRNG keys [count, 2] uint32 of draw number `sample`: item i's is
-    `fold_in(PRNGKey(sample), i)`, whatever the batch, slots or devices that decode it."""
+def sample_keys(sample: int, item_ids: Sequence[str]) -> np.ndarray:
+    """PRNG keys [len(item_ids), 2] uint32 of draw number `sample`: an item's is
+    `fold_in(PRNGKey(sample), crc32(item_id))`, whatever the other items, batch, slots or devices
+    that decode it with."""
     base = jax.random.PRNGKey(int(sample))
-    return np.asarray(jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(count, dtype=jnp.uint32)))
+    data = np.array([zlib.crc32(str(item_id).encode()) for item_id in item_ids], np.uint32)
+    return np.asarray(jax.vmap(lambda d: jax.random.fold_in(base, d))(data)).reshape(len(data), 2)
 
 
 def ids_to_actions(ids: np.ndarray, grid: np.ndarray | None = None) -> list[G.Action]:
@@ -340,7 +344,7 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
     builder_frame = feature_config.builder_frame
     decode_fn = decode_fn or make_decode_fn(model, max_actions, min_actions, slots=batch_size, stop_rule=stop_rule,
                                             stop_threshold=stop_threshold, mesh=mesh, temperature=temperature)
-    keys = None if sample is None else sample_keys(sample, len(items))
+    keys = None if sample is None else sample_keys(sample, [item.item_id for item in items])
     if features is None:
         features = input_pipeline.featurize_items(items, vocab, feature_config)
     unit = batch_size * devices  # call sizes are multiples of this (equal rows per device)

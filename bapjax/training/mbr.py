@@ -53,8 +53,9 @@ def choose(candidates: Sequence[Sequence[G.Action]], cost: float, draws_from: in
 def candidates(model, params, items: list, vocab, feature_config, settings: decode.DecodeSettings, *,
                decode_fn=None, mesh=None, features=None, progress: bool = False) -> list[dict]:
     """[greedy, draw 0, ..., draw K-1]: each {item_id: [Action]}; the greedy decoding with the
-    settings' STOP rule, draw k with the keys of `decode.sample_keys(k, len(items))` at
-    `settings.temperature` (K = `settings.samples`), so every draw is reproducible."""
+    settings' STOP rule, draw k with the keys of `decode.sample_keys(k, item ids)` at
+    `settings.temperature` (K = `settings.samples`), so every item's draws are reproducible and the
+    same whichever items are decoded with it."""
     from bapjax.data import input_pipeline
 
     decode_fn = decode_fn or settings.decode_fn(model, mesh)
