@@ -25,6 +25,8 @@ def define_flags() -> None:
              "no login, so another address shows the games to whoever reaches it).")
     cli.flag("string", "out", "play-games", "Folder the games are written to (MDC layout; created).")
     cli.flag("string", "games_split", "test", "The split the games are listed under in splits.json (train, val, test).")
+    cli.flag("integer", "samples", None, "Draws per request for the minimum-Bayes-risk choice (default: the run's "
+             "decode.json; 0: greedy, one decoding pass per request).")
 
 
 def main(argv) -> int:
@@ -34,12 +36,14 @@ def main(argv) -> int:
         raise UserError("--checkpoint RUN is required (a training workdir)")
     if not 0 <= FLAGS.port <= 65535:
         raise UserError(f"--port {FLAGS.port}: expected 0 to 65535")
+    if FLAGS.samples is not None and FLAGS.samples < 0:
+        raise UserError(f"--samples {FLAGS.samples}: expected an integer >= 0 (0: greedy)")
     cli.enable_compilation_cache()
     logging.set_verbosity(logging.WARNING)  # Orbax's notes on restoring; the server logs its requests
     start = time.perf_counter()
     server = make_server(None, FLAGS.host, FLAGS.port)  # the address first: a taken port is named at once
     try:
-        play = PlayServer(FLAGS.checkpoint, FLAGS.out, FLAGS.games_split)
+        play = PlayServer(FLAGS.checkpoint, FLAGS.out, FLAGS.games_split, samples=FLAGS.samples)
     except BaseException:
         server.server_close()
         raise

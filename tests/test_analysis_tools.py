@@ -1,6 +1,7 @@
 """The analysis tools without tests of their own: the STOP statistics of `bapjax.analysis.stop_rule`
 on a tiny model, the language measures of `bapjax.analysis.sim_language_stats` on hand-made and
-real items, and (slow) `bapjax.analysis.compare_training` of HEAD against its own tree."""
+real items, the table and argument checks of `bapjax.analysis.mbr_sweep`, and (slow)
+`bapjax.analysis.compare_training` of HEAD against its own tree."""
 
 import json
 import subprocess
@@ -84,3 +85,26 @@ def test_compare_training_finds_head_identical_to_its_own_tree(tmp_path):
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["bit_identical_params"] is True and result["max_param_diff"] == 0.0
     assert np.isfinite(result["current"]["micro_overall"])
+
+
+def test_the_mbr_sweep_table_has_a_row_per_temperature_and_draws_and_a_column_per_cost():
+    from bapjax.analysis import mbr_sweep
+
+    def row(t, k, c, f1):
+        return {"temperature": t, "draws": k, "cost": c, "micro_overall": f1, "strict": 0.1, "predicted_net": 10,
+                "reference_net": 12}
+
+    results = {"run-a": {"stop_rule": ["argmax", 0.5],
+                         "greedy": {"micro_overall": 0.2, "strict": 0.1, "predicted_net": 8, "reference_net": 12},
+                         "sampled": [row(0.5, 2, 0.1, 0.25), row(0.5, 2, 0.2, 0.3), row(0.5, 4, 0.1, 0.255),
+                                     row(0.5, 4, 0.2, 0.31)]}}
+    text = mbr_sweep.markdown(results, "val")
+    assert "greedy 20.0 (8 / 12)" in text
+    assert "| temperature | draws | cost 0.1 | cost 0.2 |" in text
+    assert "| 0.5 | 2 | 25.0 (10) | 30.0 (10) |" in text and "| 0.5 | 4 | 25.5 (10) | 31.0 (10) |" in text
+
+
+def test_the_mbr_sweep_refuses_more_draws_than_it_decodes(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bapjax.analysis.mbr_sweep", str(tmp_path), "--samples", "8",
+                           "--draws", "4,16"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--draws 4,16" in done.stderr, done.stderr[-1000:]

@@ -580,3 +580,10 @@ def test_play_in_headless_chromium(served, tmp_path):
                             f"--corpus={out}", "--split=test", f"--out={tmp_path / 'report'}"], cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0 and "2 items" in shown.stdout, shown.stderr[-2000:]
+
+
+def test_a_negative_sample_count_is_named(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bapjax.play", f"--checkpoint={tmp_path}", "--port=0", "--samples=-1",
+                           f"--out={tmp_path / 'games'}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == "error: --samples -1: expected an integer >= 0 (0: greedy)"

@@ -368,14 +368,15 @@ class PlayServer:
     """The loaded run and the games of one server process. A lock per game (a page's requests on
     its game run one at a time) and one around decoding (one model, one thread at a time)."""
 
-    def __init__(self, checkpoint: str, out: str | Path, split: str = "test", decoder=None):
+    def __init__(self, checkpoint: str, out: str | Path, split: str = "test", decoder=None,
+                 samples: int | None = None):
         if split not in SPLITS:
             raise PlayError(f"--games_split {split!r}: expected one of {', '.join(SPLITS)}")
         self.out = Path(out).expanduser().resolve()
         self.split = split
         self._check_out()
         if decoder is None:
-            decoder = load_decoder(checkpoint)
+            decoder = load_decoder(checkpoint, samples)
         self.decoder = decoder
         settings = decoder.settings
         self.meta = {"checkpoint": str(checkpoint), "run_dir": str(decoder.run.run_dir), "step": int(decoder.run.step),
@@ -521,13 +522,13 @@ def _count_parameters(params) -> int:
     return int(sum(leaf.size for leaf in jax.tree_util.tree_leaves(params))) if params is not None else 0
 
 
-def load_decoder(checkpoint: str):
-    """The run, loaded once (`bapjax.training.run_eval.RunDecoder`, the run's own decoding settings); one
-    item is decoded at a time, so one slot."""
+def load_decoder(checkpoint: str, samples: int | None = None):
+    """The run, loaded once (`bapjax.training.run_eval.RunDecoder`, the run's own decoding settings,
+    `samples` draws per request if given); one item is decoded at a time, so one slot."""
     from bapjax.training import run_eval  # the model code, loaded only when serving
 
     try:
-        decoder = run_eval.RunDecoder.load(checkpoint, 1)
+        decoder = run_eval.RunDecoder.load(checkpoint, 1, samples=samples)
     except UserError as err:  # names the run's path already
         raise PlayError(f"--checkpoint: {err}" if str(checkpoint) in str(err) else f"--checkpoint {checkpoint}: {err}") from None
     except Exception as err:  # noqa: BLE001 (a damaged run raises many types; one line names it)
