@@ -69,7 +69,7 @@ def check_flags() -> None:
     try:
         decode.check_sampling(0 if FLAGS.samples is None else FLAGS.samples,
                               1.0 if FLAGS.temperature is None else FLAGS.temperature,
-                              decode.DecodeSettings.cost if FLAGS.cost is None else FLAGS.cost)
+                              FLAGS.cost)
     except ValueError as err:
         raise UserError(f"--samples/--temperature/--cost: {err}") from None
 

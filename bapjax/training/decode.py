@@ -1,4 +1,4 @@
-"""Greedy decoding as a pool of slots: one compiled `lax.while_loop` over a set of items.
+"""Greedy (or sampled) decoding as a pool of slots: one compiled `lax.while_loop` over a set of items.
 
 `slots` items decode at once. Each step embeds each slot's previous action, advances the decoder,
 encodes the slot's current world (colors and recent-action channel after the actions so far,
@@ -124,14 +124,14 @@ def describe_sampling(samples: int, temperature: float, cost: float) -> str:
             if samples else "")
 
 
-def check_sampling(samples: int, temperature: float, cost: float = 0.1) -> None:
+def check_sampling(samples: int, temperature: float, cost: float | None = None) -> None:
     """The one check of the sampled decoding's settings: `samples` >= 0 draws per item (0: greedy
-    only) at a `temperature` > 0, a `cost` per predicted action in [0, 1): ValueError."""
+    only) at a `temperature` > 0, a `cost` per predicted action in [0, 1) (None: not checked): ValueError."""
     if int(samples) != samples or samples < 0:
         raise ValueError(f"the number of samples must be an integer >= 0 (0: greedy only), got {samples!r}")
     if not float(temperature) > 0.0:
         raise ValueError(f"the sampling temperature must be > 0, got {temperature!r}")
-    if not 0.0 <= float(cost) < 1.0:
+    if cost is not None and not 0.0 <= float(cost) < 1.0:
         raise ValueError(f"the cost per predicted action must be in [0, 1), got {cost!r}")
 
 

@@ -73,8 +73,11 @@ def candidates(model, params, items: list, vocab, feature_config, settings: deco
 
 def select(passes: Sequence[dict], cost: float) -> dict:
     """{item_id: the `choose`n candidate} from `candidates`' passes (greedy first)."""
-    return {item_id: chosen[choose(chosen, cost)] for item_id in passes[0]
-            for chosen in [[one[item_id] for one in passes]]}
+    chosen = {}
+    for item_id in passes[0]:
+        candidates = [one[item_id] for one in passes]
+        chosen[item_id] = candidates[choose(candidates, cost)]
+    return chosen
 
 
 def predict_items(model, params, items: list, vocab, feature_config, settings: decode.DecodeSettings, *,
