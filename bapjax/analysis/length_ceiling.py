@@ -23,13 +23,13 @@ would allow this model), never a result. Writes OUT.json and OUT.md; the last li
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from bapjax.analysis import finish
 from bapjax.evaluation import evaluator
 from bapjax.world.grid import Action
 from bapjax.world.items import BapItem, last_architect_turn
@@ -140,14 +140,7 @@ def main() -> int:
     text = markdown(results, args.split)
     summary = {"command": "python -m bapjax.analysis.length_ceiling " + " ".join(sys.argv[1:]),
                "split": args.split, "runs": results}
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
-        out.with_suffix(".md").write_text(f"`{summary['command']}`\n\n{text}\n")
-    print(text)
-    print(json.dumps(summary))
-    return 0
+    return finish(summary, text, args.out)
 
 
 if __name__ == "__main__":
