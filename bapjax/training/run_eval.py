@@ -52,18 +52,21 @@ class Evaluator:
             self._decode_fns[key] = settings.decode_fn(self.model, self.mesh)
         return self._decode_fns[key]
 
+    def local_params(self, params):
+        """This host's copy of the replicated `params`, replicated over its local devices."""
+        return sharding.replicate(jax.tree_util.tree_map(lambda x: x.addressable_data(0), params), self.mesh)
+
     def candidates(self, params, items, settings: decode.DecodeSettings) -> list[dict]:
         """`mbr.candidates` of `items` (the greedy decoding, then `settings.samples` draws)."""
-        local = sharding.replicate(jax.tree_util.tree_map(lambda x: x.addressable_data(0), params), self.mesh)
-        return mbr.candidates(self.model, local, items, self.vocab, self.feature_config, settings,
-                              decode_fn=self.decode_fn(settings), mesh=self.mesh)
+        return mbr.candidates(self.model, self.local_params(params), items, self.vocab, self.feature_config,
+                              settings, decode_fn=self.decode_fn(settings), mesh=self.mesh)
 
     def split(self, params, items, settings: decode.DecodeSettings, predictions_path=None) -> dict:
         """The v2 report of `items` decoded with `settings`; with `predictions_path` (a path object
         with `write_text`), the predictions are also written there as predictions JSONL
         (`bapjax.world.jsonl`, what `bapjax.evaluate --predictions` reads)."""
-        passes = self.candidates(params, items, settings)
-        predictions = passes[0] if settings.samples == 0 else mbr.select(passes, settings.cost)
+        predictions = mbr.predict_items(self.model, self.local_params(params), items, self.vocab, self.feature_config,
+                                        settings, decode_fn=self.decode_fn(settings), mesh=self.mesh)
         if predictions_path is not None:  # an epath.Path: a run's workdir may be a bucket
             predictions_path.parent.mkdir(parents=True, exist_ok=True)
             predictions_path.write_text(jsonl.predictions_jsonl(predictions))
