@@ -34,7 +34,7 @@ def is_store(path: Path) -> bool:
 
 
 def is_items_file(path: Path) -> bool:
-    return path.is_file() and path.name.endswith((".jsonl", ".json"))
+    return path.is_file() and path.name.endswith((".jsonl", ".json", ".jsonl.gz"))
 
 
 def load_split(path: str | os.PathLike, split: str | None, dataset: str | Sequence[str] | None = None

@@ -226,7 +226,7 @@ def annotate_items(items: Sequence[BapItem], out_path: str | os.PathLike,
 
     Returns the number of records written in this session."""
     out_path = Path(out_path)
-    done = read_annotations(out_path) if out_path.exists() else {}
+    done = read_annotations(out_path, allow_empty=True) if out_path.exists() else {}
     written = 0
     todo = [item for item in items if item.item_id not in done]
     show(f"{len(done)} items already annotated, {len(todo)} to go (q quits; progress is saved)")

@@ -5,16 +5,22 @@
 * predictions: ``{"item_id": ..., "actions": [{"type": "place", "color": "red", "x": 0, "y": 1,
   "z": 0}, ...]}`` per line (what ``bapjax.predict`` writes and ``bapjax.evaluate`` reads).
 * annotations: ``{"item_id", "context": clear|unclear, "interpretation": unique|multiple,
-  "structure": correct|incorrect}`` per line (DESIGN.md "v2 clean test set").
+  "structure": correct|incorrect}`` per line (docs/evaluation.md, "v2 clean test set").
 
-Every reader raises `FormatError` (a `UserError`) naming the file, line, item and field.
+A file whose name ends in ``.gz`` is read and written gzip-compressed, any other as plain UTF-8
+text. Every reader raises `FormatError` (a `UserError`) naming the file, line, item and field, and
+refuses an empty file, a binary one and a damaged gzip one in one line naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gzip
+import io
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -31,35 +37,84 @@ class FormatError(UserError):
     """A file that does not hold what its format says; the message names the file and line."""
 
 
-def iter_records(path: str | os.PathLike, what: str, error: type[Exception] = FormatError
-                 ) -> Iterator[tuple[str, Any]]:
-    """Yield ``(where, record)`` for each non-blank line, ``where`` = "path:line".
+GZIP = ".gz"  # a name ending so is read and written gzip-compressed (e.g. predictions/mc_test.jsonl.gz)
+_GZIP_MAGIC = b"\x1f\x8b"
 
-    Raises ``error`` naming the file when it cannot be read, and the line when it is not JSON.
+
+def is_gzip(path: str | os.PathLike) -> bool:
+    """Whether `path` is read and written as gzip: its name ends in ``.gz``."""
+    return os.fspath(path).endswith(GZIP)
+
+
+def stored(path: str | os.PathLike) -> Path:
+    """`path`, or its twin that exists when `path` does not: ``X.jsonl`` -> ``X.jsonl.gz`` and back
+    (a run writes ``predictions/mc_test.jsonl``; results/ keeps it as ``mc_test.jsonl.gz``)."""
+    path = Path(path)
+    if path.exists():
+        return path
+    twin = path.with_name(path.name.removesuffix(GZIP)) if is_gzip(path) else path.with_name(path.name + GZIP)
+    return twin if twin.exists() else path
+
+
+def _binary_line(line: bytes) -> bool:
+    try:
+        return "\0" in line.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+
+
+def iter_records(path: str | os.PathLike, what: str, error: type[Exception] = FormatError,
+                 allow_empty: bool = False) -> Iterator[tuple[str, Any]]:
+    """Yield ``(where, record)`` for each non-blank line, ``where`` = "path:line"; a ``.gz`` file
+    is read through gzip.
+
+    Raises ``error`` naming the file when it cannot be read, is binary (not UTF-8 text), is not
+    gzip though named ``.gz``, or holds no record (unless `allow_empty`), and the line when it is
+    not JSON.
     """
     path = Path(path)
     try:
-        handle = open(path, "rb")
+        handle = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
     except OSError as err:
         raise error(f"{path}: cannot read {what} ({err.strerror})") from None
+    count = 0
     with handle:
-        for number, line in enumerate(handle, 1):
+        lines = enumerate(handle, 1)
+        while True:
+            try:
+                number, line = next(lines)
+            except StopIteration:
+                break
+            except (OSError, EOFError, zlib.error) as err:
+                raise error(f"{path}: not a gzip file of {what}, or a damaged one ({err})") from None
             if not line.strip():
                 continue
             where = f"{path}:{number}"
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError as err:
+                if _binary_line(line):
+                    hint = f"; it is gzip data: name it {path.name}{GZIP}" if line.startswith(_GZIP_MAGIC) else ""
+                    raise error(f"{path}: not a UTF-8 JSONL file of {what} (line {number} is binary data{hint})") from None
                 raise error(f"{where}: not valid JSON ({err})") from None
+            count += 1
             yield where, record
+    if not count and not allow_empty:
+        raise error(f"{path}: the file is empty (no {what} in it)")
 
 
 def _write_lines(path: str | os.PathLike, records: Iterable[dict], append: bool = False) -> int:
-    """Write JSONL; a new file is written whole or not at all (`paths.write_atomically`: a full
-    disk leaves no half file where predictions or items were expected)."""
+    """Write JSONL (gzip-compressed, deterministically, when the name ends in ``.gz``: no name or
+    time in the header, level 9); a new file is written whole or not at all
+    (`paths.write_atomically`: a full disk leaves no half file where predictions or items were
+    expected)."""
     def write(target) -> int:
         count = 0
-        with open(target, "a" if append else "w", encoding="utf-8") as out:
+        with contextlib.ExitStack() as stack:
+            raw = stack.enter_context(open(target, "ab" if append else "wb"))
+            if is_gzip(path):
+                raw = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0))
+            out = stack.enter_context(io.TextIOWrapper(raw, encoding="utf-8", newline="\n"))
             for record in records:
                 out.write(json.dumps(record) + "\n")
                 count += 1
@@ -82,7 +137,8 @@ def read_items(path: str | os.PathLike) -> list[BapItem]:
         try:
             items.append(BapItem.from_json(record, where))
         except (ValueError, KeyError, TypeError) as err:
-            raise FormatError(f"{where}: {err}") from None
+            message = str(err)
+            raise FormatError(message if message.startswith(where) else f"{where}: {message}") from None
     return items
 
 
@@ -203,10 +259,11 @@ class Annotation:
         return cls(item_id, context, interpretation, structure, str(record.get("note", "")))
 
 
-def read_annotations(path: str | os.PathLike) -> dict[str, Annotation]:
-    """{item_id: Annotation} from an annotation JSONL file (errors name the line and field)."""
+def read_annotations(path: str | os.PathLike, allow_empty: bool = False) -> dict[str, Annotation]:
+    """{item_id: Annotation} from an annotation JSONL file (errors name the line and field);
+    `allow_empty`: an empty file is no annotations rather than an error."""
     out: dict[str, Annotation] = {}
-    for where, record in iter_records(path, "annotations", AnnotationError):
+    for where, record in iter_records(path, "annotations", AnnotationError, allow_empty):
         annotation = Annotation.from_json(record, where)
         if annotation.item_id in out:
             raise AnnotationError(f"{where}: item {annotation.item_id} is annotated twice")
