@@ -1,13 +1,13 @@
 """Finished runs -> results/: each module is a command with its usage in its docstring."""
 
+import json
+from pathlib import Path
+
 
 def finish(summary: dict, text: str, out: str | None) -> int:
     """The end of an analysis command: with `out` (a path without extension) write OUT.json (the
     `summary`, whose "command" heads OUT.md) and OUT.md (`text`); print `text`, then the summary as
     one JSON line; return 0."""
-    import json
-    from pathlib import Path
-
     if out:
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bapjax import paths
+from bapjax.analysis import length_ceiling
 from bapjax.analysis.collect_experiment import collect_run, entry_per_line
+from bapjax.analysis.error_analysis import resampled_micro_f1
+from bapjax.corpus import mdc
+from bapjax.data.input_pipeline import feature_defaults
+from bapjax.evaluation import evaluator
+from bapjax.models.builder import model_defaults
+from bapjax.world import jsonl
 
 TRAIN_FIELDS = ("learning_rate", "schedule", "warmup_steps", "final_lr_fraction", "weight_decay", "batch_size")
 
@@ -44,8 +52,6 @@ def ablation_row(run: Path, reference_model: dict | None, reference_train: dict 
     report = record["eval"].get("mc_val")
     if report is None:
         raise SystemExit(f"{run}: final_eval.json has no mc_val (train with --config.eval.final_splits=\"('mc:val',)\")")
-    from bapjax.models.builder import model_defaults
-
     defaults = model_defaults()  # a field newer than the reference run has its default there
     changed = {k: v for k, v in model.items()
                if reference_model is not None and reference_model.get(k, defaults.get(k)) != v}
@@ -53,8 +59,6 @@ def ablation_row(run: Path, reference_model: dict | None, reference_train: dict 
         value = record["config"]["train"].get(key)
         if reference_train is not None and reference_train.get(key) != value:
             changed[f"train.{key}"] = value
-    from bapjax.data.input_pipeline import feature_defaults
-
     feature_fields = feature_defaults()  # a field newer than the reference run has its default there
     for key, value in record["config"].get("features", {}).items():  # e.g. features.max_text_tokens
         if reference_features is not None and reference_features.get(key, feature_fields.get(key)) != value:
@@ -77,11 +81,7 @@ SUBGROUPS = (("instruction: horizontal", "horizontal words"), ("instruction: ver
 def val_breakdown(run: Path, items: list) -> dict:
     """The subgroup rows (`length_ceiling.breakdown`) and per-item fairer counts (tp, n_pred,
     n_ref, in `items`' order) of a run's MDC val predictions."""
-    from bapjax.analysis import length_ceiling
-    from bapjax.evaluation import evaluator
-    from bapjax.world import jsonl
-
-    path = run / "predictions" / "mc_val.jsonl"
+    path = jsonl.stored(run / "predictions" / "mc_val.jsonl")
     if not path.exists():
         raise SystemExit(f"{run}: no {path.name} (train with --config.eval.final_splits=\"('mc:val',)\")")
     predictions = jsonl.read_predictions(path)
@@ -105,8 +105,6 @@ def compare_sets(rows: dict, per_item: dict, samples: int, seed: int = 0) -> dic
     sets = option_sets(rows)
     n = len(next(iter(per_item.values()))["tp"])
     picks = np.random.default_rng(seed).integers(0, n, (samples, n)) if samples else None
-
-    from bapjax.analysis.error_analysis import resampled_micro_f1
 
     def resampled(names):  # [samples]: the seeds' mean micro F1 on each resampling
         return np.mean([resampled_micro_f1(per_item[name], picks) for name in names], axis=0)
@@ -163,9 +161,6 @@ def main() -> None:
     parser.add_argument("--corpus", default="@mdc", help="the MDC the runs were validated on")
     parser.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap resamplings (0: none)")
     args = parser.parse_args()
-    from bapjax import paths
-    from bapjax.corpus import mdc
-
     items = mdc.load_corpus(paths.mdc_path(args.corpus)).split("val")
     rows, per_item, reference = {}, {}, None
     for run in args.runs:

@@ -14,7 +14,8 @@ per variant (its first seed's, plus `"seeds": [{"seed", "micro_overall", "strict
 (``{name: {"command", "commit", "config", "train_items_seen", "wall_minutes", "stop_rule",
 "eval": {"mc_test": <evaluator JSON>, "bs_test": ..., ...}}}``), OUT.md (the table beside the
 paper's Table 5) and OUT_curves.png (val loss and val micro Overall F1 of every run).
-Where the runs kept their MDC test predictions (predictions/mc_test.jsonl), each variant also
+Where the runs kept their MDC test predictions (predictions/mc_test.jsonl, or mc_test.jsonl.gz as
+results/runs/ keeps them), each variant also
 gets `"mc_test_subgroups"`: micro Overall F1 of NEB test items by what the last instruction says
 and by where the build starts (`bapjax.analysis.length_ceiling.breakdown`), seed mean and per seed,
 and OUT.md its table (`--corpus`: the MDC the runs were tested on).
@@ -32,6 +33,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from bapjax import paths  # noqa: E402
+from bapjax.analysis import length_ceiling  # noqa: E402
+from bapjax.corpus import mdc  # noqa: E402
+from bapjax.world import jsonl  # noqa: E402
+
+PREDICTIONS = "mc_test.jsonl"  # a run's MDC test predictions, in its predictions/ folder (or gzip-compressed beside)
 
 # The paper's numbers on each test set (micro Overall fairer F1; D_mc = the clean v2 test set):
 # Table 5 (GRU models), Table 6 (M': BERT + Transformer decoder), and for D_mc the macro Overall
@@ -192,14 +200,11 @@ SUBGROUPS = ("instruction: horizontal", "instruction: vertical only", "instructi
 def add_subgroups(variants: dict, runs: dict[str, Path], items: list) -> None:
     """Each variant's `"mc_test_subgroups"` {subset: {"seed_mean", "per_seed", "items"}} from its
     runs' MDC test predictions (variants whose runs lack them are left as they are)."""
-    from bapjax.analysis import length_ceiling
-    from bapjax.world import jsonl
-
     for variant, row in variants.items():
-        paths = [runs[seed["run"]] / "predictions" / "mc_test.jsonl" for seed in row["seeds"]]
-        if not all(path.exists() for path in paths):
+        files = [jsonl.stored(runs[seed["run"]] / "predictions" / PREDICTIONS) for seed in row["seeds"]]
+        if not all(path.exists() for path in files):
             continue
-        rows = [length_ceiling.breakdown(items, jsonl.read_predictions(path)) for path in paths]
+        rows = [length_ceiling.breakdown(items, jsonl.read_predictions(path)) for path in files]
         groups = {}
         for subset in SUBGROUPS:  # an empty subset has no F1 (None)
             per_seed = [r[subset].get("micro_overall") for r in rows]
@@ -263,10 +268,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     variants = by_variant(results)
-    if any((run / "predictions" / "mc_test.jsonl").exists() for run in runs.values()):
-        from bapjax import paths
-        from bapjax.corpus import mdc
-
+    if any(jsonl.stored(run / "predictions" / PREDICTIONS).exists() for run in runs.values()):
         add_subgroups(variants, runs, mdc.load_corpus(paths.mdc_path(args.corpus)).split("test"))
     out.with_suffix(".json").write_text(entry_per_line(variants))  # one line per variant's field
     markdown = (table(results) + "\n\nSeeds (MDC test split, paper baseline: strict 21.2):\n\n" + seeds_table(variants)

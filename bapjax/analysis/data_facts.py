@@ -1,6 +1,6 @@
 """Facts about the MDC training split behind the choice of one world encoding per item.
 
-    python -m bapjax.analysis.data_facts [--config configs/cpu_experiment.py:mc,0,once] [--split train] [--out results/data_facts.json]
+    python -m bapjax.analysis.data_facts [--config cpu_experiment:mc,0,once] [--split train] [--out results/data_facts.json]
 
 * **Encodings per item**: teacher forcing encodes the world once per packed (item, step) row; the
   rows of a batch are its targets rounded up to `train.pack_multiple` (`builder.packed_size`),
@@ -31,14 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-
-import configs  # noqa: E402
-from bapjax import paths
-from bapjax.data import input_pipeline, sources  # noqa: E402
-from bapjax.models import builder  # noqa: E402
-from bapjax.text.vocab import Vocabulary  # noqa: E402
-from bapjax.world import grid as G  # noqa: E402
+from bapjax import cli, paths
+from bapjax.data import input_pipeline, sources
+from bapjax.models import builder
+from bapjax.text.vocab import Vocabulary
+from bapjax.world import grid as G
 
 REACH = (1, 3)  # Chebyshev radii reported
 
@@ -98,14 +95,15 @@ def encodings_per_item(items, config, seed: int = 0) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="configs/cpu_experiment.py:mc,0,once",
-                        help="batch size, pack multiple and features of the training run to describe")
+    parser.add_argument("--config", default="cpu_experiment:mc,0,once",
+                        help="batch size, pack multiple and features of the training run to describe: a config "
+                             "file or an installed config's name, as train's --config")
     parser.add_argument("--corpus", default=paths.MDC, help="the MDC (default: found by bapjax.paths.mdc_path)")
     parser.add_argument("--split", default="train")
     parser.add_argument("--out", default="", help="write the JSON here too")
     args = parser.parse_args()
     start = time.time()
-    config = configs.load(args.config)
+    config = cli.load_config(args.config)
     items = sources.items_from_flags(args.corpus, args.split)
 
     recorded = np.array([len(it.reference_actions) for it in items])

@@ -48,13 +48,14 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-
 from bapjax import paths
-from bapjax.corpus import load  # noqa: E402
+from bapjax.analysis import length_ceiling
+from bapjax.analysis.length_ceiling import last_action, next_to
+from bapjax.corpus import load
 from bapjax.evaluation import evaluator, metrics
-from bapjax.training import run_eval  # noqa: E402
-from bapjax.world import grid as G  # noqa: E402
+from bapjax.training import run_eval
+from bapjax.world import grid as G
+from bapjax.world import rotation
 
 LENGTH_BINS = ((0, 0, "0"), (1, 1, "1"), (2, 3, "2-3"), (4, 7, "4-7"), (8, 10**9, "8+"))
 DISTANCE_BINS = ("1", "2", "3-4", "5+", "none")  # never 0: a same-kind action in the same cell is exact
@@ -131,8 +132,6 @@ LEFT_RIGHT, FRONT_BEHIND = frozenset({"left", "right"}), frozenset({"front", "be
 
 def direction_group(item) -> str:
     """The item's group in DIRECTION_GROUPS by the words of its last Architect turn."""
-    from bapjax.analysis import length_ceiling
-
     words = set(length_ceiling.WORD.findall(length_ceiling.last_architect_turn(item).lower()))
     lr, fb = bool(words & LEFT_RIGHT), bool(words & FRONT_BEHIND)
     if lr or fb:
@@ -144,7 +143,6 @@ def first_action_outcome(item, predicted) -> str | None:
     """FIRST_ACTION_OUTCOMES' name for the first of `predicted` (the item's predicted actions, in
     order, world coordinates) against the item's first reference action, compared in the item's
     Builder frame; None when the item has no reference action."""
-    from bapjax.world import rotation
 
     if not item.reference_actions:
         return None
@@ -187,7 +185,6 @@ def start_cases(items, predictions) -> dict:
     """{case: {"items": n, "exact": m}} over NEB items with an earlier Builder action, a reference
     action and a predicted one; case "<reference> / <prediction>", near: the first action lies at
     or next to the Builder's last earlier action (`length_ceiling.next_to`)."""
-    from bapjax.analysis.length_ceiling import last_action, next_to
 
     table = {case: Counter() for case in START_CASES}
     for item in items:

@@ -29,8 +29,11 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from bapjax import paths
 from bapjax.analysis import finish
+from bapjax.corpus import mdc
 from bapjax.evaluation import evaluator
+from bapjax.training import decode, run_eval
 from bapjax.world.grid import Action
 from bapjax.world.items import BapItem, last_architect_turn
 
@@ -88,15 +91,11 @@ def breakdown(items: Sequence[BapItem], predictions: Mapping[str, Sequence[Actio
 
 
 def analyze_run(run_dir: str, items: list[BapItem]) -> dict:
-    from bapjax.training import run_eval
-
     decoder = run_eval.RunDecoder.load(run_dir)
     max_actions = decoder.settings.max_actions
     own = decoder.predict(items)
     lengths = {item.item_id: min(len(item.reference_actions), max_actions) for item in items}
     run, settings = decoder.run, decoder.settings
-    from bapjax.training import decode
-
     forced = decode.predict_items(run.model, run.params, items, run.vocab, decoder.feature_config, settings.slots,
                                   max_actions, decode_fn=decoder.decode_fn, lengths=lengths)
     return {"stop_rule": settings.stop_rule, "stop_threshold": settings.stop_threshold,
@@ -129,9 +128,6 @@ def main() -> int:
     parser.add_argument("--corpus", default="@mdc")
     parser.add_argument("--out", default=None, help="output path without extension (OUT.json, OUT.md)")
     args = parser.parse_args()
-    from bapjax import paths
-    from bapjax.corpus import mdc
-
     items = mdc.load_corpus(paths.mdc_path(args.corpus)).split(args.split)
     results, start = {}, time.time()
     for run in args.runs:

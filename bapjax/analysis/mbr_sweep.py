@@ -20,8 +20,11 @@ import sys
 import time
 from pathlib import Path
 
+from bapjax import paths
 from bapjax.analysis import finish
+from bapjax.corpus import mdc
 from bapjax.evaluation import evaluator
+from bapjax.training import mbr, run_eval
 
 
 def floats(text: str) -> list[float]:
@@ -29,8 +32,6 @@ def floats(text: str) -> list[float]:
 
 
 def sweep_run(run_dir: str, items: list, samples: int, temperatures, costs, draws) -> dict:
-    from bapjax.training import mbr, run_eval
-
     decoder = run_eval.RunDecoder.load(run_dir)
     run, base = decoder.run, decoder.settings.replace(samples=0)
 
@@ -92,9 +93,6 @@ def main() -> int:
     draws = [int(k) for k in args.draws.split(",") if k.strip()]
     if args.samples < 2 or not draws or any(not 2 <= k <= args.samples for k in draws):
         parser.error(f"--draws {args.draws}: each must be in [2, --samples={args.samples}]")
-    from bapjax import paths
-    from bapjax.corpus import mdc
-
     items = mdc.load_corpus(paths.mdc_path(args.corpus)).split(args.split)
     results, start = {}, time.time()
     for run in args.runs:

@@ -1,6 +1,6 @@
 """How close simulated dialogues are to the MDC's: vocabulary, line lengths, Builder poses.
 
-    python -m bapjax.analysis.sim_language_stats [--items 1000] [--seed 0] [--corpus ../shared/mdc]
+    python -m bapjax.analysis.sim_language_stats [--items 1000] [--seed 0] [--corpus @mdc]
 
 Generates (or reuses, through the bapjax cache) D_r, D_bs and D_ss with `--items` training items
 each, and measures on the training split of each and of the MDC:
@@ -34,8 +34,6 @@ from bapjax.sim import generate
 from bapjax.text.tokenizer import tokenize
 from bapjax.world import grid
 from bapjax.world.items import ChatTurn
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _words(text: str) -> list[str]:

@@ -21,8 +21,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-
 from bapjax import paths
 from bapjax.corpus import mdc
 from bapjax.data import input_pipeline

@@ -36,6 +36,7 @@ import orjson
 from absl import flags, logging
 
 from bapjax import cli, paths
+from bapjax.corpus import fetch
 from bapjax.corpus.itemized import ItemizedCorpus
 from bapjax.errors import UserError
 from bapjax.paths import build_lock, cache_root, resolve_path
@@ -537,8 +538,6 @@ def define_flags() -> None:
 
 
 def fetch_main() -> int:
-    from bapjax.corpus import fetch
-
     if not FLAGS.out:
         raise UserError("fetch needs --out DIR (the folder to create)")
     done = fetch.fetch(FLAGS.out, FLAGS.url or fetch.DEFAULT_URL, FLAGS.sha256)

@@ -24,7 +24,7 @@ def wordpiece():
     """MiniLM's WordPiece tokenizer without padding or truncation."""
     from tokenizers import Tokenizer
 
-    from bapjax.text import minilm
+    from bapjax.text import minilm  # the pretrained weights are an optional install (see README)
 
     tokenizer = Tokenizer.from_file(str(minilm.model_dir() / "tokenizer.json"))
     tokenizer.no_padding()

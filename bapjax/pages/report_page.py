@@ -37,6 +37,7 @@ from typing import Mapping, Sequence
 from bapjax.corpus import load
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator, metrics
+from bapjax.pages import browser
 from bapjax.world import jsonl
 from bapjax.world.grid import Action
 from bapjax.world.items import BapItem, ChatTurn
@@ -223,8 +224,6 @@ def selftest(page, query: str = "red") -> dict:
     """Opens ``page`` in headless Chromium (``bapjax.pages.browser``) with ``?selftest&q=query``: the page
     selects an item, reads its 3D canvas, tries the filters, sorting and the next-item key, and
     writes what it saw (with its open timings) as JSON, returned here."""
-    from bapjax.pages import browser
-
     dom = browser.dump_dom(browser.file_url(page, query=f"selftest&q={query}"))
     found = re.search(r'<pre id="selftest-result">(.*?)</pre>', dom, re.S)
     if not found or not found.group(1):
