@@ -1,6 +1,6 @@
 """Assemble the BAP v2 training set into an item store (`bapjax.data.training_set`).
 
-    python -m bapjax.build --out STORE --mdc ../shared/mdc --seed 0 \
+    python -m bapjax.build --out STORE --mdc @mdc --seed 0 \
         [--datasets mc,bs,ss,r] [--sizes bs=9890:1186:1181,...] [--scale 1.0] \
         [--synthetic bs=DIR,ss=DIR,r=DIR] [--work_dir DIR] [--overwrite]
 
@@ -25,7 +25,7 @@ FLAGS = flags.FLAGS
 def define_flags() -> None:
     cli.flag("string", "out", None, "Store directory to write.")
     cli.flag("string", "mdc", None, "The MDC corpus (directory, archive, or directory with one archive; "
-             "default: $BAPJAX_MDC, else ../shared/mdc beside the repository).")
+             "default @mdc: the MDC as bapjax finds it, $BAPJAX_MDC first; docs/corpus.md).")
     cli.flag("integer", "seed", 0, "Seed for augmentation and generation.")
     cli.flag("list", "datasets", list(DATASETS), "Data sets to include (mc, bs, ss, r).")
     cli.flag("string", "sizes", "", "Synthetic sizes NAME=TRAIN:VAL:TEST,... (default: Table 3 x --scale).")

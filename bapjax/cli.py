@@ -47,7 +47,7 @@ def flag(kind: str, name: str, default, help_text: str, **kwargs) -> None:
 # (the MDC for --corpus, test or train for --split) applies it in its own code and says so in its usage.
 ITEM_SOURCE_FLAGS = {
     "corpus": "A corpus (with --split): an MDC-layout directory, its .tar.xz, or a directory with one "
-              "archive; @mdc: the MDC as bapjax finds it ($BAPJAX_MDC, else ../shared/mdc).",
+              "archive; @mdc: the MDC as bapjax finds it ($BAPJAX_MDC first; docs/corpus.md).",
     "store": "An item store directory (python -m bapjax.build), with --split.",
     "items": "An items JSONL file (corpus.mdc export, v2_clean build): one split already, no --split.",
     "split": "The split of --corpus or --store: train, val or test.",

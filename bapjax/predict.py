@@ -1,7 +1,7 @@
 """Predictions of a trained run, in the evaluator's JSONL format (decoded as the run's own
 final evaluation does: `bapjax.training.run_eval`).
 
-    python -m bapjax.predict --checkpoint runs/cpu --corpus ../shared/mdc --split test --out preds.jsonl
+    python -m bapjax.predict --checkpoint runs/cpu --corpus @mdc --split test --out preds.jsonl
     python -m bapjax.predict --checkpoint runs/cl --store data/store --split test --dataset bs --out bs.jsonl
     python -m bapjax.predict --checkpoint runs/cpu --items items.jsonl --out preds.jsonl --evaluate
 

@@ -1,7 +1,7 @@
 """A split's predictions as one self-contained HTML page (`bapjax.pages.report_page`).
 
-    python -m bapjax.report --predictions preds.jsonl --corpus ../shared/mdc --split test --out report
-    python -m bapjax.report --checkpoint runs/cpu --corpus ../shared/mdc --split val --out report --limit 200
+    python -m bapjax.report --predictions preds.jsonl --corpus @mdc --split test --out report
+    python -m bapjax.report --checkpoint runs/cpu --corpus @mdc --split val --out report --limit 200
 
 (``python -m bapjax.viz report ...`` is the same command under its older name.) Items come from
 ``--corpus PATH --split S``, ``--store DIR --split S [--dataset D]`` or ``--items FILE``; ``--limit N``

@@ -5,7 +5,7 @@
     python -m bapjax.corpus.v2_clean build --corpus PATH --split test --annotations ann.jsonl \\
         --out clean.jsonl [--stats stats.json]
 
-Annotation record (JSON lines; DESIGN.md "v2 clean test set", paper section 3):
+Annotation record (JSON lines; paper section 3, docs/evaluation.md "v2 clean test set"):
 
     {"item_id": "...", "context": "clear" | "unclear",
      "interpretation": "unique" | "multiple",   # clear items; "multiple" only for EB items

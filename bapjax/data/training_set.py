@@ -90,7 +90,7 @@ def build_store(out: str | os.PathLike, mdc_path: str | None, seed: int = 0,
     start = time.time()
     for dataset in datasets:
         if dataset == "mc":
-            mdc_path = paths.mdc_path(mdc_path)  # --mdc, else $BAPJAX_MDC, else ../shared/mdc
+            mdc_path = paths.mdc_path(mdc_path)  # --mdc, else @mdc (bapjax.paths.mdc_path)
             aug_out = sources.augmented_entry(seed, copies, paraphrase_prob, work) if work else None
             aug_root, _ = sources.augmented_corpus(mdc_path, seed, copies, paraphrase_prob, aug_out, processes)
             aug_stats = json.loads((aug_root / "data" / "augmentation.json").read_text())

@@ -1,6 +1,6 @@
 """BAP v2 metrics: net action sets, strict/Type/Color/Location/Shape/fairer F1, micro and macro.
 
-Definitions (DESIGN.md, "BAP v2 evaluation"; paper sections 2.4 and 4):
+Definitions (paper sections 2.4 and 4; docs/evaluation.md, "What is measured"):
 
 * Per item the predicted sequence A_M and the reference A_H are applied to S_prev. Their net
   action sets P and H are compared. Predicted sequences are checked step by step with the grid

@@ -1,6 +1,6 @@
 """The BAP v2 metrics as plain, readable Python: the definitions, in code.
 
-Written from DESIGN.md ("BAP v2 evaluation") and the paper (sections 3-4) without reusing
+Written from the paper (sections 3-4) and docs/evaluation.md ("What is measured") without reusing
 `bapjax.evaluation.metrics` or `bapjax.world.actions`: sequences are applied to dicts, inverse actions are
 cancelled one by one, every alignment (4 quarter turns about the centre column x 21 x 21
 horizontal offsets) is enumerated in tie-break order, structure distance is a symmetric

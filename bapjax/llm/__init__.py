@@ -6,8 +6,8 @@ three layouts (`bapjax.llm.formats`: ``nebula``, ``code``, ``rich``), so respons
 any machine are scored here by the v2 evaluator (`bapjax.evaluate`), with the same net-action
 rules as every other model:
 
-    python -m bapjax.llm export --format code --corpus ../shared/mdc --split test --out test.jsonl --shots 3
-    python -m bapjax.llm score --format code --corpus ../shared/mdc --split test --responses answers.jsonl
+    python -m bapjax.llm export --format code --corpus @mdc --split test --out test.jsonl --shots 3
+    python -m bapjax.llm score --format code --corpus @mdc --split test --responses answers.jsonl
     python -m bapjax.llm finetune-set --config=configs/cl.py --format rich --out train.jsonl
 
 Modules: `formats` (render), `parse` (tolerant parsing, per-file counts), `score` (responses

@@ -26,8 +26,8 @@ from bapjax.data import input_pipeline
 from bapjax.models import builder
 from bapjax.world.items import TABLE3
 
-# "@mdc": the MDC wherever bapjax.paths.mdc_path finds it when the data is loaded ($BAPJAX_MDC, else
-# ../shared/mdc beside the repository); override with --config.data.sources.mc.corpus=PATH.
+# "@mdc": the MDC wherever bapjax.paths.mdc_path finds it when the data is loaded ($BAPJAX_MDC first;
+# docs/corpus.md); override with --config.data.sources.mc.corpus=PATH.
 MDC = paths.MDC
 
 # Paper Table 3 sizes (train, val, test) of the synthetic sets (bapjax.world.items.TABLE3).
@@ -66,7 +66,7 @@ def generated_source(dataset: str, train: int, val: int, test: int, seed: int = 
 
 def paper_model() -> ml_collections.ConfigDict:
     """The original implementation's sizes (rnn 300; the world CNN at width 300 is the ~17
-    GFLOP-per-encoding (fwd+bwd) model of DESIGN.md: two 3x3x3 layers of 300 channels): every
+    GFLOP-per-encoding (fwd+bwd) model of the original implementation: two 3x3x3 layers of 300 channels): every
     `BuilderModel` field at its default but `world_layers`."""
     model = ml_collections.ConfigDict(builder.model_defaults())
     model.world_layers = 2

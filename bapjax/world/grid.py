@@ -416,7 +416,7 @@ class StructureWalk:
         return self._counts
 
     def feasible(self, action: Action | tuple) -> bool:
-        """Whether the action can be done now (DESIGN.md: region, occupancy, color held,
+        """Whether the action can be done now (the MDC's world rules: region, occupancy, color held,
         inventory of 20 per color, support by the ground or a face-neighbour)."""
         type_, color, x, y, z = action
         if not (X_MIN <= x <= X_MAX and Y_MIN <= y <= Y_MAX and Z_MIN <= z <= Z_MAX):
