@@ -92,12 +92,14 @@ def test_seeds_of_a_variant_are_listed_with_their_mean(tmp_path, mdc_corpus):
     line = next(l for l in collect_experiment.seeds_table(variants).splitlines() if l.startswith("| `cl`"))
     assert "| 2 | 50.0 (100.0, 0.0) |" in line
 
-    # the subgroup breakdown of the variants whose runs kept their MDC test predictions
+    # the subgroup breakdown of the variants whose runs kept their MDC test predictions (plain as a
+    # run writes them, or gzip-compressed as results/runs/ keeps them)
     from bapjax.world import jsonl
 
-    for name, predict in (("cl-s0", trivial.oracle_prediction), ("cl-s1", lambda i: [])):
+    for name, predict, file in (("cl-s0", trivial.oracle_prediction, "mc_test.jsonl"),
+                                ("cl-s1", lambda i: [], "mc_test.jsonl.gz")):
         (tmp_path / name / "predictions").mkdir()
-        jsonl.write_predictions(tmp_path / name / "predictions" / "mc_test.jsonl", {i.item_id: predict(i) for i in items})
+        jsonl.write_predictions(tmp_path / name / "predictions" / file, {i.item_id: predict(i) for i in items})
     runs = {name: tmp_path / name for name in rows}
     collect_experiment.add_subgroups(variants, runs, items)
     assert "mc_test_subgroups" not in variants["mc"]  # mc-s0 kept no predictions
