@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bapjax.corpus import load
 from bapjax.evaluation import evaluator
 from bapjax.world import jsonl
 from bapjax.world.grid import PLACE, REMOVE, Action
@@ -37,6 +38,12 @@ def test_gzip_round_trip_is_deterministic(tmp_path):
     assert packed.read_bytes()[4:8] == b"\0\0\0\0"
     assert jsonl.read_predictions(packed) == jsonl.read_predictions(plain) == want
     assert jsonl.stored(tmp_path / "q.jsonl") == again and jsonl.stored(plain) == plain
+
+
+def test_an_items_file_may_be_gzip(tmp_path, mdc_corpus):
+    items = mdc_corpus.split("test")[:5]
+    jsonl.write_items(tmp_path / "items.jsonl.gz", items)
+    assert [i.to_json() for i in load.load_split(tmp_path / "items.jsonl.gz", None)] == [i.to_json() for i in items]
 
 
 def test_empty_binary_and_damaged_files_are_named_in_one_line(tmp_path):
