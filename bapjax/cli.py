@@ -166,7 +166,15 @@ def missing_field_message(err: Exception, argv: Sequence[str], source: str = "th
 HELP_FLAGS = ("--help", "-help", "-h", "-?", "--helpshort", "--helpfull", "--helpxml")
 
 
+def help_as_long_flag(argv: Sequence[str]) -> list[str]:
+    """`argv` with ``-h`` (before a ``--``) spelled ``--help``: absl knows only the long forms and ``-?``."""
+    argv = list(argv)
+    end = argv.index("--") if "--" in argv else len(argv)
+    return [argv[0], *("--help" if arg == "-h" else arg for arg in argv[1:end]), *argv[end:]]
+
+
 def _parse_flags(argv: Sequence[str]) -> list[str]:
+    argv = help_as_long_flag(argv)
     try:
         return FLAGS(argv)
     except SystemExit as done:  # absl's --help prints the usage, then exits 1: asking for help is no failure
