@@ -227,6 +227,16 @@ def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], 
     app.run(guarded, flags_parser=_parse_flags)
 
 
+def require_flags(*names: str, values=FLAGS, of: str = "") -> None:
+    """The flags a command cannot run without: refused in one line naming only those missing
+    (``--out is required``; ``of``: what needs them, e.g. " by export"). `values`: FLAGS or an
+    object with the flags as attributes."""
+    missing = [f"--{name}" for name in names if getattr(values, name) in (None, "")]
+    if missing:
+        listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+        raise UserError(f"{listed} {'is' if len(missing) == 1 else 'are'} required{of}")
+
+
 def check_output_file(flag_name: str, path: str | None) -> None:
     """An output file's folder must exist before any work is done (so nothing is lost at the end)."""
     if path and path != "-" and "://" not in path:

@@ -52,8 +52,7 @@ def define_flags() -> None:
 
 def check_flags() -> None:
     """Flag values checked before the model is loaded or anything is written."""
-    if not FLAGS.checkpoint or not FLAGS.out:
-        raise UserError("--checkpoint and --out are required")
+    cli.require_flags("checkpoint", "out")
     cli.check_output_file("out", FLAGS.out)
     if FLAGS.batch_size is not None and FLAGS.batch_size < 1:
         raise UserError(f"--batch_size is {FLAGS.batch_size}; expected an integer >= 1")

@@ -9,6 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -58,3 +60,31 @@ def test_dash_h_after_a_double_dash_is_left_alone():
     from bapjax import cli
 
     assert cli.help_as_long_flag(["prog", "-h", "--out", "x", "--", "-h"]) == ["prog", "--help", "--out", "x", "--", "-h"]
+
+
+# --------------------------------------------------------------------------------------------
+# Missing flags: the error names only what is missing
+
+
+@pytest.mark.parametrize("args, line", [
+    (["bapjax.predict", "--checkpoint", "runs/x"], "error: --out is required\n"),
+    (["bapjax.predict", "--out", "p.jsonl"], "error: --checkpoint is required\n"),
+    (["bapjax.predict"], "error: --checkpoint and --out are required\n"),
+    (["bapjax.sim.generate", "--dataset", "bs"], "error: --out is required\n"),
+    (["bapjax.corpus.mdc", "export", "--corpus", "nowhere", "--split", "test"], "error: --out is required by export\n"),
+])
+def test_a_missing_flag_error_names_only_what_is_missing(args, line, tmp_path):
+    done = subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stderr) == (2, line)
+
+
+def test_require_flags_lists_the_missing_ones():
+    from types import SimpleNamespace
+
+    from bapjax import cli
+    from bapjax.errors import UserError
+
+    values = SimpleNamespace(a="x", b=None, c="", d=None)
+    with pytest.raises(UserError, match=r"^--b, --c and --d are required by export$"):
+        cli.require_flags("a", "b", "c", "d", values=values, of=" by export")
+    cli.require_flags("a", values=values)

@@ -554,6 +554,8 @@ def main(argv: Sequence[str]) -> int:
         raise UserError("usage: python -m bapjax.corpus.mdc {stats|export|fetch} [--corpus PATH] ...")
     if argv[1] == "fetch":
         return fetch_main()
+    if argv[1] == "export":
+        cli.require_flags("split", "out", of=" by export")
     corpus_path = paths.mdc_path(FLAGS.corpus)
     corpus = load_corpus(corpus_path, use_cache=not FLAGS.no_cache, progress=True)
     if argv[1] == "stats":
@@ -564,8 +566,6 @@ def main(argv: Sequence[str]) -> int:
                   f"{s['skipped_out_of_region']} skipped (blocks outside the build region)")
         print(json.dumps(stats))
         return 0
-    if not FLAGS.split or not FLAGS.out:
-        raise UserError("export needs --split and --out")
     if FLAGS.split not in corpus.items:
         raise UserError(f"--split {FLAGS.split}: not a split of {corpus_path} ({', '.join(corpus.items)})")
     items = corpus.split(FLAGS.split)

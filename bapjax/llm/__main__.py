@@ -79,14 +79,8 @@ def write_records(path: str, records, total: int, what: str) -> int:
     return count
 
 
-def _need(name: str, value) -> None:
-    if value in (None, ""):
-        raise UserError(f"--{name} is required")
-
-
 def export(argv_flags=FLAGS) -> dict:
-    _need("format", argv_flags.format)
-    _need("out", argv_flags.out)
+    cli.require_flags("format", "out", values=argv_flags)
     if argv_flags.shots < 0:
         raise UserError(f"--shots {argv_flags.shots}: must be >= 0")
     cli.check_output_file("out", argv_flags.out)
@@ -114,8 +108,7 @@ def export(argv_flags=FLAGS) -> dict:
 
 
 def score(argv_flags=FLAGS) -> dict:
-    _need("format", argv_flags.format)
-    _need("responses", argv_flags.responses)
+    cli.require_flags("format", "responses", values=argv_flags)
     cli.check_output_file("out", argv_flags.out)
     load.check_limit(argv_flags.limit)
     every = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
@@ -158,8 +151,7 @@ def finetune_set(argv_flags=FLAGS) -> dict:
     config = argv_flags.config
     if config is None:
         raise UserError("--config is required: a config file (--config=configs/cl.py) or an installed config's name (--config=cl)")
-    _need("format", argv_flags.format)
-    _need("out", argv_flags.out)
+    cli.require_flags("format", "out", values=argv_flags)
     unknown = [f for f in argv_flags.length_formats if f not in llm_formats.FORMATS]
     if unknown:
         raise UserError(f"--length_formats: unknown format(s) {', '.join(unknown)} "

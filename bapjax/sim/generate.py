@@ -343,8 +343,7 @@ def main(argv: Sequence[str]) -> int:
             print(format_game(game, f"{FLAGS.dataset} seed {FLAGS.seed} train game {index}:"))
             print()
         return 0
-    if not FLAGS.dataset or not FLAGS.out:
-        raise UserError("--dataset and --out are required")
+    cli.require_flags("dataset", "out")
     try:
         stats = generate_corpus(FLAGS.dataset, FLAGS.out, FLAGS.seed, FLAGS.train_items, FLAGS.val_items,
                                 FLAGS.test_items, processes=FLAGS.processes, progress=FLAGS.progress,
