@@ -121,9 +121,18 @@ class _ConfigFileOrNameParser(flags.ArgumentParser):
         return "config object"
 
 
-def define_config_flag(help_text: str, name: str = "config") -> None:
+# Per config flag: the config tree whose fields a mistyped flag is matched against when no
+# --config was given (`define_config_flag`'s `defaults`).
+_CONFIG_DEFAULTS: dict[str, Callable[[], object]] = {}
+
+
+def define_config_flag(help_text: str, name: str = "config", defaults: Callable[[], object] | None = None) -> None:
     """``--config=FILE[:arg]`` or ``--config=NAME[:arg]`` with ``--config.field=value`` overrides:
-    the one definition of a config flag, for every command that takes a config."""
+    the one definition of a config flag, for every command that takes a config. ``defaults``
+    builds the tree of fields every config has (a flag named like one of its fields, e.g.
+    ``--batch_size``, is answered with its ``--config.train.batch_size`` path)."""
+    if defaults is not None:
+        _CONFIG_DEFAULTS[name] = defaults
     if name not in FLAGS:
         config_flags.DEFINE_config_file(name, None, help_text + " FILE.py[:arg], or the name of a config "
                                         "installed with bapjax (NAME[:arg], e.g. quickstart, cpu_experiment:mc).")
@@ -163,6 +172,65 @@ def missing_field_message(err: Exception, argv: Sequence[str], source: str = "th
     return f"{culprit or '--config.*'}: {source} has no field {name!r}{hint}"
 
 
+def config_field_paths(config, name: str, prefix: str = "") -> list[str]:
+    """The dotted paths of every field called `name` in a config tree (nested dicts)."""
+    found = []
+    for key, value in (config.items() if hasattr(config, "items") else ()):
+        path = f"{prefix}{key}"
+        if key == name:
+            found.append(path)
+        if hasattr(value, "items"):
+            found += config_field_paths(value, name, path + ".")
+    return found
+
+
+def _config_field(config, path: str):
+    for key in path.split("."):
+        config = config[key] if hasattr(config, "items") and key in config else None
+    return config
+
+
+# What a value of a field's type looks like, for a value that does not parse as one.
+EXPECTED_VALUES = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+                   tuple: "a tuple, e.g. \"('a', 'b')\"", list: "a list, e.g. \"['a', 'b']\""}
+
+
+def _config_of_flags() -> tuple[str, object] | None:
+    """(name, tree) of the program's config flag: the parsed --config, else its `defaults`."""
+    for name, defaults in [*_CONFIG_DEFAULTS.items(), ("config", None)]:
+        if name in FLAGS and getattr(FLAGS[name], "value", None) is not None:
+            return name, FLAGS[name].value
+        if defaults is not None:
+            return name, defaults()
+    return None
+
+
+def flag_error_message(err: flags.Error, config=None, config_flag: str = "config") -> str:
+    """absl's flag error as one line in bapjax's words: a flag that is a field of `config` points
+    at its ``--config.<path>`` override; an override whose value does not parse says what its
+    field takes (``--config.train.batch_size=abc: expected an integer``)."""
+    line = str(err).splitlines()[0] if str(err) else repr(err)
+    line = line.removeprefix("flag ").replace("\\'", "'")
+    if config is None:
+        return line
+    if isinstance(err, flags.UnrecognizedFlagError):
+        paths = config_field_paths(config, err.flagname)
+        if paths:
+            given = str(getattr(err, "flagvalue", "") or "")
+            value = given.partition("=")[2] if "=" in given else "..."
+            overrides = " or ".join(f"--{config_flag}.{path}={value}" for path in paths)
+            return f"--{err.flagname}: not a flag of this command; it is a field of the config: {overrides}"
+        return line
+    cause = err.__context__
+    head = line.removesuffix(f": {cause}") if cause is not None else line
+    found = re.fullmatch(rf"--{re.escape(config_flag)}\.([\w.]+)=(.*)", head)
+    if isinstance(err, flags.IllegalFlagValueError) and found:
+        expected = EXPECTED_VALUES.get(type(_config_field(config, found.group(1))))
+        if expected:
+            return f"{head}: expected {expected}"
+    return line
+
+
 HELP_FLAGS = ("--help", "-help", "-h", "-?", "--helpshort", "--helpfull", "--helpxml")
 
 
@@ -184,8 +252,8 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
     except flags.Error as err:  # unknown flag, bad value, a config override that does not parse
         if isinstance(err.__context__, UserError):  # a flag's parser named the mistake (ConfigNotFoundError)
             fail(str(err.__context__))
-        line = str(err).splitlines()[0] if str(err) else repr(err)
-        fail(line.removeprefix("flag ").replace("\\'", "'"))
+        named = _config_of_flags()
+        fail(flag_error_message(err, *(named[::-1] if named else ())))
     except (AttributeError, KeyError) as err:  # ml_collections: a --config.<field> the config lacks
         fail(missing_field_message(err, argv))
     except (ValueError, TypeError) as err:  # ml_collections: a value of the wrong type
@@ -278,7 +346,7 @@ def apply_overrides(config, overrides, source: str = "the config"):
         config_flags.DEFINE_config_dict("config", config, flag_values=values, sys_argv=argv)
         values(argv)
     except flags.Error as err:
-        raise ConfigOverrideError(str(err).splitlines()[0]) from None
+        raise ConfigOverrideError(flag_error_message(err, config)) from None
     except (AttributeError, KeyError) as err:  # ml_collections: a field the config lacks
         raise ConfigOverrideError(missing_field_message(err, overrides, source)) from None
     except (ValueError, TypeError) as err:
