@@ -55,7 +55,7 @@ def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath
     """The vocabulary (saved in the workdir so predict/resume use the same ids) and its GloVe matrix."""
     vocab_path = workdir / "vocab.json"
     if vocab_path.exists():
-        vocab = Vocabulary.load(vocab_path)
+        vocab = run_checks.run_vocabulary(workdir)
     elif config.data.vocab_path:
         vocab = Vocabulary.load(resolve_path(config.data.vocab_path))
     else:

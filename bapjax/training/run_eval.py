@@ -14,7 +14,7 @@ import jax
 from bapjax.data import input_pipeline
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import checkpoints, decode, mbr, sharding
+from bapjax.training import checkpoints, decode, mbr, run_checks, sharding
 from bapjax.world import jsonl
 
 DECODE_SETTINGS = "decode.json"  # in a run's workdir: the decoding chosen on val (`Evaluator.tune_stop_rule`)
@@ -27,7 +27,7 @@ def run_decode_settings(run_dir, config) -> decode.DecodeSettings:
     settings = decode.DecodeSettings.from_eval_config(config.eval)
     path = run_dir / DECODE_SETTINGS
     if path.exists():
-        chosen = json.loads(path.read_text())
+        chosen = run_checks.read_run_file(run_dir, DECODE_SETTINGS, ("stop_rule", "stop_threshold"))
         settings = settings.replace(stop_rule=chosen["stop_rule"], stop_threshold=float(chosen["stop_threshold"]),
                                     samples=int(chosen.get("samples", 0)),
                                     temperature=float(chosen.get("temperature", settings.temperature)),
