@@ -117,7 +117,7 @@ def score(argv_flags=FLAGS) -> dict:
     responses, ignored = load.without_later_items(read_responses(argv_flags.responses, every), every, items)
     report, predictions = score_responses(items, responses)
     if argv_flags.limit:
-        report["limit"] = {"first": len(items), "of": len(every), "ignored_responses": ignored}
+        evaluator.mark_partial(report, len(items), len(every), ignored, "responses")
         print(f"score: the first {len(items)} of {len(every)} items (--limit {argv_flags.limit}); "
               f"{ignored} response(s) of later items ignored", file=sys.stderr, flush=True)
     if argv_flags.out:

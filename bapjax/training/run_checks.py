@@ -222,9 +222,11 @@ def rerun_command(workdir: epath.Path, *extra: str) -> str:
     """The training command of the run in `workdir` as its last invocation ran it (`runs.jsonl`),
     with --workdir set to it and `extra` flags; a placeholder config when none was recorded."""
     try:
-        argv = [str(arg) for arg in invocations(workdir)[-1]["argv"][1:]]
+        recorded = [str(arg) for arg in invocations(workdir)[-1]["argv"]]
     except (OSError, ValueError, IndexError, KeyError, TypeError):
-        argv = ["--config=CONFIG"]
+        recorded = []
+    # a run trained by `python -m bapjax.train` (argv[0] its train.py), not from Python
+    argv = recorded[1:] if recorded and recorded[0].endswith(("bapjax/train.py", "bapjax.train")) else ["--config=CONFIG"]
     kept = [arg for arg in argv if not arg.startswith(("--workdir", *(flag.split("=")[0] for flag in extra)))]
     if "--workdir" in argv:  # --workdir DIR: its value goes too
         kept.remove(argv[argv.index("--workdir") + 1])

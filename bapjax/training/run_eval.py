@@ -137,8 +137,9 @@ class RunDecoder:
         """The run's best (else latest) checkpoint with `run_decode_settings` (its config.eval
         with the decoding it chose on val); a value given here (not None) replaces the run's."""
         run = checkpoints.load_run(checkpoint)
+        settings = run_decode_settings(run.run_dir, run.config)  # a damaged decode.json names itself
         try:
-            settings = run_decode_settings(run.run_dir, run.config).replace(
+            settings = settings.replace(
                 slots=batch_size, max_actions=max_actions, min_actions=min_actions, stop_rule=stop_rule,
                 stop_threshold=stop_threshold, samples=samples, temperature=temperature, cost=cost)
         except ValueError as err:
