@@ -20,6 +20,7 @@ import logging as std_logging
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
@@ -311,6 +312,52 @@ def check_output_file(flag_name: str, path: str | None) -> None:
         parent = Path(path).expanduser().resolve().parent
         if not parent.is_dir():
             raise UserError(f"--{flag_name} {path}: the folder {parent} does not exist")
+
+
+# --------------------------------------------------------------------------------------------
+# Progress lines: the one rule of their rate and ETA
+
+
+def eta_text(seconds: float) -> str:
+    """A remaining time as a progress line says it: seconds, minutes or hours."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 90 * 60 else f"{seconds / 3600:.1f} h"
+
+
+class Progress:
+    """Rate and ETA of a long loop over `total` units. What a loop does once (compiling, starting
+    worker processes, loading a model) falls before its first progress line, so that line says so
+    and gives no rate; every later line measures from the first (or from `restart`, after a pause
+    such as an evaluation), so its ETA is that of the steady rate, not one inflated by compilation."""
+
+    WARMING_UP = "includes compilation and start-up; rate and ETA from the next line"
+
+    def __init__(self, total: int, unit: str = "items"):
+        self.total, self.unit = total, unit
+        self.start, self.mark = time.time(), None
+
+    def restart(self, done: int) -> None:
+        """Measure from here (after a pause the rate should leave out)."""
+        self.mark = (time.time(), done)
+
+    def measure(self, done: int) -> tuple[float, float] | None:
+        """(units per second, seconds left) since the mark; None on the first line (it sets the mark)."""
+        now = time.time()
+        if self.mark is None or done <= self.mark[1] or now <= self.mark[0]:
+            if self.mark is None:
+                self.mark = (now, done)
+            return None
+        rate = (done - self.mark[1]) / (now - self.mark[0])
+        return rate, (self.total - done) / rate
+
+    def line(self, done: int) -> str:
+        """``done/total unit (rate unit/s, ETA ...)``; the first: the time so far and that it includes the warm-up."""
+        measured = self.measure(done)
+        if measured is None:
+            return f"{done}/{self.total} {self.unit} in {time.time() - self.start:.0f} s ({self.WARMING_UP})"
+        rate, left = measured
+        return f"{done}/{self.total} {self.unit} ({rate:.1f} {self.unit}/s, ETA {eta_text(left)})"
 
 
 def enable_compilation_cache() -> str:

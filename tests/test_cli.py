@@ -130,3 +130,25 @@ def test_config_field_paths_finds_every_field_of_that_name():
 def test_apply_overrides_says_what_a_field_takes():
     with pytest.raises(cli.ConfigOverrideError, match=r"^--config.train.batch_size=abc: expected an integer$"):
         cli.apply_overrides(cli.load_config("quickstart"), ["--config.train.batch_size=abc"])
+
+
+# --------------------------------------------------------------------------------------------
+# Progress lines: rate and ETA measured after the warm-up
+
+
+def test_progress_measures_after_the_first_line(monkeypatch):
+    """A first step that compiles for 60 s, then 1 step/s: the first line says it includes the
+    warm-up and gives no ETA; the next ones give the steady rate's ETA (not 60x too long)."""
+    clock = [100.0]
+    monkeypatch.setattr(cli.time, "time", lambda: clock[0])
+    rule = cli.Progress(1000, "steps")
+    clock[0] += 61.0  # compilation + the first step
+    assert rule.line(1) == f"1/1000 steps in 61 s ({cli.Progress.WARMING_UP})"
+    clock[0] += 9.0
+    assert rule.line(10) == "10/1000 steps (1.0 steps/s, ETA 16.5 min)"
+    clock[0] += 120.0  # an evaluation: left out after restart
+    rule.restart(10)
+    clock[0] += 10.0
+    assert rule.measure(20) == (1.0, 980.0)
+    assert [cli.eta_text(s) for s in (5, 89, 90, 3600, 5400, 7200)] == ["5 s", "89 s", "1.5 min", "60.0 min",
+                                                                       "1.5 h", "2.0 h"]

@@ -27,7 +27,6 @@ import shutil
 import sys
 import tarfile
 import tempfile
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -423,13 +422,13 @@ def itemize_corpus(root: Path, processes: int = 1, progress: bool = False) -> It
     items = {s: [] for s in dict.fromkeys([*SPLITS, *sorted(set(target_split.values()))])}
     skipped = {s: 0 for s in items}
     games = {s: 0 for s in items}
-    start = time.time()
+    rule = cli.Progress(len(jobs), "games")
     if processes > 1:
         with multiprocessing.get_context("spawn").Pool(processes) as pool:
             results = pool.imap(_itemize_file, jobs, chunksize=4)
-            results = list(_with_progress(results, len(jobs), start, progress))
+            results = list(_with_progress(results, rule, progress))
     else:
-        results = list(_with_progress(map(_itemize_file, jobs), len(jobs), start, progress))
+        results = list(_with_progress(map(_itemize_file, jobs), rule, progress))
     for (path, split, _), (game_items, game_skipped) in zip(jobs, results):
         items[split].extend(game_items)
         skipped[split] += game_skipped
@@ -438,12 +437,10 @@ def itemize_corpus(root: Path, processes: int = 1, progress: bool = False) -> It
     return ItemizedCorpus(root, dataset, items, skipped, games)
 
 
-def _with_progress(results: Iterable, total: int, start: float, progress: bool):
+def _with_progress(results: Iterable, rule: cli.Progress, progress: bool):
     for n, result in enumerate(results, 1):
-        if progress and (n % 50 == 0 or n == total):
-            rate = n / max(time.time() - start, 1e-9)
-            logging.info("itemized %d/%d games (%.1f games/s, ETA %.0f s)", n, total, rate,
-                         (total - n) / rate)
+        if progress and (n % 50 == 0 or n == rule.total):
+            logging.info("itemized %s", rule.line(n))
         yield result
 
 

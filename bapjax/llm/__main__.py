@@ -58,24 +58,22 @@ def define_flags() -> None:
     cli.define_config_flag("finetune-set: the training config:")
 
 
-def _progress(done: int, total: int, began: float, what: str, last: list) -> None:
+def _progress(done: int, rule: cli.Progress, what: str, last: list) -> None:
     now = time.time()
-    if done == total or now - last[0] > 10:
+    if done == rule.total or now - last[0] > 10:
         last[0] = now
-        rate = done / max(now - began, 1e-9)
-        print(f"{what}: {done}/{total} ({rate:.0f}/s, ETA {(total - done) / max(rate, 1e-9):.0f} s)",
-              file=sys.stderr, flush=True)
+        print(f"{what}: {rule.line(done)}", file=sys.stderr, flush=True)
 
 
 def write_records(path: str, records, total: int, what: str) -> int:
     """Write JSONL records from an iterator, with a progress line every 10 s."""
-    began, last, count = time.time(), [time.time()], 0
+    rule, last, count = cli.Progress(total, "records"), [time.time()], 0
     with open(path, "w", encoding="utf-8") as out:
         for record in records:
             out.write(json.dumps(record) + "\n")
             count += 1
             if count % 500 == 0 or count == total:
-                _progress(count, total, began, what, last)
+                _progress(count, rule, what, last)
     return count
 
 
