@@ -43,8 +43,7 @@ def define_flags() -> None:
 def main(argv: Sequence[str]) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments {argv[1:]}")
-    if not FLAGS.out:
-        raise UserError("--out is required")
+    cli.require_flags("out")
     if FLAGS.stats:
         stats = store_statistics(FLAGS.out)
         for dataset, splits in stats.items():

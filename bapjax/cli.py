@@ -20,6 +20,7 @@ import logging as std_logging
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
@@ -121,9 +122,18 @@ class _ConfigFileOrNameParser(flags.ArgumentParser):
         return "config object"
 
 
-def define_config_flag(help_text: str, name: str = "config") -> None:
+# Per config flag: the config tree whose fields a mistyped flag is matched against when no
+# --config was given (`define_config_flag`'s `defaults`).
+_CONFIG_DEFAULTS: dict[str, Callable[[], object]] = {}
+
+
+def define_config_flag(help_text: str, name: str = "config", defaults: Callable[[], object] | None = None) -> None:
     """``--config=FILE[:arg]`` or ``--config=NAME[:arg]`` with ``--config.field=value`` overrides:
-    the one definition of a config flag, for every command that takes a config."""
+    the one definition of a config flag, for every command that takes a config. ``defaults``
+    builds the tree of fields every config has (a flag named like one of its fields, e.g.
+    ``--batch_size``, is answered with its ``--config.train.batch_size`` path)."""
+    if defaults is not None:
+        _CONFIG_DEFAULTS[name] = defaults
     if name not in FLAGS:
         config_flags.DEFINE_config_file(name, None, help_text + " FILE.py[:arg], or the name of a config "
                                         "installed with bapjax (NAME[:arg], e.g. quickstart, cpu_experiment:mc).")
@@ -163,10 +173,77 @@ def missing_field_message(err: Exception, argv: Sequence[str], source: str = "th
     return f"{culprit or '--config.*'}: {source} has no field {name!r}{hint}"
 
 
+def config_field_paths(config, name: str, prefix: str = "") -> list[str]:
+    """The dotted paths of every field called `name` in a config tree (nested dicts)."""
+    found = []
+    for key, value in (config.items() if hasattr(config, "items") else ()):
+        path = f"{prefix}{key}"
+        if key == name:
+            found.append(path)
+        if hasattr(value, "items"):
+            found += config_field_paths(value, name, path + ".")
+    return found
+
+
+def _config_field(config, path: str):
+    for key in path.split("."):
+        config = config[key] if hasattr(config, "items") and key in config else None
+    return config
+
+
+# What a value of a field's type looks like, for a value that does not parse as one.
+EXPECTED_VALUES = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+                   tuple: "a tuple, e.g. \"('a', 'b')\"", list: "a list, e.g. \"['a', 'b']\""}
+
+
+def _config_of_flags() -> tuple[str, object] | None:
+    """(name, tree) of the program's config flag: the parsed --config, else its `defaults`."""
+    for name, defaults in [*_CONFIG_DEFAULTS.items(), ("config", None)]:
+        if name in FLAGS and getattr(FLAGS[name], "value", None) is not None:
+            return name, FLAGS[name].value
+        if defaults is not None:
+            return name, defaults()
+    return None
+
+
+def flag_error_message(err: flags.Error, config=None, config_flag: str = "config") -> str:
+    """absl's flag error as one line in bapjax's words: a flag that is a field of `config` points
+    at its ``--config.<path>`` override; an override whose value does not parse says what its
+    field takes (``--config.train.batch_size=abc: expected an integer``)."""
+    line = str(err).splitlines()[0] if str(err) else repr(err)
+    line = line.removeprefix("flag ").replace("\\'", "'")
+    if config is None:
+        return line
+    if isinstance(err, flags.UnrecognizedFlagError):
+        paths = config_field_paths(config, err.flagname)
+        if paths:
+            given = str(getattr(err, "flagvalue", "") or "")
+            value = given.partition("=")[2] if "=" in given else "..."
+            overrides = " or ".join(f"--{config_flag}.{path}={value}" for path in paths)
+            return f"--{err.flagname}: not a flag of this command; it is a field of the config: {overrides}"
+        return line
+    cause = err.__context__
+    head = line.removesuffix(f": {cause}") if cause is not None else line
+    found = re.fullmatch(rf"--{re.escape(config_flag)}\.([\w.]+)=(.*)", head)
+    if isinstance(err, flags.IllegalFlagValueError) and found:
+        expected = EXPECTED_VALUES.get(type(_config_field(config, found.group(1))))
+        if expected:
+            return f"{head}: expected {expected}"
+    return line
+
+
 HELP_FLAGS = ("--help", "-help", "-h", "-?", "--helpshort", "--helpfull", "--helpxml")
 
 
+def help_as_long_flag(argv: Sequence[str]) -> list[str]:
+    """`argv` with ``-h`` (before a ``--``) spelled ``--help``: absl knows only the long forms and ``-?``."""
+    argv = list(argv)
+    end = argv.index("--") if "--" in argv else len(argv)
+    return [argv[0], *("--help" if arg == "-h" else arg for arg in argv[1:end]), *argv[end:]]
+
+
 def _parse_flags(argv: Sequence[str]) -> list[str]:
+    argv = help_as_long_flag(argv)
     try:
         return FLAGS(argv)
     except SystemExit as done:  # absl's --help prints the usage, then exits 1: asking for help is no failure
@@ -176,8 +253,8 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
     except flags.Error as err:  # unknown flag, bad value, a config override that does not parse
         if isinstance(err.__context__, UserError):  # a flag's parser named the mistake (ConfigNotFoundError)
             fail(str(err.__context__))
-        line = str(err).splitlines()[0] if str(err) else repr(err)
-        fail(line.removeprefix("flag ").replace("\\'", "'"))
+        named = _config_of_flags()
+        fail(flag_error_message(err, *(named[::-1] if named else ())))
     except (AttributeError, KeyError) as err:  # ml_collections: a --config.<field> the config lacks
         fail(missing_field_message(err, argv))
     except (ValueError, TypeError) as err:  # ml_collections: a value of the wrong type
@@ -219,12 +296,68 @@ def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], 
     app.run(guarded, flags_parser=_parse_flags)
 
 
+def require_flags(*names: str, values=FLAGS, of: str = "") -> None:
+    """The flags a command cannot run without: refused in one line naming only those missing
+    (``--out is required``; ``of``: what needs them, e.g. " by export"). `values`: FLAGS or an
+    object with the flags as attributes."""
+    missing = [f"--{name}" for name in names if getattr(values, name) in (None, "")]
+    if missing:
+        listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+        raise UserError(f"{listed} {'is' if len(missing) == 1 else 'are'} required{of}")
+
+
 def check_output_file(flag_name: str, path: str | None) -> None:
     """An output file's folder must exist before any work is done (so nothing is lost at the end)."""
     if path and path != "-" and "://" not in path:
         parent = Path(path).expanduser().resolve().parent
         if not parent.is_dir():
             raise UserError(f"--{flag_name} {path}: the folder {parent} does not exist")
+
+
+# --------------------------------------------------------------------------------------------
+# Progress lines: the one rule of their rate and ETA
+
+
+def eta_text(seconds: float) -> str:
+    """A remaining time as a progress line says it: seconds, minutes or hours."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 90 * 60 else f"{seconds / 3600:.1f} h"
+
+
+class Progress:
+    """Rate and ETA of a long loop over `total` units. What a loop does once (compiling, starting
+    worker processes, loading a model) falls before its first progress line, so that line says so
+    and gives no rate; every later line measures from the first (or from `restart`, after a pause
+    such as an evaluation), so its ETA is that of the steady rate, not one inflated by compilation."""
+
+    WARMING_UP = "includes compilation and start-up; rate and ETA from the next line"
+
+    def __init__(self, total: int, unit: str = "items"):
+        self.total, self.unit = total, unit
+        self.start, self.mark = time.time(), None
+
+    def restart(self, done: int) -> None:
+        """Measure from here (after a pause the rate should leave out)."""
+        self.mark = (time.time(), done)
+
+    def measure(self, done: int) -> tuple[float, float] | None:
+        """(units per second, seconds left) since the mark; None on the first line (it sets the mark)."""
+        now = time.time()
+        if self.mark is None or done <= self.mark[1] or now <= self.mark[0]:
+            if self.mark is None:
+                self.mark = (now, done)
+            return None
+        rate = (done - self.mark[1]) / (now - self.mark[0])
+        return rate, (self.total - done) / rate
+
+    def line(self, done: int) -> str:
+        """``done/total unit (rate unit/s, ETA ...)``; the first: the time so far and that it includes the warm-up."""
+        measured = self.measure(done)
+        if measured is None:
+            return f"{done}/{self.total} {self.unit} in {time.time() - self.start:.0f} s ({self.WARMING_UP})"
+        rate, left = measured
+        return f"{done}/{self.total} {self.unit} ({rate:.1f} {self.unit}/s, ETA {eta_text(left)})"
 
 
 def enable_compilation_cache() -> str:
@@ -260,7 +393,7 @@ def apply_overrides(config, overrides, source: str = "the config"):
         config_flags.DEFINE_config_dict("config", config, flag_values=values, sys_argv=argv)
         values(argv)
     except flags.Error as err:
-        raise ConfigOverrideError(str(err).splitlines()[0]) from None
+        raise ConfigOverrideError(flag_error_message(err, config)) from None
     except (AttributeError, KeyError) as err:  # ml_collections: a field the config lacks
         raise ConfigOverrideError(missing_field_message(err, overrides, source)) from None
     except (ValueError, TypeError) as err:

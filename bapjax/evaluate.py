@@ -24,7 +24,7 @@ from absl import flags, logging
 
 from bapjax import cli
 from bapjax.corpus import load, v2_clean
-from bapjax.evaluation.evaluator import EvaluationError, evaluate_items, format_report, per_item_records
+from bapjax.evaluation.evaluator import EvaluationError, evaluate_items, format_report, mark_partial, per_item_records
 from bapjax.world import jsonl
 
 # --------------------------------------------------------------------------------------------
@@ -79,7 +79,7 @@ def run(argv_flags=FLAGS) -> dict:
                                              argv_flags.allow_missing)
     partial = ""
     if argv_flags.limit:
-        report["limit"] = {"first": len(items), "of": len(every), "ignored_predictions": ignored}
+        mark_partial(report, len(items), len(every), ignored)
         partial = (f" (--limit {argv_flags.limit}: the first {len(items)} of {len(every)} items; "
                    f"{ignored} prediction(s) of later items ignored)")
     if argv_flags.per_item:

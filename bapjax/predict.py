@@ -47,13 +47,13 @@ def define_flags() -> None:
     cli.flag("float", "cost", None, "Cost per predicted action in the selection among them (default: the run's "
              "decode.json).")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
-    cli.flag("bool", "evaluate", False, "Also print the v2 tables and the report JSON.")
+    cli.flag("bool", "evaluate", False, "Also print the v2 tables and the report JSON (with --limit: marked "
+             "partial, as evaluate --limit marks them).")
 
 
 def check_flags() -> None:
     """Flag values checked before the model is loaded or anything is written."""
-    if not FLAGS.checkpoint or not FLAGS.out:
-        raise UserError("--checkpoint and --out are required")
+    cli.require_flags("checkpoint", "out")
     cli.check_output_file("out", FLAGS.out)
     if FLAGS.batch_size is not None and FLAGS.batch_size < 1:
         raise UserError(f"--batch_size is {FLAGS.batch_size}; expected an integer >= 1")
@@ -78,8 +78,8 @@ def main(argv) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     check_flags()
-    items = load.items_from_flags(FLAGS.corpus, FLAGS.split or "test", FLAGS.items, FLAGS.store, FLAGS.dataset)
-    items = load.first_items(items, FLAGS.limit)
+    every = load.items_from_flags(FLAGS.corpus, FLAGS.split or "test", FLAGS.items, FLAGS.store, FLAGS.dataset)
+    items = load.first_items(every, FLAGS.limit)
     start = time.time()
     predictions, _ = predict_with_run(FLAGS.checkpoint, items, FLAGS.batch_size, max_actions=FLAGS.max_actions,
                                       min_actions=FLAGS.min_actions, stop_rule=FLAGS.stop_rule,
@@ -91,6 +91,8 @@ def main(argv) -> int:
           file=sys.stderr)
     if FLAGS.evaluate:
         report = evaluator.evaluate_predictions(items, predictions)
+        if FLAGS.limit:
+            evaluator.mark_partial(report, len(items), len(every))
         print(evaluator.format_report(report, fmt="text"))
         print(json.dumps(report))
     return 0

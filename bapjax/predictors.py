@@ -32,8 +32,7 @@ def main(argv: Sequence[str]) -> int:
     if len(argv) != 2 or argv[1] not in PREDICTORS:
         raise UserError(f"usage: python -m bapjax.predictors {{{'|'.join(PREDICTORS)}}} "
                         "(--corpus PATH --split S | --items FILE) --out FILE")
-    if not FLAGS.out:
-        raise UserError("--out is required")
+    cli.require_flags("out")
     cli.check_output_file("out", FLAGS.out)
     load.check_limit(FLAGS.limit)
     items = load.first_items(load.items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items), FLAGS.limit)

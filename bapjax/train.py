@@ -29,14 +29,14 @@ from bapjax import cli
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
 from bapjax.paths import workdir_path
-from bapjax.training import preemption, run_checks, summary
+from bapjax.training import preemption, run_checks, run_config, summary
 from bapjax.training.loop import train_and_evaluate
 
 FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.define_config_flag("The training config:")
+    cli.define_config_flag("The training config:", defaults=run_config.base_config)
     cli.flag("string", "workdir", None, "Overrides config.workdir.")
     cli.flag("bool", "wait", False, "When another run holds the workdir, wait for it to end (else exit 2).")
     cli.flag("bool", "print_config", False, "Print the resolved config (with the library's defaults) and exit.")

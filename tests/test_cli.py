@@ -96,3 +96,59 @@ def test_a_missing_config_file_is_one_line_and_exit_2():
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.startswith("error: --config=configs/quickstrat.py: no such config file or config name "
                                   "(names: ") and done.stderr.count("\n") == 1, done.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# A config field typed as a flag, a value that does not parse: said in bapjax's words
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--batch_size=8"], "error: --batch_size: not a flag of this command; it is a field of the config: "
+                         "--config.eval.batch_size=8 or --config.train.batch_size=8\n"),
+    (["--config=quickstart", "--world_layers", "3"], "error: --world_layers: not a flag of this command; it is a "
+                                                     "field of the config: --config.model.world_layers=...\n"),
+    (["--config=quickstart", "--config.train.batch_size=abc"], "error: --config.train.batch_size=abc: expected an integer\n"),
+    (["--config=quickstart", "--config.train.learning_rate=1e-3x"],
+     "error: --config.train.learning_rate=1e-3x: expected a number\n"),
+    (["--config=quickstart", "--config.train.glove=maybe"], "error: --config.train.glove=maybe: expected true or false\n"),
+    (["--config=quickstart", "--no_such_flag=1"], "error: Unknown command line flag 'no_such_flag'\n"),
+])
+def test_flag_mistakes_on_train_are_one_line_in_bapjax_words(args, line, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bapjax.train", *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (2, line)
+
+
+def test_config_field_paths_finds_every_field_of_that_name():
+    import ml_collections
+
+    config = ml_collections.ConfigDict({"train": {"batch_size": 8, "x": {"batch_size": 1}}, "batch_size": 2})
+    assert cli.config_field_paths(config, "batch_size") == ["batch_size", "train.batch_size", "train.x.batch_size"]
+    assert cli.config_field_paths(config, "nothing") == []
+
+
+def test_apply_overrides_says_what_a_field_takes():
+    with pytest.raises(cli.ConfigOverrideError, match=r"^--config.train.batch_size=abc: expected an integer$"):
+        cli.apply_overrides(cli.load_config("quickstart"), ["--config.train.batch_size=abc"])
+
+
+# --------------------------------------------------------------------------------------------
+# Progress lines: rate and ETA measured after the warm-up
+
+
+def test_progress_measures_after_the_first_line(monkeypatch):
+    """A first step that compiles for 60 s, then 1 step/s: the first line says it includes the
+    warm-up and gives no ETA; the next ones give the steady rate's ETA (not 60x too long)."""
+    clock = [100.0]
+    monkeypatch.setattr(cli.time, "time", lambda: clock[0])
+    rule = cli.Progress(1000, "steps")
+    clock[0] += 61.0  # compilation + the first step
+    assert rule.line(1) == f"1/1000 steps in 61 s ({cli.Progress.WARMING_UP})"
+    clock[0] += 9.0
+    assert rule.line(10) == "10/1000 steps (1.0 steps/s, ETA 16.5 min)"
+    clock[0] += 120.0  # an evaluation: left out after restart
+    rule.restart(10)
+    clock[0] += 10.0
+    assert rule.measure(20) == (1.0, 980.0)
+    assert [cli.eta_text(s) for s in (5, 89, 90, 3600, 5400, 7200)] == ["5 s", "89 s", "1.5 min", "60.0 min",
+                                                                       "1.5 h", "2.0 h"]

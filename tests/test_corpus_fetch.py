@@ -92,11 +92,24 @@ def test_a_changed_or_missing_file_is_refused(tmp_path):
     wrong_pin = _tar_with(tmp_path / "other.tar", {"README.md": b"not the corpus"})
     with pytest.raises(fetch.FetchError, match="739 of the 739 corpus files are missing"):
         fetch.fetch(tmp_path / "b", wrong_pin.as_uri(), report=lambda line: None)
-    with pytest.raises(fetch.FetchError, match="cannot download it"):
+    with pytest.raises(fetch.FetchError, match="cannot download file:"):
         fetch.fetch(tmp_path / "c", (tmp_path / "absent.tar.xz").as_uri(), report=lambda line: None)
     with pytest.raises(fetch.FetchError, match="--sha256 xyz: expected 64 hexadecimal digits"):
         fetch.fetch(tmp_path / "d", wrong_pin.as_uri(), sha256="xyz", report=lambda line: None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.tar", "tampered.tar"]
+
+
+def test_offline_the_error_names_the_url_and_the_file_route_and_leaves_nothing(tmp_path):
+    """No network (a port nothing listens on): one line naming the URL tried (not a --url the user
+    never gave) and how to read an archive downloaded elsewhere; no DIR and no parent made for it."""
+    out = tmp_path / "new" / "deeper" / "mdc"
+    done = subprocess.run([sys.executable, "-m", "bapjax.corpus.mdc", "fetch", "--out", str(out),
+                           "--url", "http://127.0.0.1:9/x.tar.gz"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: cannot download http://127.0.0.1:9/x.tar.gz (")
+    assert f"nothing was written to {out}" in done.stderr and "--url file:///path/to/archive" in done.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_interrupted_unpack_leaves_nothing(mdc_archive, tmp_path, monkeypatch):

@@ -62,11 +62,28 @@ def test_train_then_predict_then_evaluate(tmp_path, mdc_path, mdc_corpus, monkey
     assert expected == json.loads(json.dumps(final["mc_test"]))
     for key in ("counts", "micro", "macro", "strict_micro"):
         assert report[key] == expected[key], key
+    # --limit with --evaluate: the scores are marked partial, as evaluate --limit marks them
+    partial = run_cli("bapjax.predict", f"--checkpoint={run}", f"--items={tmp_path / 'items.jsonl'}", "--limit=3",
+                      f"--out={tmp_path / 'first3.jsonl'}", "--evaluate", env=env)
+    lines = partial.stdout.strip().splitlines()
+    assert lines[-2] == "partial: the first 3 of 8 items (--limit)"
+    assert json.loads(lines[-1])["limit"] == {"first": 3, "of": 8}
     refused = subprocess.run([sys.executable, "-m", "bapjax.predict", f"--checkpoint={run}", "--stop_rule=length",
                               f"--items={tmp_path / 'items.jsonl'}", f"--out={tmp_path / 'length.jsonl'}"],
                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr.strip().splitlines()[-1].startswith("error: ") and "length head" in refused.stderr
+    # a damaged decode.json: one line naming it and the command that chooses it again
+    (run / "decode.json").write_text((run / "decode.json").read_text()[:3])
+    damaged = subprocess.run([sys.executable, "-m", "bapjax.predict", f"--checkpoint={run}",
+                              f"--items={tmp_path / 'items.jsonl'}", f"--out={tmp_path / 'damaged.jsonl'}"],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert damaged.returncode == 2 and damaged.stderr.strip().splitlines()[-1].startswith(
+        f"error: {run / 'decode.json'}: damaged (not valid JSON: ")
+    assert "--redo_final_eval` chooses it again" in damaged.stderr and not (tmp_path / "damaged.jsonl").exists()
+    # the way back: what `python -m bapjax.train ... --redo_final_eval` runs chooses it again
+    loop.train_and_evaluate(tiny_run_config(mdc_path), run)
+    assert json.loads((run / "decode.json").read_text())["stop_rule"] == decode_json["stop_rule"]
 
 
 def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path, mdc_corpus, monkeypatch):

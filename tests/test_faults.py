@@ -493,3 +493,62 @@ def test_a_quickstart_whose_data_build_meets_the_limit_ends_with_one_line(tmp_pa
         assert entry.name.startswith(".") or paths.is_sealed(entry), entry
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+# --------------------------------------------------------------------------------------------
+# A damaged file of a training run (config.json, vocab.json, decode.json): one line naming it and
+# the way back
+
+
+def _finished_run_files(run: Path) -> None:
+    """The files of a run that commands read (no checkpoint): its config, vocabulary, decoding and log."""
+    from bapjax import cli
+
+    run.mkdir()
+    (run / "config.json").write_text(cli.load_config("quickstart").to_json_best_effort(indent=1))
+    (run / "vocab.json").write_text(json.dumps({"tokens": ["<pad>", "<unk>", "red"]}))
+    (run / "decode.json").write_text(json.dumps({"stop_rule": "mass", "stop_threshold": 0.4}, indent=1))
+    (run / "runs.jsonl").write_text(json.dumps({"argv": ["/x/bapjax/train.py", "--config=quickstart", "--workdir",
+                                                         "elsewhere"], "finished": True}) + "\n")
+
+
+@pytest.mark.parametrize("damage, wrong", [
+    (lambda text: text[: len(text) // 3], "not valid JSON: "),
+    (lambda text: "", "empty"),
+    (lambda text: "\udcff", "not UTF-8 text"),
+    (lambda text: "[1, 2]", "not a JSON object"),
+    (lambda text: '{"stop_rule": "mass"}', "no field 'stop_threshold'"),
+])
+def test_a_damaged_decode_json_names_the_file_and_the_command_that_rebuilds_it(tmp_path, damage, wrong):
+    from bapjax.training import run_checks, run_eval
+
+    run = tmp_path / "run"
+    _finished_run_files(run)
+    config = run_checks.with_defaults(json.loads((run / "config.json").read_text()))
+    assert run_eval.run_decode_settings(run, config).stop_rule == "mass"  # intact: read
+    path = run / "decode.json"
+    path.write_bytes(damage(path.read_text()).encode("utf-8", "surrogateescape"))
+    with pytest.raises(run_checks.DamagedRunFileError) as raised:
+        run_eval.run_decode_settings(run, config)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: damaged ({wrong}") and "\n" not in message
+    assert message.endswith(f"`python -m bapjax.train --config=quickstart --workdir={run} --redo_final_eval` "
+                            "chooses it again (and evaluates the test splits again)")
+
+
+@pytest.mark.parametrize("name, remedy", [
+    ("config.json", "the run cannot be read without it (its model, features and data come from it)"),
+    ("vocab.json", "the run cannot be read without it (its token ids are the model's)"),
+])
+def test_predict_on_a_run_with_a_damaged_config_or_vocabulary_is_one_line(tmp_path, name, remedy, mdc_corpus):
+    items = tmp_path / "x.jsonl"
+    items.write_text("".join(json.dumps(item.to_json()) + "\n" for item in mdc_corpus.split("test")[:2]))
+    run = tmp_path / "run"
+    _finished_run_files(run)
+    text = (run / name).read_text()
+    (run / name).write_text(text[: len(text) // 2])
+    done = subprocess.run([sys.executable, "-m", "bapjax.predict", "--checkpoint", str(run), "--items", str(items),
+                           "--out", str(tmp_path / "p.jsonl")], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"error: {run / name}: damaged (not valid JSON: ")
+    assert remedy in done.stderr and not (tmp_path / "p.jsonl").exists()

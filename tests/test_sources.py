@@ -123,3 +123,16 @@ def test_augment_copies_come_from_the_config(monkeypatch):
     with pytest.raises(Built):
         sources.load_source("mc", config.data.sources.mc)
     assert asked == [(0, 7, 0.25, True)]
+
+
+def test_a_source_without_data_is_skipped_with_the_reason_and_the_way_to_add_it(monkeypatch):
+    """quickstart's mc source names no corpus: the line says why that is fine and how to add it."""
+    from bapjax import cli
+
+    monkeypatch.setattr(sources, "load_source", lambda name, source: {"train": [name]})
+    lines = []
+    data = sources.load_config_sources(cli.load_config("quickstart"), log=lambda message, *args: lines.append(message % args))
+    assert sorted(data) == ["bs", "r", "ss"]
+    assert ("source mc: skipped: the config gives it no corpus, store or generator (data.sources.mc.corpus is empty), "
+            "so the run trains and tests on bs, r, ss only; --config.data.sources.mc.corpus=PATH adds it "
+            "(@mdc: the MDC as bapjax finds it)") in lines

@@ -44,7 +44,6 @@ import json
 import os
 import re
 import shutil
-import time
 import zlib
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -428,18 +427,18 @@ def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: i
     if not jobs:
         raise mdc.CorpusError(f"{root}: no {split} games to augment")
     processes = processes or min(os.cpu_count() or 1, 4)
-    start = time.time()
+    rule = cli.Progress(len(jobs), "games")
     records: list[dict] = []
     if processes > 1:
         with parallel.pool_context().Pool(processes) as pool:
             results = pool.imap(_augment_one, jobs, chunksize=4)
             for n, result in enumerate(results, 1):
                 records.extend(result)
-                _log_progress(n, len(jobs), start, progress)
+                _log_progress(n, rule, progress)
     else:
         for n, job in enumerate(jobs, 1):
             records.extend(_augment_one(job))
-            _log_progress(n, len(jobs), start, progress)
+            _log_progress(n, rule, progress)
     _write_json(out_logs / "splits.json", {"train": train_targets, "val": [], "test": []})
     _write_json(out_root / "data" / "dataset.json", {"name": mdc.corpus_dataset_name(root)})
     lexicon_out = out_root / LEXICON_PATH
@@ -469,10 +468,9 @@ def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: i
     return stats
 
 
-def _log_progress(n: int, total: int, start: float, progress: bool) -> None:
-    if progress and (n % 25 == 0 or n == total):
-        rate = n / max(time.time() - start, 1e-9)
-        logging.info("augmented %d/%d games (%.1f games/s, ETA %.0f s)", n, total, rate, (total - n) / rate)
+def _log_progress(n: int, rule: cli.Progress, progress: bool) -> None:
+    if progress and (n % 25 == 0 or n == rule.total):
+        logging.info("augmented %s", rule.line(n))
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ passes the same check, so ``--url file:///.../minecraft-dialogue-corpus.tar.xz``
 
 The archive is streamed: only the corpus files are written, each checked as it arrives, into a
 hidden staging folder beside DIR that becomes DIR by one rename once every file has matched. A
-failed, refused or interrupted fetch leaves no DIR (a staging folder left by a killed process is
-removed by the next fetch).
+failed, refused or interrupted fetch leaves no DIR and no parent folder it created (a staging
+folder left by a killed process is removed by the next fetch).
 """
 
 from __future__ import annotations
@@ -124,11 +124,12 @@ def _copy_verified(source, dest: Path) -> str:
     return digest.hexdigest()
 
 
-def _open(url: str):
+def _open(url: str, nothing: str):
     try:
         response = urllib.request.urlopen(url, timeout=60)
     except (urllib.error.URLError, OSError, ValueError) as err:
-        raise FetchError(f"--url {url}: cannot download it ({getattr(err, 'reason', err)})") from None
+        raise FetchError(f"cannot download {url} ({getattr(err, 'reason', err)}); {nothing}. An archive "
+                         "downloaded elsewhere is read with --url file:///path/to/archive") from None
     length = response.headers.get("Content-Length")
     return response, int(length) if length and length.isdigit() else None
 
@@ -143,6 +144,7 @@ def fetch(out: str | os.PathLike, url: str = DEFAULT_URL, sha256: str | None = N
     if sha256 is not None and (len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256.lower())):
         raise FetchError(f"--sha256 {sha256}: expected 64 hexadecimal digits")
     manifest = read_manifest()
+    created = [folder for folder in out.parents if not folder.exists()]  # removed again when the fetch fails
     out.parent.mkdir(parents=True, exist_ok=True)
     for stale in out.parent.glob(f".{out.name}.fetch-*"):  # left by a killed fetch
         if paths.owner_of(stale) == WRITER:
@@ -154,7 +156,7 @@ def fetch(out: str | os.PathLike, url: str = DEFAULT_URL, sha256: str | None = N
         os.umask(umask)
         staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make DIR private
         paths.mark_owned(staging, WRITER)
-        response, total = _open(url)
+        response, total = _open(url, nothing)
         report(f"fetch: reading {url}" + (f" ({total / 1e6:.1f} MB)" if total else ""))
         download = _Download(response, total, report)
         found = set()
@@ -190,7 +192,13 @@ def fetch(out: str | os.PathLike, url: str = DEFAULT_URL, sha256: str | None = N
         if out.exists():
             out.rmdir()  # empty (checked above)
         os.rename(staging, out)
+        created = []
         return {"out": str(out), **record}
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+        for folder in created:  # deepest first: the parents this fetch made for DIR
+            try:
+                folder.rmdir()
+            except OSError:  # not empty: something else was written there meanwhile
+                break

@@ -28,7 +28,6 @@ import shutil
 import sys
 import tarfile
 import tempfile
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -425,13 +424,13 @@ def itemize_corpus(root: Path, processes: int = 1, progress: bool = False) -> It
     items = {s: [] for s in dict.fromkeys([*SPLITS, *sorted(set(target_split.values()))])}
     skipped = {s: 0 for s in items}
     games = {s: 0 for s in items}
-    start = time.time()
+    rule = cli.Progress(len(jobs), "games")
     if processes > 1:
         with multiprocessing.get_context("spawn").Pool(processes) as pool:
             results = pool.imap(_itemize_file, jobs, chunksize=4)
-            results = list(_with_progress(results, len(jobs), start, progress))
+            results = list(_with_progress(results, rule, progress))
     else:
-        results = list(_with_progress(map(_itemize_file, jobs), len(jobs), start, progress))
+        results = list(_with_progress(map(_itemize_file, jobs), rule, progress))
     for (path, split, _), (game_items, game_skipped) in zip(jobs, results):
         items[split].extend(game_items)
         skipped[split] += game_skipped
@@ -440,12 +439,10 @@ def itemize_corpus(root: Path, processes: int = 1, progress: bool = False) -> It
     return ItemizedCorpus(root, dataset, items, skipped, games)
 
 
-def _with_progress(results: Iterable, total: int, start: float, progress: bool):
+def _with_progress(results: Iterable, rule: cli.Progress, progress: bool):
     for n, result in enumerate(results, 1):
-        if progress and (n % 50 == 0 or n == total):
-            rate = n / max(time.time() - start, 1e-9)
-            logging.info("itemized %d/%d games (%.1f games/s, ETA %.0f s)", n, total, rate,
-                         (total - n) / rate)
+        if progress and (n % 50 == 0 or n == rule.total):
+            logging.info("itemized %s", rule.line(n))
         yield result
 
 
@@ -554,6 +551,8 @@ def main(argv: Sequence[str]) -> int:
         raise UserError("usage: python -m bapjax.corpus.mdc {stats|export|fetch} [--corpus PATH] ...")
     if argv[1] == "fetch":
         return fetch_main()
+    if argv[1] == "export":
+        cli.require_flags("split", "out", of=" by export")
     corpus_path = paths.mdc_path(FLAGS.corpus)
     corpus = load_corpus(corpus_path, use_cache=not FLAGS.no_cache, progress=True)
     if argv[1] == "stats":
@@ -564,8 +563,6 @@ def main(argv: Sequence[str]) -> int:
                   f"{s['skipped_out_of_region']} skipped (blocks outside the build region)")
         print(json.dumps(stats))
         return 0
-    if not FLAGS.split or not FLAGS.out:
-        raise UserError("export needs --split and --out")
     if FLAGS.split not in corpus.items:
         raise UserError(f"--split {FLAGS.split}: not a split of {corpus_path} ({', '.join(corpus.items)})")
     items = corpus.split(FLAGS.split)

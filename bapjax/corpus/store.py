@@ -24,7 +24,6 @@ import datetime
 import hashlib
 import json
 import os
-import time
 import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -33,6 +32,7 @@ import numpy as np
 import orjson
 from absl import logging
 
+from bapjax import cli
 from bapjax.errors import UserError
 from bapjax.paths import file_sha256
 from bapjax.world import grid
@@ -104,7 +104,7 @@ def write_split(out_dir: Path, split: str, items: Sequence[BapItem], level: int 
     content = hashlib.sha256()
     items_path = out_dir / f"{split}.items"
     tmp = items_path.with_suffix(f".items.tmp{os.getpid()}")
-    start = time.time()
+    rule = cli.Progress(len(items), f"{split} items")
     with open(tmp, "wb") as f:
         for n, item in enumerate(items):
             key = (item.dataset, item.item_id)
@@ -118,9 +118,7 @@ def write_split(out_dir: Path, split: str, items: Sequence[BapItem], level: int 
             f.write(packed)
             offsets[n + 1] = offsets[n] + len(packed)
             if progress and (n + 1) % 10000 == 0:
-                rate = (n + 1) / max(time.time() - start, 1e-9)
-                logging.info("stored %d/%d %s items (%.0f items/s, ETA %.0f s)", n + 1, len(items), split,
-                             rate, (len(items) - n - 1) / rate)
+                logging.info("stored %s", rule.line(n + 1))
     tmp.replace(items_path)
     np.save(out_dir / f"{split}.offsets.npy", offsets)
     np.savez_compressed(out_dir / f"{split}.columns.npz",

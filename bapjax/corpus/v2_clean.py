@@ -279,8 +279,7 @@ def main(argv: Sequence[str]) -> int:
     commands = ("build", "annotate", "template")
     if len(argv) != 2 or argv[1] not in commands:
         raise UserError(f"usage: python -m bapjax.corpus.v2_clean {{{'|'.join(commands)}}} ...")
-    if not FLAGS.out:
-        raise UserError("--out is required")
+    cli.require_flags("out")
     items = items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items)
     if argv[1] == "annotate":
         annotate_items(items, FLAGS.out)

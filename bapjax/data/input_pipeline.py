@@ -28,14 +28,13 @@ import dataclasses
 import hashlib
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 from absl import logging
 
-from bapjax import paths
+from bapjax import cli, paths
 from bapjax.corpus import augment
 from bapjax.text import bert_states, tokenizer
 from bapjax.text.encoders import GRU_TEXT, TEXT_ENCODERS, text_encoder_features
@@ -220,7 +219,7 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
     mentions = np.zeros((n + 1 if config.mentioned_colors else 0, grid.NUM_COLORS + 1), np.uint8)
     segment_ids = _SegmentCache(vocab)
     truncated_actions = truncated_text = 0
-    start = time.time()
+    rule = cli.Progress(n)
     for row, item in enumerate(items):
         where = f"item {item.item_id}"
         if config.builder_frame:
@@ -256,9 +255,7 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
         if config.mentioned_colors:
             mentions[row] = colors_named(item)
         if progress and (row + 1) % 10000 == 0:
-            rate = (row + 1) / max(time.time() - start, 1e-9)
-            logging.info("featurized %d/%d items (%.0f items/s, ETA %.0f s)", row + 1, n, rate,
-                         (n - row - 1) / rate)
+            logging.info("featurized %s", rule.line(row + 1))
     pool = np.zeros((0, 0), np.float16)
     if config.text_encoder:  # the text input is frozen-encoder token states (of the chat turns: no rotation)
         states = bert_states.item_text_states(items, text_state_store(config.text_encoder), L)

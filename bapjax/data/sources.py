@@ -233,10 +233,13 @@ def load_config_sources(config, log: Callable[..., None] = lambda message, *args
     """{source name: {split: items}} for every source of ``config.data.sources`` with a corpus,
     store or generate block (what training, `bapjax.llm finetune-set` and the benchmarks read)."""
     data = {}
+    used = [name for name, source in config.data.sources.items() if source_is_set(source)]
     for name, source in config.data.sources.items():
-        if source_is_set(source):
+        if name in used:
             data[name] = load_source(name, source)
             log("source %s: %s", name, {k: len(v) for k, v in data[name].items()})
         else:
-            log("data source %s has no corpus: skipped", name)
+            log("source %s: skipped: the config gives it no corpus, store or generator (data.sources.%s.corpus "
+                "is empty), so the run trains and tests on %s only; --config.data.sources.%s.corpus=PATH adds it "
+                "(@mdc: the MDC as bapjax finds it)", name, name, ", ".join(used) or "no source", name)
     return data

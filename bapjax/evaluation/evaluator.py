@@ -134,6 +134,14 @@ def _cell(value, percent: bool) -> str:
     return f"{100 * value:.1f}" if percent else f"{value:.4f}"
 
 
+def mark_partial(report: dict, first: int, of: int, ignored: int | None = None, what: str = "predictions") -> dict:
+    """`report` marked as scoring only the first `first` of a split's `of` items (``--limit N`` of
+    evaluate, predict --evaluate, llm score): its ``"limit"`` object (with how many records of
+    later items were ignored, ``ignored_<what>``), which `format_report` prints as its partial line."""
+    report["limit"] = {"first": first, "of": of, **({f"ignored_{what}": ignored} if ignored is not None else {})}
+    return report
+
+
 def format_report(report: Mapping, fmt: str = "text", percent: bool = True) -> str:
     """The two v2 tables (micro, macro) and legacy strict micro F1 as text, markdown or JSON."""
     if fmt == "json":
@@ -171,7 +179,7 @@ def format_report(report: Mapping, fmt: str = "text", percent: bool = True) -> s
                    f"{counts.get('items_with_dropped_actions')} items")
         lines.append(summary)
     limit = report.get("limit")
-    if limit and limit["first"] < limit["of"]:  # bapjax.evaluate --limit N
+    if limit and limit["first"] < limit["of"]:  # `mark_partial`: the one wording of a partial score
         lines.append(f"partial: the first {limit['first']} of {limit['of']} items (--limit)")
     return "\n".join(lines)
 

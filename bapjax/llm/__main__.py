@@ -58,35 +58,27 @@ def define_flags() -> None:
     cli.define_config_flag("finetune-set: the training config:")
 
 
-def _progress(done: int, total: int, began: float, what: str, last: list) -> None:
+def _progress(done: int, rule: cli.Progress, what: str, last: list) -> None:
     now = time.time()
-    if done == total or now - last[0] > 10:
+    if done == rule.total or now - last[0] > 10:
         last[0] = now
-        rate = done / max(now - began, 1e-9)
-        print(f"{what}: {done}/{total} ({rate:.0f}/s, ETA {(total - done) / max(rate, 1e-9):.0f} s)",
-              file=sys.stderr, flush=True)
+        print(f"{what}: {rule.line(done)}", file=sys.stderr, flush=True)
 
 
 def write_records(path: str, records, total: int, what: str) -> int:
     """Write JSONL records from an iterator, with a progress line every 10 s."""
-    began, last, count = time.time(), [time.time()], 0
+    rule, last, count = cli.Progress(total, "records"), [time.time()], 0
     with open(path, "w", encoding="utf-8") as out:
         for record in records:
             out.write(json.dumps(record) + "\n")
             count += 1
             if count % 500 == 0 or count == total:
-                _progress(count, total, began, what, last)
+                _progress(count, rule, what, last)
     return count
 
 
-def _need(name: str, value) -> None:
-    if value in (None, ""):
-        raise UserError(f"--{name} is required")
-
-
 def export(argv_flags=FLAGS) -> dict:
-    _need("format", argv_flags.format)
-    _need("out", argv_flags.out)
+    cli.require_flags("format", "out", values=argv_flags)
     if argv_flags.shots < 0:
         raise UserError(f"--shots {argv_flags.shots}: must be >= 0")
     cli.check_output_file("out", argv_flags.out)
@@ -114,8 +106,7 @@ def export(argv_flags=FLAGS) -> dict:
 
 
 def score(argv_flags=FLAGS) -> dict:
-    _need("format", argv_flags.format)
-    _need("responses", argv_flags.responses)
+    cli.require_flags("format", "responses", values=argv_flags)
     cli.check_output_file("out", argv_flags.out)
     load.check_limit(argv_flags.limit)
     every = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
@@ -124,7 +115,7 @@ def score(argv_flags=FLAGS) -> dict:
     responses, ignored = load.without_later_items(read_responses(argv_flags.responses, every), every, items)
     report, predictions = score_responses(items, responses)
     if argv_flags.limit:
-        report["limit"] = {"first": len(items), "of": len(every), "ignored_responses": ignored}
+        evaluator.mark_partial(report, len(items), len(every), ignored, "responses")
         print(f"score: the first {len(items)} of {len(every)} items (--limit {argv_flags.limit}); "
               f"{ignored} response(s) of later items ignored", file=sys.stderr, flush=True)
     if argv_flags.out:
@@ -158,8 +149,7 @@ def finetune_set(argv_flags=FLAGS) -> dict:
     config = argv_flags.config
     if config is None:
         raise UserError("--config is required: a config file (--config=configs/cl.py) or an installed config's name (--config=cl)")
-    _need("format", argv_flags.format)
-    _need("out", argv_flags.out)
+    cli.require_flags("format", "out", values=argv_flags)
     unknown = [f for f in argv_flags.length_formats if f not in llm_formats.FORMATS]
     if unknown:
         raise UserError(f"--length_formats: unknown format(s) {', '.join(unknown)} "

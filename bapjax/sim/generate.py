@@ -12,7 +12,8 @@ the splits share no target structure; the last game of a split is cut after the 
 that reaches the requested item count exactly (its gold configuration is then what was built).
 Target ids: train C100000+, val C200000+, test C300000+ (the game index added).
 
-Progress goes to stderr (items, rate, ETA); the statistics end the output, the last line JSON.
+Progress goes to stderr (items, then rate and ETA after the workers started); the statistics end the
+output, the last line JSON.
 """
 
 from __future__ import annotations
@@ -106,23 +107,19 @@ def _work(args):
 
 
 class _Progress:
+    """A progress line on stderr at most every 2 s (`cli.Progress`'s rate and ETA: measured after
+    the worker processes started)."""
+
     def __init__(self, total: int, enabled: bool, label: str):
-        self.total, self.enabled, self.label = total, enabled, label
-        self.start = time.time()
+        self.rule, self.enabled, self.label = cli.Progress(total), enabled, label
         self.last = 0.0
-        self.done = 0
 
     def update(self, done: int, force: bool = False) -> None:
-        self.done = done
         now = time.time()
         if not self.enabled or (not force and now - self.last < 2.0):
             return
         self.last = now
-        elapsed = max(now - self.start, 1e-9)
-        rate = done / elapsed
-        eta = (self.total - done) / rate if rate > 0 else float("inf")
-        print(f"[{self.label}] {done}/{self.total} items ({100.0 * done / max(self.total, 1):.1f}%), "
-              f"{rate:.0f} items/s, elapsed {elapsed:.0f} s, ETA {eta:.0f} s", file=sys.stderr, flush=True)
+        print(f"[{self.label}] {self.rule.line(done)}", file=sys.stderr, flush=True)
 
 
 WRITER = "bapjax.sim.generate"  # the owner marker (bapjax.paths) of the folders it writes
@@ -343,8 +340,7 @@ def main(argv: Sequence[str]) -> int:
             print(format_game(game, f"{FLAGS.dataset} seed {FLAGS.seed} train game {index}:"))
             print()
         return 0
-    if not FLAGS.dataset or not FLAGS.out:
-        raise UserError("--dataset and --out are required")
+    cli.require_flags("dataset", "out")
     try:
         stats = generate_corpus(FLAGS.dataset, FLAGS.out, FLAGS.seed, FLAGS.train_items, FLAGS.val_items,
                                 FLAGS.test_items, processes=FLAGS.processes, progress=FLAGS.progress,

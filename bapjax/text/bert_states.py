@@ -30,7 +30,7 @@ from typing import Protocol, Sequence
 import numpy as np
 from absl import logging
 
-from bapjax import paths
+from bapjax import cli, paths
 from bapjax.text import tokenizer
 from bapjax.world.items import BapItem, ChatTurn
 
@@ -90,7 +90,7 @@ class TurnStateStore:
                                     f"the cached {self.name} states of a chat turn")
             if text not in missing:
                 missing.append(text)
-        began, last_log = time.time(), time.time()
+        rule, last_log = cli.Progress(len(missing), "new chat turns"), time.time()
         for start in range(0, len(missing), self.chunk):  # chunks: [chunk, L, H] float32 at a time
             part = missing[start:start + self.chunk]
             states, mask = self.encoder.token_states(part)
@@ -98,9 +98,7 @@ class TurnStateStore:
             done = start + len(part)
             if time.time() - last_log > 30 or done == len(missing):  # a one-time cost of minutes: show it
                 last_log = time.time()
-                rate = done / max(last_log - began, 1e-9)
-                logging.info("encoded %d/%d new chat turns with %s (%.0f turns/s, ETA %.0f s)", done,
-                             len(missing), self.name, rate, (len(missing) - done) / max(rate, 1e-9))
+                logging.info("encoded with %s: %s", self.name, rule.line(done))
             for text, row, row_mask in zip(part, states, mask):
                 value = row[: int(np.asarray(row_mask).sum())].astype(np.float16)
                 key = self.key(text)

@@ -15,7 +15,6 @@ renames it only when whole, so the half-written step is never listed, and it is 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging as std_logging
 import os
 import sys
@@ -199,8 +198,8 @@ def load_run(checkpoint: str | os.PathLike) -> TrainedRun:
     """The model, params, config and vocabulary of a training run (its workdir, or a checkpoints
     directory inside it)."""
     run_dir = find_run_dir(checkpoint)
-    config = run_checks.with_defaults(json.loads((run_dir / "config.json").read_text()))
-    vocab = Vocabulary.load(run_dir / "vocab.json")
+    config = run_checks.with_defaults(run_checks.read_run_file(run_dir, "config.json"))
+    vocab = run_checks.run_vocabulary(run_dir)
     model = builder.build_model(config.model, vocab.size)
     params, step = load_params(workdir_path(checkpoint))
     print(f"loaded {run_dir} step {step}", file=sys.stderr)

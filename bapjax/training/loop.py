@@ -30,6 +30,7 @@ import optax
 from etils import epath
 from jax.experimental import multihost_utils
 
+from bapjax import cli
 from bapjax.data import curriculum, input_pipeline, sources
 from bapjax.errors import NonFiniteLoss, PeerLost, RunFailure, UserError
 from bapjax.models import builder
@@ -55,7 +56,7 @@ def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath
     """The vocabulary (saved in the workdir so predict/resume use the same ids) and its GloVe matrix."""
     vocab_path = workdir / "vocab.json"
     if vocab_path.exists():
-        vocab = Vocabulary.load(vocab_path)
+        vocab = run_checks.run_vocabulary(workdir)
     elif config.data.vocab_path:
         vocab = Vocabulary.load(resolve_path(config.data.vocab_path))
     else:
@@ -389,7 +390,7 @@ class TrainingRun:
         budget_s = 60.0 * float(tc.time_budget_minutes)
         step = self.step
         t0, window, checked = time.time(), [], 0  # `checked`: how many of `window`'s steps verify() has seen
-        since = None  # (time, step) from which the printed rate and ETA are measured: after compilation
+        progress = cli.Progress(self.steps_total, "steps")  # the printed rate and ETA: measured after compilation
         watch = preemption.PreemptionWatch().install()  # SIGTERM/SIGINT: finish the step, save it, exit 75
 
         def verify() -> None:  # before a state is logged, evaluated or saved: its steps' loss is finite
@@ -409,8 +410,6 @@ class TrainingRun:
                 self.state, metrics = self.trainer.train(self.state, next(self.train_iter))
                 step += 1
                 window.append(metrics)
-                if since is None:  # the first step of this invocation compiled the program
-                    since = (time.time(), step)
                 if step % log_every == 0 or step == self.steps_total:
                     verify()
                     values = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
@@ -418,13 +417,12 @@ class TrainingRun:
                     now = time.time()
                     rate = (step - self.first_step) / max(now - t0, 1e-9)
                     self.writer.write(step, "train", {**values, "steps_per_s": rate, "items_per_s": rate * batch_size})
+                    measured = progress.measure(step)
                     if self.is_main:
-                        recent = (step - since[1]) / (now - since[0]) if step > since[1] and now > since[0] else rate
-                        eta = (self.steps_total - step) / max(recent, 1e-9)
+                        speed = (f"{measured[0] * batch_size:.1f} items/s, ETA {cli.eta_text(measured[1])}" if measured
+                                 else f"{now - t0:.0f} s: {progress.WARMING_UP}")
                         print(f"step {step}/{self.steps_total} loss {values['loss']:.4f} acc "
-                              f"{values['step_accuracy']:.3f} | {recent * batch_size:.1f} items/s, ETA {eta / 60:.1f} min",
-                              flush=True)
-                    since = (now, step)
+                              f"{values['step_accuracy']:.3f} | {speed}", flush=True)
                 paused = False  # an eval or a save this step: the printed rate leaves it out
                 if step % self.eval_every == 0 or step == self.steps_total:
                     verify()
@@ -435,7 +433,7 @@ class TrainingRun:
                     self.save_latest()
                     paused = True
                 if paused:
-                    since = (time.time(), step)
+                    progress.restart(step)
                 if watch.should_stop(step):
                     watch.uninstall()  # a second signal while saving stops at once
                     if step not in self.ckpts.latest.all_steps():  # not saved by this step's periodic checkpoint

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from bapjax.data import input_pipeline, sources
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.paths import REPO_ROOT
+from bapjax.text.vocab import Vocabulary
 from bapjax.training import decode, optimizer, run_config, sharding
 from bapjax.training.metric_writer import REPORT_F1
 from bapjax.world.items import SPLITS
@@ -149,10 +151,7 @@ def check_resume_config(config: ml_collections.ConfigDict, workdir: epath.Path) 
     path = workdir / "config.json"
     if not path.exists():
         return False
-    try:
-        saved = json.loads(with_defaults(json.loads(path.read_text())).to_json_best_effort())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: unreadable run config ({err}); use another --workdir") from err
+    saved = json.loads(with_defaults(read_run_file(workdir, "config.json")).to_json_best_effort())
     current = json.loads(with_defaults(config).to_json_best_effort())
     differences = []
     for field in RUN_DEFINING_FIELDS:
@@ -203,6 +202,63 @@ def invocations(workdir: epath.Path) -> list[dict]:
     """The records of `runs.jsonl`, oldest first (none when the run has not ended an invocation)."""
     log = workdir / RUN_LOG
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+
+
+# The files of a run that commands read, each with what a damaged copy means for the run.
+RUN_FILES = {
+    "config.json": "the run cannot be read without it (its model, features and data come from it): "
+                   "restore it from a copy of the run",
+    "vocab.json": "the run cannot be read without it (its token ids are the model's): restore it from a copy of the run",
+    "decode.json": "it holds the decoding the run chose on val; {rerun} chooses it again (and evaluates the test "
+                   "splits again)",
+}
+
+
+class DamagedRunFileError(UserError):
+    """A file of a training run (`RUN_FILES`) that does not parse: named, with the way back."""
+
+
+def rerun_command(workdir: epath.Path, *extra: str) -> str:
+    """The training command of the run in `workdir` as its last invocation ran it (`runs.jsonl`),
+    with --workdir set to it and `extra` flags; a placeholder config when none was recorded."""
+    try:
+        recorded = [str(arg) for arg in invocations(workdir)[-1]["argv"]]
+    except (OSError, ValueError, IndexError, KeyError, TypeError):
+        recorded = []
+    # a run trained by `python -m bapjax.train` (argv[0] its train.py), not from Python
+    argv = recorded[1:] if recorded and recorded[0].endswith(("bapjax/train.py", "bapjax.train")) else ["--config=CONFIG"]
+    kept = [arg for arg in argv if not arg.startswith(("--workdir", *(flag.split("=")[0] for flag in extra)))]
+    if "--workdir" in argv:  # --workdir DIR: its value goes too
+        kept.remove(argv[argv.index("--workdir") + 1])
+    return shlex.join(["python", "-m", "bapjax.train", *kept, f"--workdir={workdir}", *extra])
+
+
+def read_run_file(workdir: epath.Path, name: str, fields: tuple[str, ...] = ()) -> dict:
+    """The JSON object in <workdir>/<name>, one of `RUN_FILES`, holding `fields`; a file that does
+    not parse is `DamagedRunFileError`: one line naming it, what is wrong, and the way back."""
+    path = workdir / name
+    try:
+        text = path.read_bytes().decode("utf-8")
+        record = json.loads(text) if text.strip() else None
+        wrong = ("empty" if record is None else "not a JSON object" if not isinstance(record, dict)
+                 else next((f"no field {field!r}" for field in fields if field not in record), None))
+    except UnicodeDecodeError:
+        wrong = "not UTF-8 text"
+    except json.JSONDecodeError as err:
+        wrong = f"not valid JSON: {err}"
+    if wrong is None:
+        return record
+    remedy = RUN_FILES[name].format(rerun=f"`{rerun_command(workdir, '--redo_final_eval')}`")
+    raise DamagedRunFileError(f"{path}: damaged ({wrong}); {remedy}")
+
+
+def run_vocabulary(workdir: epath.Path):
+    """The vocabulary a run trained with (<workdir>/vocab.json, read by `read_run_file`)."""
+    tokens = read_run_file(workdir, "vocab.json", ("tokens",))["tokens"]
+    if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
+        raise DamagedRunFileError(f"{workdir / 'vocab.json'}: damaged ('tokens' is not a list of strings); "
+                                  f"{RUN_FILES['vocab.json']}")
+    return Vocabulary(tokens)
 
 
 def config_digest(config) -> str:

@@ -14,7 +14,7 @@ import jax
 from bapjax.data import input_pipeline
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import checkpoints, decode, mbr, sharding
+from bapjax.training import checkpoints, decode, mbr, run_checks, sharding
 from bapjax.world import jsonl
 
 DECODE_SETTINGS = "decode.json"  # in a run's workdir: the decoding chosen on val (`Evaluator.tune_stop_rule`)
@@ -27,7 +27,7 @@ def run_decode_settings(run_dir, config) -> decode.DecodeSettings:
     settings = decode.DecodeSettings.from_eval_config(config.eval)
     path = run_dir / DECODE_SETTINGS
     if path.exists():
-        chosen = json.loads(path.read_text())
+        chosen = run_checks.read_run_file(run_dir, DECODE_SETTINGS, ("stop_rule", "stop_threshold"))
         settings = settings.replace(stop_rule=chosen["stop_rule"], stop_threshold=float(chosen["stop_threshold"]),
                                     samples=int(chosen.get("samples", 0)),
                                     temperature=float(chosen.get("temperature", settings.temperature)),
@@ -137,8 +137,9 @@ class RunDecoder:
         """The run's best (else latest) checkpoint with `run_decode_settings` (its config.eval
         with the decoding it chose on val); a value given here (not None) replaces the run's."""
         run = checkpoints.load_run(checkpoint)
+        settings = run_decode_settings(run.run_dir, run.config)  # a damaged decode.json names itself
         try:
-            settings = run_decode_settings(run.run_dir, run.config).replace(
+            settings = settings.replace(
                 slots=batch_size, max_actions=max_actions, min_actions=min_actions, stop_rule=stop_rule,
                 stop_threshold=stop_threshold, samples=samples, temperature=temperature, cost=cost)
         except ValueError as err:

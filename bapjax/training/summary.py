@@ -43,7 +43,7 @@ def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[s
             if best is not None else f"the last state, step {steps} (no val split to choose by)")
     decode_file = workdir / "decode.json"
     if decode_file.exists():
-        chosen = json.loads(decode_file.read_text())
+        chosen = run_checks.read_run_file(workdir, "decode.json", ("stop_rule", "stop_threshold"))
         sampled = decode.describe_sampling(chosen.get("samples", 0), chosen.get("temperature"), chosen.get("cost"))
         rule = (f"{chosen['stop_rule']} at {chosen['stop_threshold']}{sampled} "
                 f"(chosen on {chosen.get('chosen_on', 'val')})")
