@@ -18,6 +18,7 @@ from bapjax.world import grid as G
 from bapjax.world import rotation
 from bapjax.world.grid import Action
 from bapjax.world.items import BuilderPose, ChatTurn
+from tests.test_models import flat_model
 
 TINY = dict(embedding_dim=8, text_hidden=16, world_features=8, world_layers=2,
             action_embedding=16, decoder_hidden=16, head_hidden=16)
@@ -186,7 +187,7 @@ def test_fingerprint_and_config():
 
 
 def _tiny_model(vocab):
-    return builder.BuilderModel(**TINY, vocab_size=vocab.size)
+    return flat_model(**TINY, vocab_size=vocab.size)
 
 
 def test_predict_items_returns_world_coordinates(mdc_corpus):

@@ -5,7 +5,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from bapjax.models import gru
 from bapjax.models.text_encoder import GRUTextEncoder

@@ -11,7 +11,7 @@ import pytest
 from bapjax.models import builder, world_input
 from bapjax.training import decode
 from bapjax.world import grid as G
-from tests.test_models import random_batch
+from tests.test_models import flat_model, random_batch
 
 TINY = dict(vocab_size=40, embedding_dim=8, text_hidden=16, world_features=8, world_layers=2,
             action_embedding=16, decoder_hidden=12, head_hidden=16)
@@ -20,8 +20,8 @@ ENCODINGS = [dict(world_encoding="once", world_film=True), dict(world_encoding="
 
 
 def _models(**fields):
-    return (builder.BuilderModel(**TINY, **fields, length_head=False),
-            builder.BuilderModel(**TINY, **fields, length_head=True))
+    return (flat_model(**TINY, **fields, length_head=False),
+            flat_model(**TINY, **fields, length_head=True))
 
 
 def _flat(params):
@@ -224,7 +224,7 @@ def test_the_head_reading_the_text_pools_the_unmasked_token_states():
     unread; the head's logits in training are `length_logits` with the same token states."""
     fields = dict(world_encoding="once", world_film=True)
     _, on = _models(**fields)
-    reads = builder.BuilderModel(**TINY, **fields, length_head=True, length_reads_text=True)
+    reads = flat_model(**TINY, **fields, length_head=True, length_reads_text=True)
     tree_on = _flat(builder.init_params(on, jax.random.PRNGKey(0)))
     params = builder.init_params(reads, jax.random.PRNGKey(0))
     tree = _flat(params)
