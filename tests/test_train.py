@@ -306,8 +306,7 @@ def test_the_budget_line_names_stages_their_passes_and_the_passes_after():
                                           ("train.select_by", "nosuch_val_overall_micro_f1"),
                                           ("train.ema_decay", 1.0), ("train.ema_decay", -0.1),
                                           ("eval.val_decode_sources", ("mc", "nosuch")),
-                                          ("eval.stop_rule", "length"), ("eval.length_quantiles", (0.5, 0.0)),
-                                          ("curriculum.stage_passes", 0)])
+                                          ("eval.stop_rule", "length"), ("eval.length_quantiles", (0.5, 0.0))])
 def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, field, value):
     from bapjax.training import loop
 
@@ -331,9 +330,9 @@ def test_a_refused_resume_leaves_the_workdir_untouched(tmp_path):
     (run / "vocab.json").write_text('{"tokens": ["<pad>", "<unk>"]}')
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     changed = load_config("quickstart")
-    changed.model.world_features = 32
+    changed.model.world.features = 32
     changed.train.batch_size = 64
-    with pytest.raises(run_checks.ConfigError, match=r"model\.world_features=32 \(the run has 16\).*train\.batch_size=64"):
+    with pytest.raises(run_checks.ConfigError, match=r"model\.world\.features=32 \(the run has 16\).*train\.batch_size=64"):
         loop.train_and_evaluate(changed, run)
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
     same = load_config("quickstart")
@@ -342,21 +341,21 @@ def test_a_refused_resume_leaves_the_workdir_untouched(tmp_path):
 
 
 def test_a_run_written_before_a_source_field_existed_resumes(tmp_path):
-    """A source field added since the run was written (e.g. the MDC augmentation's `mirror`) takes
+    """A source field added since the run was written (e.g. the MDC augmentation's `paraphrase_prob`) takes
     its default when the run's config.json is read, so resuming with the default is no difference
     and resuming with another value is one."""
     original = load_config("cpu_experiment:agg,0")
     values = json.loads(original.to_json_best_effort())
-    del values["data"]["sources"]["mc"]["augment"]["mirror"]
+    del values["data"]["sources"]["mc"]["augment"]["paraphrase_prob"]
     del values["data"]["sources"]["bs"]["generate"]["processes"]
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.json").write_text(json.dumps(values))
     assert run_checks.check_resume_config(load_config("cpu_experiment:agg,0"), paths.workdir_path(run)) is True
-    mirrored = load_config("cpu_experiment:agg,0")
-    mirrored.data.sources.mc.augment.mirror = True
-    with pytest.raises(run_checks.ConfigError, match=r"data\.sources\.mc\.augment\.mirror=True \(the run has False\)"):
-        run_checks.check_resume_config(mirrored, paths.workdir_path(run))
+    changed = load_config("cpu_experiment:agg,0")
+    changed.data.sources.mc.augment.paraphrase_prob = 0.25
+    with pytest.raises(run_checks.ConfigError, match=r"data\.sources\.mc\.augment\.paraphrase_prob=0\.25 \(the run has 0\.5\)"):
+        run_checks.check_resume_config(changed, paths.workdir_path(run))
     added = load_config("cpu_experiment:agg,0")
     added.data.sources.extra = run_config.generated_source("bs", 10, 2, 2)  # a whole new source is a difference
     with pytest.raises(run_checks.ConfigError, match=r"data\.sources\.extra"):

@@ -114,24 +114,18 @@ def test_once_logits_equal_a_slow_path_per_step(film):
 
 def assert_once_logits_equal_the_slow_path(model, params, batch):
     """The slow path of `test_once_logits_equal_a_slow_path_per_step`, per packed (item, step): the
-    item's start world encoded alone (with `text_attention`, then reading its own text alone; with
-    `anchor_heads`, then its own pointers), plus the dense convolution of the plain-Python change
+    item's start world encoded alone, plus the dense convolution of the plain-Python change
     channels, through the head."""
     k = int(batch["action_mask"].sum())
     logits, pack = model.apply({"params": params}, batch, k)
-    v, M = {"params": params}, builder.BuilderModel
+    v, M = {"params": params}, type(model)
     token_states, summary, dec_out = _decoder_outputs(model, v, batch)  # the decoder itself is tested elsewhere
-    expected = _walk(batch, model.recent_decay)
+    expected = _walk(batch, model.world.recent_decay)
     kernel = params["world_changes"]["kernel"]
     whole = with_world(model, encode_chunk=0)
     for row, (b, t) in enumerate(zip(np.asarray(pack["item"]), np.asarray(pack["step"]))):
         start = jax.tree_util.tree_map(lambda x: x[b:b + 1], world_input.start_world(batch))
         encoded = whole.apply(v, start, summary[b:b + 1], method=M.encode_world)
-        if model.text_attention:
-            encoded = whole.apply(v, encoded, token_states[b:b + 1], jnp.asarray(batch["text_mask"][b:b + 1]),
-                                  method=M.read_text)
-        if model.anchor_heads:
-            encoded = whole.apply(v, encoded, start["grid"], summary[b:b + 1], method=M.point_anchors)
         changes = world_changes.dense_change_conv(jnp.asarray(expected[b, t])[None], kernel)
         want = whole.apply(v, encoded + changes, dec_out[b, t][None], method=M.action_logits)[0]
         np.testing.assert_allclose(np.asarray(logits[row]), np.asarray(want), rtol=2e-4, atol=2e-4)
@@ -158,7 +152,6 @@ def test_once_gradients_do_not_depend_on_the_chunking():
     assert float(jnp.abs(grads[0]["world_changes"]["kernel"]).sum()) > 0
 
 
-def test_world_encoding_names_are_checked():
-    model = flat_model(**TINY, world_encoding="twice")
-    with pytest.raises(ValueError, match="config.model.world_encoding must be one of per_step, once"):
-        builder.init_params(model, jax.random.PRNGKey(0))
+def test_model_names_are_checked():
+    with pytest.raises(builder.ModelConfigError, match="config.model.name='twice': the models are per_step, once"):
+        flat_model(**TINY, world_encoding="twice")
