@@ -4,7 +4,7 @@
 encodes the slot's current world (colors and recent-action channel after the actions so far,
 `bapjax.models.world_input.advance_world`, the same rule as teacher forcing), masks infeasible
 actions (`bapjax.world.grid.feasible_mask_single`: occupancy, support, the 20-per-color inventory),
-and picks the next action. With `world_encoding="once"` the start worlds of all rows of a call
+and picks the next action. With the once architecture (`config.model.name="once"`) the start worlds of all rows of a call
 are encoded once before the loop, and a step adds the slot's change features to its item's
 encoding (`BuilderModel.changed_world_logits`): no CNN inside the loop. A slot whose item stops
 (STOP or `max_actions`) takes the next waiting item at once, so no work is spent on finished items until the queue runs dry; the loop
