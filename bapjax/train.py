@@ -6,7 +6,7 @@
 A config is a file (`configs/X.py[:arg]`) or an installed config's name (`X[:arg]`). Any field
 `--print_config` prints can be overridden, e.g. `--config.train.learning_rate=1e-3`,
 `--config.train.batch_size=16`, `--config.train.max_steps=200`, `--config.data.sources.mc.corpus=@mdc`,
-`--config.model.world_features=32`, `--config.eval.final_splits="('mc:test',)"`; a mistake is one
+`--config.model.world.features=32`, `--config.eval.final_splits="('mc:test',)"`; a mistake is one
 line naming the flag. The main sections: data.sources (where items come from), features,
 model, train (optimizer, schedule, budget, evals), eval (decoding, STOP rule), curriculum
 (docs/training.md describes every field).

@@ -3,7 +3,7 @@ matrix built one slice per offset (the earlier way), and five without the full p
 XLA's own convolution among them), timed against each other as a training step runs the CNN:
 `--layers` SAME 3x3x3 layers with ReLU over `--rows` packed worlds (11 x 9 x 11 cells), forward
 and backward, in rematerialized chunks of `--chunk` rows
-(`BuilderModel.encode_chunk`; 0: all rows at once).
+(`config.model.world.encode_chunk`; 0: all rows at once).
 
     python benchmarks/bench_conv.py [--rows 192] [--chunk 4] [--features 16] [--in_channels 10]
                                     [--rounds 3] [--impls im2col,shift_in,...] [--out FILE]

@@ -45,7 +45,7 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=256)
-    parser.add_argument("--hidden", type=int, default=128, help="configs/common.py's text_hidden")
+    parser.add_argument("--hidden", type=int, default=128, help="configs/common.py's text.hidden")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", help="also write the JSON (with the command) here")
     args = parser.parse_args(argv)

@@ -12,7 +12,7 @@ XLA_FLAGS already asks for devices) or on real accelerators when there are 8. Th
 one global batch of real MDC training items (the same rows for every device count); decoding
 takes the first `--decode_items` MDC test items with `--slots` slots in all. XLA counts a loop
 body once, so the decode figure is one decoding step per device (plus one step of the text
-encoder's scan), and the model is compiled without chunks (`BuilderModel.unchunked`: encode_chunk
+encoder's scan), and the model is compiled without chunks (`BuilderModel.unchunked`: world.encode_chunk
 and step_chunk 0): the chunked encoding computes the same function in a loop whose body XLA would
 count only once.
 The last line is JSON: {"devices", "train_flops_per_device", "decode_flops_per_device", ...}.
@@ -86,7 +86,7 @@ def main():
     ema = {"ema_decay": float(config.train.ema_decay)} if config.train.get("ema_decay") else {}  # the step as the config trains it
     state = loop.create_state(model, optimizer, jax.random.PRNGKey(0), None, **ema)
     print(f"{jax.device_count()} {jax.devices()[0].platform} devices; model world "
-          f"{config.model.world_features}x{config.model.world_layers} ({config.model.get('world_encoding', 'per_step')} "
+          f"{config.model.world.features}x{config.model.world.layers} ({config.model.name} "
           f"world encoding), batch {args.batch_size} "
           f"({int(batch['action_mask'].sum())} target steps), decode {len(test_items)} items / {args.slots} slots",
           flush=True)

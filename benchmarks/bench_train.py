@@ -5,7 +5,7 @@
     python benchmarks/bench_train.py --compare_to 42333b0 --fixed_length 5 [--rounds 2]
     python benchmarks/bench_train.py --config configs/cpu_experiment.py --compare_config configs/bert.py --rounds 2
     python benchmarks/bench_train.py --config configs/cpu_experiment.py:mc,0,film \
-        --compare_config.model.world_encoding=once --rounds 2
+        --compare_config.model.name=once --rounds 2
     python benchmarks/bench_train.py --config configs/cpu_experiment.py:mc \
         --compare_to 498834b --fixed_length 5 --decode_items 0 --rounds 2   # 498834b's :mc is the per-step model
 
@@ -17,13 +17,13 @@ given; `--fixed_length N` decodes exactly N actions per item (STOP masked until 
 speed compares across versions whatever the model predicts.
 
 Config overrides work as in training: `--config.<field>=value` (e.g.
-`--config.model.world_features=32`; the `=` form) changes --config, parsed by ml_collections as
+`--config.model.world.features=32`; the `=` form) changes --config, parsed by ml_collections as
 `python -m bapjax.train` parses them; a field the config lacks or a value that does not fit is one
 line `error: ...`, exit 2.
 `--compare_config PATH` measures a second config alternately with --config in this process
 (e.g. the M' builder against the GRU builder of the CPU experiment) and prints the ratios;
 `--compare_config.<field>=value` overrides it (without --compare_config the second config is
---config's file with only these overrides, e.g. `--compare_config.model.world_encoding=once`).
+--config's file with only these overrides, e.g. `--compare_config.model.name=once`).
 `--compare_to COMMIT` measures a copy of that commit (`git archive`) with its own
 benchmarks/bench_train.py and this tree with this script, alternately for `--rounds` rounds, with
 the same flags (refused, naming it, if COMMIT's script lacks one), and prints the best figure of
@@ -194,9 +194,7 @@ def measure(args) -> dict:
     # The LR schedule does not change a step's cost (a cosine one would need the run's step count).
     config.train.schedule = "constant"
     optimizer = optim.make_optimizer(config.train)
-    print(f"{args.repo}: devices {jax.devices()}  model: world {config.model.world_features}x"
-          f"{config.model.world_layers}, rnn {config.model.text_hidden}, decoder {config.model.decoder}, "
-          f"world encoding {config.model.get('world_encoding', 'per_step')}", flush=True)
+    print(f"{args.repo}: devices {jax.devices()}  model: {config.model.to_dict()}", flush=True)
 
     result = {}
     for batch_size, steps in ((1, args.steps_b1), (32, args.steps)):

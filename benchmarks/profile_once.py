@@ -1,10 +1,10 @@
-"""Where the once model's (`world_encoding="once"`) training loss spends its time, on one real MDC
+"""Where the once model's (`config.model.name="once"`) training loss spends its time, on one real MDC
 batch of 32: the jitted forward and forward+backward of the whole loss, of the text encoder alone,
 of the text encoder with the action decoder, and of the start worlds' CNN alone (chunked as
 training runs it). The rest (change convolution, per-cell head, loss) is the difference.
 `benchmarks/profile_train.py` splits the per-step model the same way.
 
-    python benchmarks/profile_once.py [--config configs/cpu_experiment.py:mc] [--config.model.encode_chunk=4 ...]
+    python benchmarks/profile_once.py [--config configs/cpu_experiment.py:mc] [--config.model.world.encode_chunk=4 ...]
 
 `--config.<field>=value` overrides work as in training (e.g. to time other chunk sizes, which do
 not change the function). Best of 3 tries of 5 calls each. The last line is JSON {"<part>_fwd_ms",
@@ -42,8 +42,8 @@ def main():
     from bapjax.text.vocab import Vocabulary
 
     config = load_config(args.config, REPO, overrides)
-    if config.model.get("world_encoding", "per_step") != "once":
-        raise SystemExit(f"error: --config {args.config}: world_encoding is not 'once' "
+    if config.model.get("name", "per_step") != "once":
+        raise SystemExit(f"error: --config {args.config}: config.model.name is not 'once' "
                          "(benchmarks/profile_train.py profiles the per-step model)")
     train_items = list(mdc.load_corpus(args.corpus).split("train"))
     vocab = Vocabulary.build(train_items)
@@ -76,7 +76,7 @@ def main():
 
     def start_cnn(p, b):
         def run(m, b):
-            summary = jnp.zeros((b["actions"].shape[0], m.text_hidden))
+            summary = jnp.zeros((b["actions"].shape[0], m.text.hidden))
             return m.encode_starts(world_input.start_world(b), summary)
         return squares(model.apply({"params": p}, b, method=run))
 

@@ -66,7 +66,7 @@ def main() -> None:
     optimizer = optim.make_optimizer(config.train)
     model = builder.build_model(config.model, vocab.size)
     if model.world_encoding != "per_step":
-        print(f"error: --config {args.config}: world_encoding {model.world_encoding!r}; this profile splits the "
+        print(f"error: --config {args.config}: model {model.world_encoding!r}; this profile splits the "
               "per-step world part (the CNN over every packed world), which that model does not run", file=sys.stderr)
         sys.exit(2)
     whole = model.unchunked()  # what XLA's cost analysis can count (see bench_scaling)
@@ -92,18 +92,18 @@ def main() -> None:
     worlds = world_input.worlds_before_each_step(world_input.start_world(dev), dev["actions"].astype(jnp.int32))
     pack = builder.pack_steps(dev["action_mask"], dev["weight"], k)
     packed = jax.tree_util.tree_map(lambda x: x[pack["item"], pack["step"]], worlds)
-    dec_out = jax.random.normal(jax.random.PRNGKey(1), (k, model.decoder_hidden), jnp.float32)
+    dec_out = jax.random.normal(jax.random.PRNGKey(1), (k, model.decoder.hidden), jnp.float32)
     targets = dev["actions"][pack["item"], pack["step"]].astype(jnp.int32)
 
     def world_loss(m):
         def loss(p, w, d):
-            logits = m.apply({"params": p}, w, d, method=builder.BuilderModel.world_logits)
+            logits = m.apply({"params": p}, w, d, method=type(m).world_logits)
             return (optax.softmax_cross_entropy_with_integer_labels(logits, targets) * pack["weights"]).sum()
         return jax.jit(jax.grad(loss, argnums=(0, 2)))
 
     def cnn_loss(m):
         def loss(p, w, d):
-            return m.apply({"params": p}, w, d, method=builder.BuilderModel.encode_world).sum()
+            return m.apply({"params": p}, w, d, method=type(m).encode_world).sum()
         return jax.jit(jax.grad(loss, argnums=(0, 2)))
 
     def rnn_loss(m):  # text encoder and action decoder over the whole batch, as the step runs them
@@ -131,7 +131,7 @@ def main() -> None:
 
     # One hidden CNN layer on the packed rows, split into its im2col (forming the patch matrix)
     # and its GEMM (patches @ kernel), forward only, and the whole layer forward and backward.
-    feats, ksize = model.world_features, model.kernel_size
+    feats, ksize = model.world.features, model.world.kernel_size
     x = jax.random.normal(jax.random.PRNGKey(2), (k,) + packed["grid"].shape[1:] + (feats,), jnp.float32)
     kernel = jax.random.normal(jax.random.PRNGKey(3), (ksize ** 3 * feats, feats), jnp.float32) * 0.1
     im2col = jax.jit(lambda v: world_cnn.patches(v, ksize).reshape(-1, ksize ** 3 * feats))

@@ -10,6 +10,8 @@ Runtime: 60.5 min for :cl on a 2-core CPU (the one-time MiniLM pass ~18 min, 1,5
 Result: M'_agg+cl MDC test micro Overall 14.9 (docs/results.md, "Other models").
 """
 
+import ml_collections
+
 from configs import cpu_experiment
 
 VARIANTS = ("mc", "agg", "cl", "text")
@@ -23,20 +25,19 @@ def get_config(variant: str = "cl"):
     if variant == "text":
         config = get_config("cl")
         gru = cpu_experiment.get_config("cl,0,film").model
-        config.model.update(dict(decoder="gru", decoder_hidden=gru.decoder_hidden, text_hidden=gru.text_hidden))
+        config.model.decoder = gru.decoder
+        config.model.text.hidden = gru.text.hidden
         return config
     config = cpu_experiment.get_config(f"{variant},0,film")  # the per-step model and its 48,000 items
     config.workdir = f"runs/exp/bert_{variant}"
-    config.model.world_film = False  # M' is the paper's model: the CPU options stay off
+    config.model.world.film = False  # M' is the paper's model: the CPU options stay off
     config.train.learning_rate = 1e-3  # as M'_agg+cl was run (docs/results.md)
-    config.model.text_encoder = "minilm"  # frozen MiniLM token states (the features then hold them)
+    # frozen MiniLM token states (the features then hold them), projected to 256
+    config.model.text = ml_collections.ConfigDict({"encoder": "minilm", "hidden": 256})
     config.train.glove = False
-    config.model.text_hidden = 256  # the projection
-    config.model.decoder = "transformer"
-    config.model.transformer_layers = 5
-    config.model.transformer_width = 256
-    config.model.transformer_heads = 4
-    config.model.transformer_mlp = 1024
+    config.model.decoder = ml_collections.ConfigDict({  # the paper's M' decoder; the CPU model's input and output widths
+        "kind": "transformer", "action_embedding": config.model.decoder.action_embedding,
+        "hidden": config.model.decoder.hidden, "layers": 5, "width": 256, "heads": 4, "mlp": 1024})
     # No decoded val F1 during training (val loss picks the checkpoint, as when M' was run, and the
     # STOP rule is still chosen on val at the end): the cache-less Transformer decoder decodes ~4x slower.
     config.eval.val_decode_items = -1

@@ -23,8 +23,7 @@ def get_config():
     mc.max_test_items = 300
     config.data.sources.mc = mc
     config.model = common.cpu_model()
-    config.model.world_features = 16
-    config.model.world_layers = 2
+    config.model.world.layers = 2
     config.features.max_text_tokens = 96
     config.train.num_epochs = 5
     config.train.patience = 0

@@ -10,4 +10,4 @@ CONFIG=${1:?config file}
 WORKDIR=${2:?work directory}
 shift 2
 export XLA_PYTHON_CLIENT_PREALLOCATE=${XLA_PYTHON_CLIENT_PREALLOCATE:-true}
-exec python -m bapjax.train --config="$CONFIG" --workdir="$WORKDIR" --config.model.conv_impl=xla "$@"
+exec python -m bapjax.train --config="$CONFIG" --workdir="$WORKDIR" --config.model.world.conv_impl=xla "$@"

@@ -18,5 +18,5 @@ gcloud compute tpus tpu-vm ssh "$TPU_NAME" --zone "$ZONE" --worker=all --command
   (test -d .venv || (python3 -m venv .venv && .venv/bin/pip install -q -r requirements.txt -e . 'jax[tpu]' \
       -f https://storage.googleapis.com/jax-releases/libtpu_releases.html)) &&
   BAPJAX_CACHE=\$HOME/.cache/bapjax .venv/bin/python -m bapjax.train --config=$CONFIG --workdir=$WORKDIR \
-      --config.distributed.initialize=True --config.model.conv_impl=xla $*
+      --config.distributed.initialize=True --config.model.world.conv_impl=xla $*
 "

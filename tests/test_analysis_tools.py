@@ -18,6 +18,7 @@ from bapjax.models import builder
 from bapjax.text.vocab import Vocabulary
 from bapjax.world.grid import PLACE, Action, Block
 from bapjax.world.items import BapItem, BuilderPose, ChatTurn
+from tests.test_models import flat_model
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = dict(embedding_dim=8, text_hidden=16, world_features=8, world_layers=1, action_embedding=16,
@@ -31,7 +32,7 @@ def test_gold_path_stop_stats_count_every_gold_step(mdc_corpus, stop_bias):
     items = mdc_corpus.split("val")[:12]
     vocab = Vocabulary.build(items)
     fc = input_pipeline.FeatureConfig(max_text_tokens=24, max_actions=4, recent_window=4)
-    model = builder.BuilderModel(vocab_size=vocab.size, **TINY)
+    model = flat_model(vocab_size=vocab.size, **TINY)
     params = builder.init_params(model, jax.random.PRNGKey(0))
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + stop_bias
     stats = stop_rule.gold_path_stop_stats(model, params, items, vocab, fc, batch_size=8)

@@ -87,40 +87,6 @@ def test_yaw_follows_the_rotation(yaw):
         assert k == 0 or -180.0 <= augment.rotate_yaw(yaw, k) < 180.0
 
 
-def test_mirror_maps_region_to_itself_and_flips_the_gaze():
-    cells = [(x, z) for x in range(grid.X_MIN, grid.X_MAX + 1) for z in range(grid.Z_MIN, grid.Z_MAX + 1)]
-    assert {augment.mirror_cell(x, z) for x, z in cells} == set(cells)
-    for x, z in cells:
-        cx, cz = augment.mirror_position(x + 0.5, z + 0.5)
-        mx, mz = augment.mirror_cell(x, z)
-        assert math.isclose(cx, mx + 0.5) and math.isclose(cz, mz + 0.5)
-        assert augment.mirror_cell(mx, mz) == (x, z)
-    for yaw in (0.0, 33.0, -170.0, 179.5, -180.0, 300.0):
-        # Minecraft's gaze (-sin yaw, cos yaw): its x flips, its z stays.
-        new = math.radians(augment.mirror_yaw(yaw))
-        assert math.isclose(-math.sin(new), math.sin(math.radians(yaw)), abs_tol=1e-9)
-        assert math.isclose(math.cos(new), math.cos(math.radians(yaw)), abs_tol=1e-9)
-        assert -180.0 <= augment.mirror_yaw(yaw) < 180.0
-
-
-@pytest.mark.parametrize("text, mirrored", [
-    ("place one to the left of the red block", "place one to the right of the red block"),
-    ("Right side, then the LEFTMOST column; lefthand", "Left side, then the RIGHTMOST column; righthand"),
-    ("move it left 2 and up", "move it right 2 and up"),
-    ("the blocks left and right of the center", "the blocks right and left of the center"),
-    ("from the bottom left to the top right on the next level", "from the bottom right to the top left on the next level"),
-    ("yes that's right", "yes that's right"),
-    ("right?", "right?"),
-    ("place it right next to the left one", "place it right next to the right one"),
-    ("you're on the right track", "you're on the right track"),
-    ("all that is left is the roof", "all that is left is the roof"),
-    ("a bright leftover; Albright", "a bright leftover; Albright"),
-])
-def test_direction_words_swap_where_they_name_a_direction(text, mirrored):
-    assert augment.mirror_direction_words(text) == mirrored
-    assert augment.mirror_direction_words(mirrored) == text
-
-
 def test_color_words_are_permuted_with_their_forms():
     perm = (2, 3, 4, 5, 6, 1)  # red->orange, ..., purple->red
     text = "Put Reds on the RED one, a reddish blue; purples and greenish. redo the credit"
@@ -149,23 +115,6 @@ def test_draws_are_distinct_non_identity_and_seeded():
     assert len(set(keys)) == 20 and (0, augment.IDENTITY) not in keys
     assert draws == augment.draw_augmentations("B1-A2-C3-4", seed=7, copies=20, paraphrase_prob=0.5)
     assert draws != augment.draw_augmentations("B1-A2-C3-4", seed=8, copies=20, paraphrase_prob=0.5)
-    assert not any(a.mirror for a in draws)
-    mirrored = augment.draw_augmentations("B1-A2-C3-4", seed=7, copies=5, paraphrase_prob=0.5, mirror=True)
-    assert [a.mirror for a in mirrored] == [True, False, True, False, True]
-    assert mirrored[0].to_json()["mirror"] is True
-
-
-def test_mirrored_game_mirrored_back_is_the_original_world(train_games):
-    for path, raw in train_games:
-        forward = augment.Augmentation(0, augment.IDENTITY, 0.0, 0, mirror=True)
-        there, _ = augment.augment_raw_game(raw, forward, {}, str(path))
-        again, _ = augment.augment_raw_game(there, forward, {}, str(path))
-        for state in (there, again):
-            assert len(state["WorldStates"]) == len(raw["WorldStates"])
-        strip = lambda record: {**record, "WorldStates": [{k: v for k, v in s.items() if k != "ChatHistory"}
-                                                          for s in record["WorldStates"]]}
-        assert strip(there) != strip(raw)
-        _approx_equal(strip(again), strip(raw))
 
 
 def test_rotated_and_permuted_game_transformed_back_is_the_original(train_games):
@@ -181,14 +130,12 @@ def test_rotated_and_permuted_game_transformed_back_is_the_original(train_games)
         _approx_equal(again, raw)
 
 
-@pytest.mark.parametrize("mirror", [False, True])
-def test_augmented_games_yield_the_transformed_items(train_games, tmp_path, mirror):
+def test_augmented_games_yield_the_transformed_items(train_games, tmp_path):
     checked = 0
     for path, raw in train_games:
         original = mdc.read_game(path)
         items, skipped = mdc.itemize_game(original, "train")
-        for copy, aug in enumerate(augment.draw_augmentations(original.game_id, 3, 3, 0.0, mirror), 1):
-            assert aug.mirror == (mirror and copy % 2 == 1)
+        for copy, aug in enumerate(augment.draw_augmentations(original.game_id, 3, 3, 0.0), 1):
             record, subs = augment.augment_raw_game(raw, aug, {}, str(path))
             assert subs == 0
             game_id = augment.augmented_game_id(original.game_id, copy)

@@ -105,8 +105,8 @@ def test_a_missing_config_file_is_one_line_and_exit_2():
 @pytest.mark.parametrize("args, line", [
     (["--batch_size=8"], "error: --batch_size: not a flag of this command; it is a field of the config: "
                          "--config.eval.batch_size=8 or --config.train.batch_size=8\n"),
-    (["--config=quickstart", "--world_layers", "3"], "error: --world_layers: not a flag of this command; it is a "
-                                                     "field of the config: --config.model.world_layers=...\n"),
+    (["--config=quickstart", "--layers", "3"], "error: --layers: not a flag of this command; it is a "
+                                                     "field of the config: --config.model.world.layers=...\n"),
     (["--config=quickstart", "--config.train.batch_size=abc"], "error: --config.train.batch_size=abc: expected an integer\n"),
     (["--config=quickstart", "--config.train.learning_rate=1e-3x"],
      "error: --config.train.learning_rate=1e-3x: expected a number\n"),

@@ -110,20 +110,3 @@ def test_every_stage_keeps_a_data_set_at_its_share_of_every_stage(items):
         curriculum.curriculum_stages([it for it in items if it.dataset == "mc"], "D", n, 0, every_stage=("mc",))
 
 
-@pytest.mark.parametrize("every_stage", [(), ("mc",)])
-def test_stage_passes_repeat_each_stage_in_order(items, every_stage):
-    n, k = 4, 3
-    once = curriculum.curriculum_stages(items, "L_A", n, seed=2, every_stage=every_stage)
-    repeated = curriculum.curriculum_stages(items, "L_A", n, seed=2, every_stage=every_stage, stage_passes=k)
-    assert len(repeated) == n * k + 1
-    for i in range(n):
-        for j in range(k):
-            assert np.array_equal(repeated[i * k + j], once[i])
-    assert np.array_equal(repeated[-1], once[-1])
-    config = run_checks.with_defaults({"curriculum": {"metric": "L_A", "num_buckets": n, "every_stage": every_stage,
-                                                      "stage_passes": k}})
-    again = curriculum.schedule_from_config(items, config, seed=2)
-    assert len(again) == len(repeated) and all(np.array_equal(a, b) for a, b in zip(again, repeated))
-    assert run_checks.with_defaults({}).curriculum.stage_passes == 1
-    with pytest.raises(ValueError, match="stage_passes must be >= 1, got 0"):
-        curriculum.curriculum_stages(items, "L_A", n, seed=2, stage_passes=0)

@@ -5,10 +5,9 @@ import jax
 import numpy as np
 import pytest
 
-from bapjax.models import builder
 from bapjax.training import checkpoints, loop, run_checks, sharding
 from bapjax.training import optimizer as optim
-from tests.test_models import random_batch
+from tests.test_models import flat_model, random_batch
 
 
 def reference_ema(initial, trained_sequence, decay):
@@ -38,7 +37,7 @@ def test_train_step_keeps_the_moving_average_and_trains_the_same_weights(tmp_pat
     the weights themselves are those of a run without the average; a checkpoint of such a state
     predicts with the average (`checkpoints.load_params`)."""
     tc = run_checks.with_defaults({"train": dict(learning_rate=3e-3)}).train
-    model = builder.BuilderModel(vocab_size=30, embedding_dim=8, text_hidden=8, world_features=4, world_layers=1,
+    model = flat_model(vocab_size=30, embedding_dim=8, text_hidden=8, world_features=4, world_layers=1,
                                  action_embedding=8, decoder_hidden=8, head_hidden=8, world_encoding="once")
     optimizer = optim.make_optimizer(tc)
     mesh = sharding.data_mesh(jax.devices()[:1])

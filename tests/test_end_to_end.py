@@ -95,19 +95,22 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
     from bapjax.evaluation import evaluator
     from bapjax.pages import report_page
     from bapjax.training import loop, run_eval
+    from configs import common
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     config = tiny_config("unused")
     config.data.sources.mc.corpus = str(mdc_path)
-    config.model.update(dict(world_encoding="once", world_film=True, step_chunk=4, length_head=True,
-                             text_attention=8, mentioned_colors=True, anchor_heads=2))
+    once = common.cpu_frame_model()
+    once.text, once.world.features, once.world.layers = config.model.text, 8, 1
+    once.decoder, once.heads, once.world.step_chunk = config.model.decoder, config.model.heads, 4
+    config.model = once
     config.features.builder_frame = True
     config.train.update(dict(max_steps=2, eval_every_steps=2))
     config.eval.update(dict(stop_thresholds=(0.5,), length_quantiles=(0.5,), final_splits=("mc:test",),
                             max_actions=4))
     run = tmp_path / "run"
     loop.train_and_evaluate(config, run)
-    assert json.loads((run / "config.json").read_text())["model"]["world_encoding"] == "once"
+    assert json.loads((run / "config.json").read_text())["model"]["name"] == "once"
     candidates = json.loads((run / "decode.json").read_text())["candidates"]
     assert [c["stop_rule"] for c in candidates] == ["argmax", "mass", "length"]
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bapjax.corpus import augment
-from bapjax.data import curriculum, input_pipeline
+from bapjax.data import input_pipeline
 from bapjax.data.input_pipeline import DataIterator, FeatureConfig
 from bapjax.models import world_input
 from bapjax.text import tokenizer
@@ -179,15 +179,6 @@ def test_schedule_stages_then_last_stage_repeats(features):
         assert set(rows.tolist()) <= set(stage.tolist())
         assert len(rows) == len(stage) // 20 * 20
     assert it.get_state()["pass"] == 3
-
-
-def test_repeated_curriculum_stages_are_passes_shuffled_anew(train, features):
-    stages = curriculum.curriculum_stages(train, "L_A", 4, seed=0, stage_passes=2)
-    it = DataIterator(features, None, CONFIG, batch_size=20, seed=0, schedule=stages)
-    for p, stage in enumerate(stages[:4]):
-        rows = np.concatenate(_rows(it, it.batches_in_pass(p)))
-        assert set(rows.tolist()) <= set(stage.tolist()) and len(rows) == len(set(rows.tolist()))
-    assert np.array_equal(stages[0], stages[1]) and not np.array_equal(it.pass_order(0), it.pass_order(1))
 
 
 def test_single_padded_pass_covers_every_item_once(features):

@@ -11,7 +11,7 @@ import pytest
 from bapjax.models import builder, world_input
 from bapjax.training import decode
 from bapjax.world import grid as G
-from tests.test_models import random_batch
+from tests.test_models import flat_model, random_batch
 
 TINY = dict(vocab_size=40, embedding_dim=8, text_hidden=16, world_features=8, world_layers=2,
             action_embedding=16, decoder_hidden=12, head_hidden=16)
@@ -20,8 +20,8 @@ ENCODINGS = [dict(world_encoding="once", world_film=True), dict(world_encoding="
 
 
 def _models(**fields):
-    return (builder.BuilderModel(**TINY, **fields, length_head=False),
-            builder.BuilderModel(**TINY, **fields, length_head=True))
+    return (flat_model(**TINY, **fields, length_head=False),
+            flat_model(**TINY, **fields, length_head=True))
 
 
 def _flat(params):
@@ -205,7 +205,7 @@ def test_a_tiny_run_with_the_length_head_trains_and_tunes_length_rules(tmp_path,
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
     config = tiny_config("unused")
     config.data.sources.mc.corpus = str(mdc_path)
-    config.model.length_head = True
+    config.model.length = {"loss_weight": 0.2}  # a length head on the per-step model
     config.eval.stop_thresholds = (0.3,)
     loop.train_and_evaluate(config, tmp_path / "run")
     chosen = json.loads((tmp_path / "run" / "decode.json").read_text())
@@ -218,50 +218,3 @@ def test_a_tiny_run_with_the_length_head_trains_and_tunes_length_rules(tmp_path,
     assert any("length_accuracy" in row and row["kind"] == "val" for row in rows)
 
 
-def test_the_head_reading_the_text_pools_the_unmasked_token_states():
-    """`length_reads_text` adds one score per token (`length_text_score`) and widens the head's input
-    by the text width; its pool is a softmax over the unmasked tokens (a NumPy statement), padding
-    unread; the head's logits in training are `length_logits` with the same token states."""
-    fields = dict(world_encoding="once", world_film=True)
-    _, on = _models(**fields)
-    reads = builder.BuilderModel(**TINY, **fields, length_head=True, length_reads_text=True)
-    tree_on = _flat(builder.init_params(on, jax.random.PRNGKey(0)))
-    params = builder.init_params(reads, jax.random.PRNGKey(0))
-    tree = _flat(params)
-    assert {k: v for k, v in tree.items() if k not in tree_on} == {
-        "length_text_score/kernel": (TINY["text_hidden"], 1), "length_text_score/bias": (1,)}
-    assert tree["length_hidden/kernel"] == (2 * TINY["text_hidden"] + TINY["world_features"], TINY["head_hidden"])
-
-    batch = _truncated_batch(np.random.default_rng(5))
-    batch["text_mask"][:, 4:] = False  # padded tokens
-    states, mask = reads.apply({"params": params}, jnp.asarray(batch["text_tokens"]), jnp.asarray(batch["text_mask"]),
-                               method=reads.encode_text)[0], jnp.asarray(batch["text_mask"])
-    pooled = np.asarray(reads.apply({"params": params}, states, mask, method=reads.read_length_words))
-    kernel = np.asarray(params["length_text_score"]["kernel"], np.float64)[:, 0]
-    bias = float(params["length_text_score"]["bias"][0])
-    for n in range(states.shape[0]):
-        s = np.asarray(states[n], np.float64)[np.asarray(batch["text_mask"][n])]
-        scores = s @ kernel + bias
-        w = np.exp(scores - scores.max())
-        np.testing.assert_allclose(pooled[n], (w / w.sum()) @ s, rtol=1e-4, atol=1e-5)
-    noisy = states.at[:, 4:].set(100.0)  # what padding holds is not read
-    np.testing.assert_allclose(np.asarray(reads.apply({"params": params}, noisy, mask, method=reads.read_length_words)),
-                               pooled, rtol=1e-6, atol=1e-6)
-
-    k = builder.packed_size(batch["action_mask"], batch["weight"])
-    _, pack = reads.apply({"params": params}, batch, k)
-    b = {key: jnp.asarray(v) for key, v in batch.items()}
-    summary = reads.apply({"params": params}, b["text_tokens"], b["text_mask"], method=reads.encode_text)[1]
-    start = world_input.start_world(b)
-    direct = reads.apply({"params": params}, summary, start, None, states, mask, method=reads.length_logits)
-    np.testing.assert_allclose(np.asarray(direct), np.asarray(pack["length_logits"]), rtol=1e-5, atol=1e-5)
-    with pytest.raises(ValueError, match="length_reads_text needs the token states"):
-        reads.apply({"params": params}, summary, start, method=reads.length_logits)
-    # decoding with the length rule reads the same pool
-    dbatch = _decode_batch(4, np.random.default_rng(6))
-    d = {key: jnp.asarray(v) for key, v in dbatch.items()}
-    dstates, dsummary = reads.apply({"params": params}, d["text_tokens"], d["text_mask"], method=reads.encode_text)
-    dlogits = reads.apply({"params": params}, dsummary, world_input.start_world(d), None, dstates, d["text_mask"],
-                          method=reads.length_logits)
-    ids = decode.make_decode_fn(reads, 12, slots=2, stop_rule="length", stop_threshold=0.5)(params, dbatch)
-    assert _decoded_lengths(ids) == [min(_python_quantile(row, 0.5), 12) for row in np.asarray(dlogits, np.float64)]

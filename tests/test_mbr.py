@@ -16,15 +16,15 @@ import pytest
 from bapjax.training import decode, mbr
 from bapjax.world import grid as G
 from tests.test_decode import TINY, _batch, _biased_params, _check_feasible, _grids
+from tests.test_models import flat_model
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _model_params_batch(seed=0, rows=8):
-    from bapjax.models import builder
 
     rng = np.random.default_rng(seed)
-    model = builder.BuilderModel(**TINY)
+    model = flat_model(**TINY)
     params = _biased_params(model, seed, 0)
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 6.0  # a mix of lengths
     batch = _batch((_grids(rng) * 4)[:rows], rng)
@@ -120,13 +120,12 @@ def test_choose_agrees_with_a_plain_rule_on_random_candidates():
 
 def test_mbr_predictions_are_greedy_without_samples_and_the_chosen_candidate_with_them(mdc_corpus):
     from bapjax.data import input_pipeline
-    from bapjax.models import builder
     from bapjax.text.vocab import Vocabulary
 
     items = mdc_corpus.split("val")[:10]
     vocab = Vocabulary.build(items)
     fc = input_pipeline.FeatureConfig(max_text_tokens=32, max_actions=5, recent_window=4, builder_frame=True)
-    model = builder.BuilderModel(**dict(TINY, vocab_size=vocab.size))
+    model = flat_model(**dict(TINY, vocab_size=vocab.size))
     params = _biased_params(model, 3, 0)
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 6.0
     settings = decode.DecodeSettings(5, 1, 4, temperature=1.0, cost=0.05)

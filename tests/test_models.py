@@ -1,6 +1,8 @@
 """Builder model pieces against plain references; overfitting a few real items; finite loss on
 references that are unsupported as recorded."""
 
+import dataclasses
+
 import chex
 import flax.linen as nn
 import jax
@@ -10,11 +12,23 @@ import pytest
 
 from bapjax.models import builder, world_input
 from bapjax.models.world_cnn import Conv3DIm2Col
+from bapjax.training import run_config
 from bapjax.world import grid as G
 
 TINY = dict(vocab_size=40, embedding_dim=8, text_hidden=16, world_features=8, world_layers=2,
             action_embedding=16, decoder_hidden=16, head_hidden=16, transformer_layers=2,
             transformer_width=16, transformer_heads=2, transformer_mlp=32)
+
+
+def flat_model(vocab_size: int, **flat):
+    """A model from the flat field names of the run configs up to commit 57cc1b0 (e.g.
+    `world_features`, `world_encoding`), translated as `run_config.upgrade` translates them."""
+    return builder.build_model(run_config.upgrade({"model": flat})["model"], vocab_size)
+
+
+def with_world(model, **fields):
+    """`model` with these fields of its world part changed (e.g. encode_chunk)."""
+    return model.clone(world=dataclasses.replace(model.world, **fields))
 
 
 def _random_recent_cells(rng, batch, window=4):
@@ -40,17 +54,6 @@ def random_batch(rng, batch=3, text_len=10, steps=6, vocab=40):
                                 rng.uniform(-60, 60, (batch, 1))], 1).astype(np.float32),
         "actions": actions, "action_mask": mask, "weight": np.ones((batch,), np.float32),
     }
-
-
-def assert_option_trains_and_adds_only(model, params, batch, option: str, names: set):
-    """An optional model part (`option`, off at 0) on `batch`: every leaf of its parameters `names`
-    gets a non-zero gradient, and turning the option off removes exactly those parameters."""
-    k = int(batch["action_mask"].sum())
-    grads = jax.grad(lambda p: builder.loss_from_logits(*model.apply({"params": p}, batch, k))[0])(params)
-    for name in names:
-        for path, leaf in jax.tree_util.tree_leaves_with_path(grads[name]):
-            assert float(jnp.abs(leaf).sum()) > 0, (name, path)
-    assert set(params) - set(builder.init_params(model.clone(**{option: 0}), jax.random.PRNGKey(1))) == names
 
 
 def test_im2col_conv_equals_flax_conv():
@@ -84,12 +87,12 @@ def test_action_features_match_plain_reference():
 
 def test_action_logits_follow_the_codec_order():
     """Logit cell*7+slot must be the unit-conv output at that cell (plain NumPy head)."""
-    model = builder.BuilderModel(**TINY)
+    model = flat_model(**TINY)
     params = builder.init_params(model, jax.random.PRNGKey(1))
     rng = np.random.default_rng(1)
     feats = rng.normal(size=(2,) + G.GRID_SHAPE + (8,)).astype(np.float32)
     state = rng.normal(size=(2, 16)).astype(np.float32)
-    logits = np.asarray(model.apply({"params": params}, feats, state, method=builder.BuilderModel.action_logits))
+    logits = np.asarray(model.apply({"params": params}, feats, state, method=type(model).action_logits))
     chex.assert_shape(logits, (2, G.NUM_ACTIONS_WITH_STOP))
     p = jax.tree_util.tree_map(np.asarray, params)
     for trial in range(20):
@@ -105,11 +108,11 @@ def test_action_logits_follow_the_codec_order():
 
 @pytest.mark.parametrize("decoder", ["gru", "transformer"])
 def test_decoder_sequence_equals_step_by_step(decoder):
-    model = builder.BuilderModel(**TINY, decoder=decoder)
+    model = flat_model(**TINY, decoder=decoder)
     params = builder.init_params(model, jax.random.PRNGKey(2))
     batch = random_batch(np.random.default_rng(2))
     v = {"params": params}
-    M = builder.BuilderModel
+    M = type(model)
     token_states, summary = model.apply(v, batch["text_tokens"], batch["text_mask"], method=M.encode_text)
     steps = batch["actions"].shape[1]
     prev = np.concatenate([np.full((3, 1), builder.START), batch["actions"][:, :-1]], 1)
@@ -155,10 +158,10 @@ def test_worlds_before_each_step_match_python():
 def test_chunked_world_encoding_equals_one_pack():
     """encode_chunk only changes how the packed worlds are computed, not the logits or gradients."""
     batch = random_batch(np.random.default_rng(8), batch=4, steps=6)
-    whole = builder.BuilderModel(**TINY)
+    whole = flat_model(**TINY)
     params = builder.init_params(whole, jax.random.PRNGKey(3))
     for chunk in (4, 5):  # 5 does not divide the pack: padded internally
-        chunked = builder.BuilderModel(**TINY, encode_chunk=chunk)
+        chunked = flat_model(**TINY, encode_chunk=chunk)
         k = 24
         np.testing.assert_allclose(chunked.apply({"params": params}, batch, k)[0],
                                    whole.apply({"params": params}, batch, k)[0], rtol=1e-5, atol=1e-5)
@@ -201,7 +204,7 @@ def test_balanced_order_evens_out_the_device_blocks():
 def test_transformer_and_gru_share_the_interface_in_teacher_forcing():
     batch = random_batch(np.random.default_rng(5))
     for decoder in ("gru", "transformer"):
-        model = builder.BuilderModel(**TINY, decoder=decoder)
+        model = flat_model(**TINY, decoder=decoder)
         params = builder.init_params(model, jax.random.PRNGKey(0))
         logits, pack = model.apply({"params": params}, batch, 32)
         chex.assert_shape(logits, (32, G.NUM_ACTIONS_WITH_STOP))
@@ -242,7 +245,7 @@ def test_loss_is_finite_on_references_unsupported_as_recorded(mdc_corpus):
     fc = input_pipeline.FeatureConfig(max_text_tokens=64)
     table = input_pipeline.featurize_items(items, vocab, fc)
     batch = input_pipeline.expand_batch(table, np.arange(len(items)), fc)
-    model = builder.BuilderModel(**{**TINY, "vocab_size": vocab.size, "embedding_dim": 8})
+    model = flat_model(**{**TINY, "vocab_size": vocab.size, "embedding_dim": 8})
     params = builder.init_params(model, jax.random.PRNGKey(0))
     k = builder.packed_size(batch["action_mask"], batch["weight"])
     logits, pack = model.apply({"params": params}, batch, k)
@@ -273,7 +276,7 @@ def test_model_overfits_a_few_items_to_exact_predictions(mdc_corpus):
     fc = input_pipeline.FeatureConfig(max_text_tokens=48, max_actions=4)
     table = input_pipeline.featurize_items(items, vocab, fc)
     batch = input_pipeline.expand_batch(table, np.arange(len(items)), fc)
-    model = builder.BuilderModel(**{**TINY, "vocab_size": vocab.size, "world_features": 12,
+    model = flat_model(**{**TINY, "vocab_size": vocab.size, "world_features": 12,
                                     "text_hidden": 32, "decoder_hidden": 32, "head_hidden": 32})
     params = builder.init_params(model, jax.random.PRNGKey(0))
     optimizer = optax.adam(3e-3)
@@ -294,24 +297,6 @@ def test_model_overfits_a_few_items_to_exact_predictions(mdc_corpus):
     predictions = decode.predict_items(model, params, items, vocab, fc, batch_size=4, max_actions=6)
     report = evaluator.evaluate_predictions(items, predictions)
     assert report["strict_micro"] == pytest.approx(1.0), (float(loss), predictions)
-
-
-def test_last_action_offsets_match_plain_reference():
-    rng = np.random.default_rng(5)
-    cells = _random_recent_cells(rng, 6)
-    cells[0, 0] = -1  # no action yet
-    got = np.asarray(world_input.last_action_offsets(jnp.asarray(cells)))
-    chex.assert_shape(got, (6,) + G.GRID_SHAPE + (4,))
-    for b in range(6):
-        newest = int(cells[b, 0])
-        for flat in rng.integers(0, G.NUM_CELLS, size=20):
-            i, j, k = np.unravel_index(flat, G.GRID_SHAPE)
-            if newest < 0:
-                want = [0.0, 0.0, 0.0, 0.0]
-            else:
-                li, lj, lk = np.unravel_index(newest, G.GRID_SHAPE)
-                want = [(i - li) / 5, (j - lj) / 4, (k - lk) / 5, 1.0]
-            np.testing.assert_allclose(got[b, i, j, k], want, atol=1e-6)
 
 
 def test_film_scales_and_shifts_each_layer_as_written():

@@ -35,7 +35,7 @@ SCRIPT = textwrap.dedent('''
     items = mdc.load_corpus(corpus).split("train")[:96]
     vocab = Vocabulary.build(items)
     fc = input_pipeline.FeatureConfig(max_text_tokens=32, max_actions=6)
-    model = builder.BuilderModel(vocab_size=vocab.size, embedding_dim=8, text_hidden=16, world_features=8,
+    model = flat_model(vocab_size=vocab.size, embedding_dim=8, text_hidden=16, world_features=8,
                                  world_layers=2, action_embedding=16, decoder_hidden=16, head_hidden=16,
                                  encode_chunk=4)
     optimizer = optim.make_optimizer(run_checks.with_defaults({"train": dict(

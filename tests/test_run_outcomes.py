@@ -26,9 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = [
     "--config=configs/cpu.py", "--config.data.sources.mc.augment.enabled=False",
     "--config.data.sources.mc.max_train_items=40", "--config.data.sources.mc.max_val_items=8",
-    "--config.data.sources.mc.max_test_items=8", "--config.train.glove=False", "--config.model.embedding_dim=8",
-    "--config.model.text_hidden=16", "--config.model.world_features=8", "--config.model.world_layers=1",
-    "--config.model.action_embedding=16", "--config.model.decoder_hidden=16", "--config.model.head_hidden=16",
+    "--config.data.sources.mc.max_test_items=8", "--config.train.glove=False", "--config.model.text.embedding_dim=8",
+    "--config.model.text.hidden=16", "--config.model.world.features=8", "--config.model.world.layers=1",
+    "--config.model.decoder.action_embedding=16", "--config.model.decoder.hidden=16", "--config.model.heads.hidden=16",
     "--config.features.max_text_tokens=24", "--config.features.max_actions=3", "--config.train.batch_size=8",
     "--config.train.eval_every_steps=3", "--config.train.log_every_steps=3", "--config.train.patience=0",
     "--config.train.time_budget_minutes=0", "--config.eval.val_decode_items=-1",

@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent('''
 
     from bapjax.training import optimizer as optim, run_checks
     tc = run_checks.with_defaults({"train": dict(learning_rate=1e-3, weight_decay=0.1, grad_clip=5.0)}).train
-    model = builder.BuilderModel(vocab_size=30, embedding_dim=8, text_hidden=16, world_features=8,
+    model = flat_model(vocab_size=30, embedding_dim=8, text_hidden=16, world_features=8,
                                  world_layers=2, action_embedding=16, decoder_hidden=16, head_hidden=16,
                                  **MODEL_OPTIONS)
     optimizer = optim.make_optimizer(tc)

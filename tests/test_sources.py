@@ -22,7 +22,6 @@ def test_cache_entry_names(tmp_path, monkeypatch):
     assert sources.generated_entry("r", 4, (6, 2, 2)) == tmp_path / "generated" / "r-seed4-6-2-2"
     assert sources.generated_entry("r", 4, (6, 2, 2), tmp_path / "w") == tmp_path / "w" / "r-seed4-6-2-2"
     assert sources.augmented_entry(0, 3, 0.5) == tmp_path / "augmented" / "mc-seed0-copies3-p0.5"
-    assert sources.augmented_entry(0, 3, 0.5, mirror=True) == tmp_path / "augmented" / "mc-seed0-copies3-p0.5-mirror"
 
 
 def test_every_path_kind_gives_the_same_items(mdc_path, mdc_corpus, tmp_path):
@@ -108,21 +107,20 @@ def test_augment_copies_come_from_the_config(monkeypatch):
     config = cli.load_config("cpu_experiment:mc")
     assert config.data.sources.mc.augment.copies == augment.DEFAULT_COPIES
     cli.apply_overrides(config, ["--config.data.sources.mc.augment.copies=7",
-                                 "--config.data.sources.mc.augment.paraphrase_prob=0.25",
-                                 "--config.data.sources.mc.augment.mirror=True"])
+                                 "--config.data.sources.mc.augment.paraphrase_prob=0.25"])
     asked = []
 
     class Built(Exception):
         pass
 
-    def fake_augmented_corpus(mdc_path, seed, copies, paraphrase_prob, out, mirror):
-        asked.append((seed, copies, paraphrase_prob, mirror))
+    def fake_augmented_corpus(mdc_path, seed, copies, paraphrase_prob, out):
+        asked.append((seed, copies, paraphrase_prob))
         raise Built
 
     monkeypatch.setattr(sources, "augmented_corpus", fake_augmented_corpus)
     with pytest.raises(Built):
         sources.load_source("mc", config.data.sources.mc)
-    assert asked == [(0, 7, 0.25, True)]
+    assert asked == [(0, 7, 0.25)]
 
 
 def test_a_source_without_data_is_skipped_with_the_reason_and_the_way_to_add_it(monkeypatch):

@@ -27,7 +27,7 @@ def test_configs_load_and_build_a_model(name):
     assert config.train.learning_rate == 1e-3 and config.train.weight_decay == 0.1
     assert config.train.grad_clip == 5.0 and config.eval.max_actions == 20
     model = builder.build_model(config.model, vocab_size=50)
-    assert model.decoder in ("gru", "transformer")
+    assert model.decoder.kind in ("gru", "transformer")
     for key in config.eval.final_splits:
         assert key.partition(":")[0] in config.data.sources
     if name == "cl":
@@ -39,18 +39,21 @@ def test_configs_load_and_build_a_model(name):
 @pytest.mark.parametrize("name", ["baseline", "agg", "cl", "cpu", "quickstart", "cpu_experiment:mc",
                                   "cpu_experiment:cl_la", "cpu_experiment:agg,1,once", "bert:cl"])
 def test_each_config_builds_its_model_from_the_model_section(name):
-    """`build_model` is BuilderModel(vocab_size, **config.model): every field lands on the module,
-    and the model section lists every field (so each can be overridden from the command line)."""
+    """`build_model` builds the architecture `config.model.name` of the parts the sections give:
+    every field lands on its part, and each section lists every field of its part (so each can
+    be overridden from the command line)."""
+    import dataclasses
+
     from bapjax.models import builder
 
     config = load_config(name)
     model = builder.build_model(config.model, 50)
-    assert model.vocab_size == 50
-    for key, value in config.model.items():
-        assert getattr(model, key) == value, key
-    assert set(config.model) == set(builder.model_defaults())
-    assert set(builder.model_defaults()) | {"vocab_size"} == {
-        f for f in builder.BuilderModel.__dataclass_fields__ if f not in ("parent", "name")}
+    assert model.vocab_size == 50 and type(model) is builder.MODELS[config.model.name]
+    assert set(config.model) - {"name"} <= set(builder.SECTIONS)
+    for section in set(config.model) - {"name"}:
+        part = getattr(model, section)
+        assert dataclasses.asdict(part) == config.model[section].to_dict(), section
+    assert config.model.to_dict() == builder.complete_section(config.model.to_dict())
 
 
 def test_unknown_model_field_is_named():
@@ -58,12 +61,12 @@ def test_unknown_model_field_is_named():
     from bapjax.models import builder
 
     config = load_config("cpu")
-    config.model.wrold_features = 8
-    with pytest.raises(builder.ModelConfigError, match="no field 'wrold_features'") as err:
+    config.model.world.featurse = 8
+    with pytest.raises(builder.ModelConfigError, match="config.model.world has no field 'featurse'") as err:
         builder.build_model(config.model, 50)
-    assert isinstance(err.value, errors.UserError) and "world_features" in str(err.value)
+    assert isinstance(err.value, errors.UserError) and "features" in str(err.value)
     config = load_config("cpu")
-    config.model.text_encoder = "bert-huge"
+    config.model.text = {"encoder": "bert-huge", "hidden": 16}
     with pytest.raises(builder.ModelConfigError, match="text_encoder.*'gru'.*minilm"):
         builder.build_model(config.model, 50)
 
@@ -73,8 +76,8 @@ def test_unknown_model_field_is_refused_before_training_starts(tmp_path):
     from bapjax.training import loop
 
     config = tiny_config("unused")
-    config.model.decoder_layers = 2
-    with pytest.raises(builder.ModelConfigError, match="decoder_layers"):
+    config.model.decoder.layers = 2
+    with pytest.raises(builder.ModelConfigError, match="config.model.decoder has no field 'layers'"):
         loop.train_and_evaluate(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
@@ -82,8 +85,8 @@ def test_unknown_model_field_is_refused_before_training_starts(tmp_path):
 def test_old_run_configs_rebuild_their_model(tmp_path):
     """`checkpoints.load_run` builds the model from a run's config.json (completed by
     `run_checks.with_defaults`): today's, and an older one without the fields added since (they
-    keep BuilderModel's defaults, which are what those runs used) and with the fields that moved
-    where they were (`run_config.MOVED_FIELDS`)."""
+    keep their parts' defaults, which are what those runs used), the fields that moved where they
+    were (`run_config.MOVED_FIELDS`) and the flat model section (`run_config.FLAT_MODEL_FIELDS`)."""
     from bapjax.models import builder
 
     config = load_config("cpu")
@@ -91,22 +94,22 @@ def test_old_run_configs_rebuild_their_model(tmp_path):
     model = builder.build_model(saved.model, 50)
     assert model == builder.build_model(config.model, 50)
     old = json.loads(config.to_json_best_effort())
-    for key in ("bidirectional", "kernel_size", "conv_impl", "head_layers", "encode_chunk", "transformer_layers",
-                "transformer_width", "transformer_heads", "transformer_mlp", "perspective_scale"):
-        del old["model"][key]
-    old["features"]["recent_decay"] = old["model"].pop("recent_decay") / 2  # where it lived before
+    old["model"] = {"world_features": config.model.world.features, "world_layers": config.model.world.layers,
+                    "text_hidden": config.model.text.hidden}  # flat, without the fields added since
+    old["features"]["recent_decay"] = config.model.world.recent_decay / 2  # where it lived before
     old["model"]["glove"] = old["train"].pop("glove")
     old_config = run_checks.with_defaults(old)
     model = builder.build_model(old_config.model, 50)
-    assert (model.kernel_size, model.conv_impl, model.encode_chunk, model.transformer_layers) == (3, "im2col", 0, 5)
-    assert model.perspective_scale == 0.1 and model.world_features == config.model.world_features
-    assert model.recent_decay == config.model.recent_decay / 2 and old_config.train.glove is True
+    assert (model.world.kernel_size, model.world.conv_impl, model.world.encode_chunk) == (3, "im2col", 0)
+    assert model.world.perspective_scale == 0.1 and model.world.features == config.model.world.features
+    assert model.world.recent_decay == config.model.world.recent_decay / 2 and old_config.train.glove is True
     assert "recent_decay" not in old_config.features and "glove" not in old_config.model
-    # M' as it was recorded: model.text_encoder "frozen", the encoder named in features
+    # M' as it was recorded: flat, model.text_encoder "frozen", the encoder named in features
     bert = json.loads(load_config("bert:cl").to_json_best_effort())
-    bert["model"]["text_encoder"], bert["features"]["text_encoder"] = "frozen", "minilm"
+    bert["model"] = {"text_encoder": "frozen", "text_hidden": 256, "decoder": "transformer"}
+    bert["features"]["text_encoder"] = "minilm"
     bert_config = run_checks.with_defaults(bert)
-    assert bert_config.model.text_encoder == "minilm" and "text_encoder" not in bert_config.features
+    assert bert_config.model.text.encoder == "minilm" and "text_encoder" not in bert_config.features
     assert input_pipeline.FeatureConfig.from_config(bert_config).text_encoder == "minilm"
 
 
@@ -117,8 +120,10 @@ def tiny_config(workdir_name):
     mc.augment.enabled = False
     mc.max_train_items, mc.max_val_items, mc.max_test_items = 40, 8, 8
     config.train.glove = False
-    config.model.update(dict(embedding_dim=8, text_hidden=16, world_features=8, world_layers=1,
-                             action_embedding=16, decoder_hidden=16, head_hidden=16))
+    config.model.text.update(dict(embedding_dim=8, hidden=16))
+    config.model.world.update(dict(features=8, layers=1))
+    config.model.decoder.update(dict(action_embedding=16, hidden=16))
+    config.model.heads.hidden = 16
     config.features.max_text_tokens = 24
     config.features.max_actions = 3
     config.train.update(dict(batch_size=8, num_epochs=2, max_steps=6, eval_every_steps=3, patience=0,
@@ -301,8 +306,7 @@ def test_the_budget_line_names_stages_their_passes_and_the_passes_after():
                                           ("train.select_by", "nosuch_val_overall_micro_f1"),
                                           ("train.ema_decay", 1.0), ("train.ema_decay", -0.1),
                                           ("eval.val_decode_sources", ("mc", "nosuch")),
-                                          ("eval.stop_rule", "length"), ("eval.length_quantiles", (0.5, 0.0)),
-                                          ("curriculum.stage_passes", 0)])
+                                          ("eval.stop_rule", "length"), ("eval.length_quantiles", (0.5, 0.0))])
 def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, field, value):
     from bapjax.training import loop
 
@@ -326,9 +330,9 @@ def test_a_refused_resume_leaves_the_workdir_untouched(tmp_path):
     (run / "vocab.json").write_text('{"tokens": ["<pad>", "<unk>"]}')
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     changed = load_config("quickstart")
-    changed.model.world_features = 32
+    changed.model.world.features = 32
     changed.train.batch_size = 64
-    with pytest.raises(run_checks.ConfigError, match=r"model\.world_features=32 \(the run has 16\).*train\.batch_size=64"):
+    with pytest.raises(run_checks.ConfigError, match=r"model\.world\.features=32 \(the run has 16\).*train\.batch_size=64"):
         loop.train_and_evaluate(changed, run)
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
     same = load_config("quickstart")
@@ -337,21 +341,21 @@ def test_a_refused_resume_leaves_the_workdir_untouched(tmp_path):
 
 
 def test_a_run_written_before_a_source_field_existed_resumes(tmp_path):
-    """A source field added since the run was written (e.g. the MDC augmentation's `mirror`) takes
+    """A source field added since the run was written (e.g. the MDC augmentation's `paraphrase_prob`) takes
     its default when the run's config.json is read, so resuming with the default is no difference
     and resuming with another value is one."""
     original = load_config("cpu_experiment:agg,0")
     values = json.loads(original.to_json_best_effort())
-    del values["data"]["sources"]["mc"]["augment"]["mirror"]
+    del values["data"]["sources"]["mc"]["augment"]["paraphrase_prob"]
     del values["data"]["sources"]["bs"]["generate"]["processes"]
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.json").write_text(json.dumps(values))
     assert run_checks.check_resume_config(load_config("cpu_experiment:agg,0"), paths.workdir_path(run)) is True
-    mirrored = load_config("cpu_experiment:agg,0")
-    mirrored.data.sources.mc.augment.mirror = True
-    with pytest.raises(run_checks.ConfigError, match=r"data\.sources\.mc\.augment\.mirror=True \(the run has False\)"):
-        run_checks.check_resume_config(mirrored, paths.workdir_path(run))
+    changed = load_config("cpu_experiment:agg,0")
+    changed.data.sources.mc.augment.paraphrase_prob = 0.25
+    with pytest.raises(run_checks.ConfigError, match=r"data\.sources\.mc\.augment\.paraphrase_prob=0\.25 \(the run has 0\.5\)"):
+        run_checks.check_resume_config(changed, paths.workdir_path(run))
     added = load_config("cpu_experiment:agg,0")
     added.data.sources.extra = run_config.generated_source("bs", 10, 2, 2)  # a whole new source is a difference
     with pytest.raises(run_checks.ConfigError, match=r"data\.sources\.extra"):
@@ -374,13 +378,14 @@ def test_train_cli_prints_one_line_and_exits_2_on_a_bad_value(tmp_path):
 def frozen_text_config(workdir_name):
     """tiny_config with the M' text side: frozen MiniLM states, projection, Transformer decoder."""
     config = tiny_config(workdir_name)
-    config.model.update(dict(text_encoder="minilm", decoder="transformer", transformer_layers=1,
-                             transformer_width=16, transformer_heads=2, transformer_mlp=32))
+    config.model.text = {"encoder": "minilm", "hidden": 16}
+    config.model.decoder = {"kind": "transformer", "action_embedding": 16, "hidden": 16, "layers": 1, "width": 16,
+                            "heads": 2, "mlp": 32}
     return config
 
 
 def test_frozen_text_model_gets_its_features():
-    """The text encoder is named once (config.model.text_encoder): the features follow it."""
+    """The text encoder is named once (config.model.text.encoder): the features follow it."""
     config = run_checks.with_defaults(frozen_text_config("unused"))
     assert input_pipeline.FeatureConfig.from_config(config).text_encoder == "minilm"
     assert input_pipeline.FeatureConfig.from_config(run_checks.with_defaults(tiny_config("unused"))).text_encoder == ""
@@ -507,8 +512,8 @@ def test_the_experiment_models_differ_only_in_their_options():
     head, on items featurized in the Builder's frame; "once" keeps both off."""
     once, frame = load_config("cpu_experiment:mc,0,once"), load_config("cpu_experiment:mc,0,frame")
     assert load_config("cpu_experiment:mc,0").to_dict() == frame.to_dict()
-    assert not once.features.builder_frame and not once.model.length_head
-    assert frame.features.builder_frame and frame.model.length_head
-    assert {k for k in once.model if once.model[k] != frame.model[k]} == {"length_head"}
+    assert not once.features.builder_frame and "length" not in once.model
+    assert frame.features.builder_frame and frame.model.length.loss_weight == 0.2
+    assert {k: v for k, v in frame.model.to_dict().items() if k != "length"} == once.model.to_dict()
     assert {k for k in once.features if once.features[k] != frame.features[k]} == {"builder_frame"}
     assert frame.workdir == "runs/exp/mc-frame-s0" and frame.train.max_steps == once.train.max_steps

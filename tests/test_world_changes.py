@@ -10,7 +10,7 @@ import pytest
 from bapjax.models import builder, world_changes, world_input
 from bapjax.world import grid as G
 from tests.test_decode import randomize_film
-from tests.test_models import TINY, random_batch
+from tests.test_models import TINY, flat_model, random_batch, with_world
 
 
 def _reference_changes(grid0, grid, own_recent, decay):
@@ -107,38 +107,32 @@ def test_once_logits_equal_a_slow_path_per_step(film):
     step by step, a slow path: the item's start world encoded alone (FiLM on its text summary),
     plus the dense convolution of the plain-Python change channels, through the head."""
     batch = _batch_with_removals(2, batch=4, steps=7)
-    model = builder.BuilderModel(**TINY, world_encoding="once", world_film=film, encode_chunk=3)
+    model = flat_model(**TINY, world_encoding="once", world_film=film, encode_chunk=3)
     params = randomize_film(builder.init_params(model, jax.random.PRNGKey(5)))
     assert_once_logits_equal_the_slow_path(model, params, batch)
 
 
 def assert_once_logits_equal_the_slow_path(model, params, batch):
     """The slow path of `test_once_logits_equal_a_slow_path_per_step`, per packed (item, step): the
-    item's start world encoded alone (with `text_attention`, then reading its own text alone; with
-    `anchor_heads`, then its own pointers), plus the dense convolution of the plain-Python change
+    item's start world encoded alone, plus the dense convolution of the plain-Python change
     channels, through the head."""
     k = int(batch["action_mask"].sum())
     logits, pack = model.apply({"params": params}, batch, k)
-    v, M = {"params": params}, builder.BuilderModel
+    v, M = {"params": params}, type(model)
     token_states, summary, dec_out = _decoder_outputs(model, v, batch)  # the decoder itself is tested elsewhere
-    expected = _walk(batch, model.recent_decay)
+    expected = _walk(batch, model.world.recent_decay)
     kernel = params["world_changes"]["kernel"]
-    whole = model.clone(encode_chunk=0)
+    whole = with_world(model, encode_chunk=0)
     for row, (b, t) in enumerate(zip(np.asarray(pack["item"]), np.asarray(pack["step"]))):
         start = jax.tree_util.tree_map(lambda x: x[b:b + 1], world_input.start_world(batch))
         encoded = whole.apply(v, start, summary[b:b + 1], method=M.encode_world)
-        if model.text_attention:
-            encoded = whole.apply(v, encoded, token_states[b:b + 1], jnp.asarray(batch["text_mask"][b:b + 1]),
-                                  method=M.read_text)
-        if model.anchor_heads:
-            encoded = whole.apply(v, encoded, start["grid"], summary[b:b + 1], method=M.point_anchors)
         changes = world_changes.dense_change_conv(jnp.asarray(expected[b, t])[None], kernel)
         want = whole.apply(v, encoded + changes, dec_out[b, t][None], method=M.action_logits)[0]
         np.testing.assert_allclose(np.asarray(logits[row]), np.asarray(want), rtol=2e-4, atol=2e-4)
 
 
 def _decoder_outputs(model, v, batch):
-    M = builder.BuilderModel
+    M = type(model)
     actions = jnp.asarray(batch["actions"], jnp.int32)
     token_states, summary = model.apply(v, batch["text_tokens"], batch["text_mask"], method=M.encode_text)
     prev = jnp.concatenate([jnp.full((actions.shape[0], 1), builder.START, jnp.int32), actions[:, :-1]], 1)
@@ -149,16 +143,15 @@ def _decoder_outputs(model, v, batch):
 
 def test_once_gradients_do_not_depend_on_the_chunking():
     batch = _batch_with_removals(3, batch=4, steps=6)
-    whole = builder.BuilderModel(**TINY, world_encoding="once", world_film=True)
+    whole = flat_model(**TINY, world_encoding="once", world_film=True)
     params = randomize_film(builder.init_params(whole, jax.random.PRNGKey(1)))
     grads = [jax.grad(lambda p, m=m: builder.loss_from_logits(*m.apply({"params": p}, batch, 24))[0])(params)
-             for m in (whole, whole.clone(encode_chunk=3))]
+             for m in (whole, with_world(whole, encode_chunk=3))]
     for a, b in zip(*(jax.tree_util.tree_leaves(g) for g in grads)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
     assert float(jnp.abs(grads[0]["world_changes"]["kernel"]).sum()) > 0
 
 
-def test_world_encoding_names_are_checked():
-    model = builder.BuilderModel(**TINY, world_encoding="twice")
-    with pytest.raises(ValueError, match="config.model.world_encoding must be one of per_step, once"):
-        builder.init_params(model, jax.random.PRNGKey(0))
+def test_model_names_are_checked():
+    with pytest.raises(builder.ModelConfigError, match="config.model.name='twice': the models are per_step, once"):
+        flat_model(**TINY, world_encoding="twice")

@@ -11,9 +11,9 @@ REPO = Path(__file__).resolve().parents[1]
 SMALL_RUN = [  # the quickstart config, cut to a few steps of a tiny model
     "--config.train.max_steps=3", "--config.train.batch_size=8", "--config.train.log_every_steps=1",
     "--config.eval.val_decode_items=-1", "--config.eval.stop_thresholds=()",
-    "--config.train.glove=False", "--config.model.embedding_dim=8", "--config.model.text_hidden=16",
-    "--config.model.world_features=8", "--config.model.world_layers=1", "--config.model.decoder_hidden=16",
-    "--config.model.action_embedding=16", "--config.model.head_hidden=16", "--config.features.max_text_tokens=24",
+    "--config.train.glove=False", "--config.model.text.embedding_dim=8", "--config.model.text.hidden=16",
+    "--config.model.world.features=8", "--config.model.world.layers=1", "--config.model.decoder.hidden=16",
+    "--config.model.decoder.action_embedding=16", "--config.model.heads.hidden=16", "--config.features.max_text_tokens=24",
 ]
 
 

@@ -42,6 +42,17 @@ from bapjax.world import jsonl
 TRAIN_FIELDS = ("learning_rate", "schedule", "warmup_steps", "final_lr_fraction", "weight_decay", "batch_size")
 
 
+def dotted(section: dict, prefix: str = "") -> dict:
+    """A nested config section as one level of dotted keys ({"world": {"film": True}} -> {"world.film": True})."""
+    out = {}
+    for key, value in section.items():
+        if isinstance(value, dict):
+            out.update(dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def ablation_row(run: Path, reference_model: dict | None, reference_train: dict | None = None,
                  reference_features: dict | None = None) -> dict:
     record = collect_run(run)
@@ -52,9 +63,12 @@ def ablation_row(run: Path, reference_model: dict | None, reference_train: dict 
     report = record["eval"].get("mc_val")
     if report is None:
         raise SystemExit(f"{run}: final_eval.json has no mc_val (train with --config.eval.final_splits=\"('mc:val',)\")")
-    defaults = model_defaults()  # a field newer than the reference run has its default there
+    model = dotted(model)  # a model section of parts: its fields as "world.features", ...
+    reference = dotted(reference_model or {})
+    # a field newer than the reference run has its default there (a flat section predates the parts)
+    defaults = dotted(model_defaults(model["name"])) if "name" in model else {}
     changed = {k: v for k, v in model.items()
-               if reference_model is not None and reference_model.get(k, defaults.get(k)) != v}
+               if reference_model is not None and reference.get(k, defaults.get(k)) != v}
     for key in TRAIN_FIELDS:  # the optimizer settings an option may come with
         value = record["config"]["train"].get(key)
         if reference_train is not None and reference_train.get(key) != value:

@@ -99,7 +99,8 @@ def collect_run(run: Path) -> dict:
 def model_label(config: dict) -> str:
     """The paper's name for a run, read from its config (not its directory name)."""
     model = config.get("model", {})
-    prime = "'" if model.get("text_encoder", "gru") != "gru" else ""  # a frozen encoder ("minilm"; "frozen" before 2026-11-24)
+    encoder = (model.get("text") or {}).get("encoder") or model.get("text_encoder", "gru")  # parts; flat up to 57cc1b0
+    prime = "'" if encoder != "gru" else ""  # a frozen encoder ("minilm"; "frozen" before 2026-11-24)
     synthetic = any(name != "mc" and "train" in (source.get("splits") or ("train",))
                     for name, source in config.get("data", {}).get("sources", {}).items())
     curriculum = config.get("curriculum", {}) or {}

@@ -1,9 +1,12 @@
 """Does a refactor change training? A tiny run trained by COMMIT's code and by this tree's, compared.
 
-    python -m bapjax.analysis.compare_training --commit 3b301ad [--config cpu_experiment:cl] [--steps 6]
+    python -m bapjax.analysis.compare_training --commit 3b301ad [--config cpu_experiment:cl] [--steps 6] [--repo .]
 
 Each tree trains the same tiny run in its own process (`PYTHONPATH` = that tree: `git archive COMMIT`
-for the old one): the config's data sources cut to 48/8/8 items, a 1-layer model of width 8-16, 6
+of the git repository `--repo` (default: the one holding the current directory) for the old one,
+that repository's work tree for the new one; each loads the config by name as the CLI does):
+the config's data sources cut to 48/8/8 items, a 1-layer model of width 8-16 (in the model
+section's layout of each tree: flat fields, or one sub-section per part), 6
 steps of 8, the STOP rule chosen on val and the final decode of the MDC test items, in a
 temporary workdir with the shared caches. Prints whether every parameter is bit-identical, the
 largest difference, and each run's MDC test figures. The last line is JSON. Runs bit-identical only
@@ -20,21 +23,31 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-
 RUN = '''
 import json, sys
 import jax, numpy as np
-import configs
+try:
+    from bapjax.cli import load_config
+except ImportError:  # a tree before bapjax.cli's loader
+    import configs
+    load_config = configs.load
 if sys.argv[4] == "package":
     from bapjax.training import checkpoints
     from bapjax.training import loop as train
 else:  # a tree before the package layout (flat modules)
     from bapjax import checkpoints, train
 config_name, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-config = configs.load(config_name)
-config.model.update(dict(embedding_dim=8, text_hidden=16, world_features=8, world_layers=1,
-                         action_embedding=16, decoder_hidden=16, head_hidden=16))
+config = load_config(config_name)
+if "world" in config.model:  # one sub-section per part
+    if "embedding_dim" in config.model.text:
+        config.model.text.embedding_dim = 8
+    config.model.text.hidden = 16
+    config.model.world.update(dict(features=8, layers=1))
+    config.model.decoder.update(dict(action_embedding=16, hidden=16))
+    config.model.heads.hidden = 16
+else:  # the flat model section of older trees
+    config.model.update(dict(embedding_dim=8, text_hidden=16, world_features=8, world_layers=1,
+                             action_embedding=16, decoder_hidden=16, head_hidden=16))
 (config.model if "glove" in config.model else config.train).glove = False  # model.glove before 2026-11-24
 for source in config.data.sources.values():
     source.max_train_items, source.max_val_items, source.max_test_items = 48, 8, 8
@@ -74,7 +87,13 @@ def main() -> None:
                              "today, the once model from 8109a59, the per-step FiLM model before; across a change of "
                              "default name the model, e.g. cpu_experiment:cl,0,once, or compare bert:cl)")
     parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--repo", default=".", help="a directory of the git repository whose work tree is compared "
+                        "with --commit (default: the current directory's)")
     args = parser.parse_args()
+    top = subprocess.run(["git", "-C", args.repo, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if top.returncode:
+        raise SystemExit(f"error: --repo {args.repo}: not in a git repository ({top.stderr.strip()})")
+    repo = Path(top.stdout.strip())
     from bapjax import paths
 
     os.environ.setdefault("BAPJAX_MDC", str(paths.mdc_path()))  # the old tree finds the MDC beside this one
@@ -83,10 +102,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bapjax-compare-") as tmp:
         old_tree = Path(tmp) / "tree"
         old_tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.commit], check=True, capture_output=True)
+        archive = subprocess.run(["git", "-C", str(repo), "archive", args.commit], capture_output=True)
+        if archive.returncode:
+            raise SystemExit(f"error: --commit {args.commit}: git archive failed in {repo} "
+                             f"({archive.stderr.decode(errors='replace').strip().splitlines()[-1:]})")
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive.stdout, check=True)
         results = {"baseline": train_tree(old_tree, args.config, args.steps, Path(tmp) / "old"),
-                   "current": train_tree(REPO, args.config, args.steps, Path(tmp) / "new")}
+                   "current": train_tree(repo, args.config, args.steps, Path(tmp) / "new")}
         old, new = np.load(Path(tmp) / "old" / "params.npz"), np.load(Path(tmp) / "new" / "params.npz")
         same_tree = sorted(old.files) == sorted(new.files)
         worst = max(float(np.abs(old[k] - new[k]).max()) for k in old.files) if same_tree else None

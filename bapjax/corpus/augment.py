@@ -17,14 +17,7 @@ transformations of the paper (section 2.5):
 * synonym substitution with the corpus's lexicon ``data/lexicons/synonym_substitutions.json``
   (each eligible word is replaced with probability ``--paraphrase_prob``).
 
-With ``--mirror`` the odd-numbered copies (1, 3, ...) are also mirrored left to right before
-they are turned: cell (x, z) -> (-x, z), the Builder's yaw -> -yaw, and the chat's "left" and
-"right" (and their -most, -hand, -ish, -ward(s) forms) swapped where they name a direction
-(`mirror_direction_words`; "that's right", "right next to" keep theirs). Quarter turns leave an
-item the same once it is seen in the Builder's frame (`bapjax.world.rotation`); the mirror does
-not, so a model in that frame sees each game's geometry twice: as played and mirrored.
-
-(k, permutation) pairs (with the mirror: (k, mirror, permutation)) are drawn per game from the
+(k, permutation) pairs are drawn per game from the
 seed, never the identity and never twice for one game. Every transformation maps items one to one (region, supports and the per-color
 inventory are invariant), so each copy has exactly its original's items.
 
@@ -59,12 +52,6 @@ from bapjax.world import grid
 from bapjax.world.grid import Action, Block
 from bapjax.world.items import BapItem, BuilderPose, ChatTurn
 from bapjax.world.rotation import (
-    mirror_action,
-    mirror_block,
-    mirror_cell,
-    mirror_pose,
-    mirror_position,
-    mirror_yaw,
     rotate_action,
     rotate_block,
     rotate_cell,
@@ -83,25 +70,6 @@ _COLOR_WORD = re.compile(r"(?<![A-Za-z])(red|orange|yellow|green|blue|purple)(di
                          re.IGNORECASE)
 _WORD = re.compile(r"(?<![\w'])([A-Za-z0-9]+)(?![\w'])")
 _SPEAKER_PREFIX = re.compile(r"^(<\w+>\s?)(.*)$", re.DOTALL)
-_DIRECTION_WORD = re.compile(r"(?<![A-Za-z'])(left|right)(most|hand|ish|wards?)?(?![A-Za-z'])", re.IGNORECASE)
-# A place after "left"/"right" makes it a direction ("left of", "right side", "left and right").
-_PLACE_AFTER = frozenset({"of", "side", "sides", "edge", "corner", "end", "hand", "most", "and", "or"})
-# So does a word before it ("the right", "to your left") but for "the right idea", "the right way" ...
-_DIRECTION_BEFORE = frozenset({"the", "your", "my", "his", "her", "its", "their", "to", "far", "on", "at", "from",
-                               "towards", "toward", "more", "further", "top", "bottom", "upper", "lower",
-                               "diagonal", "diagonally"})
-_CORRECT_AFTER = frozenset({"idea", "way", "track", "answer", "place", "spot", "direction", "orientation", "color",
-                            "colour", "size", "shape", "height", "amount", "number", "position", "thing"})
-# "right" as agreement ("that's right", "right?") or as "exactly" ("right next to", "right on top").
-_AGREE_BEFORE = frozenset({"that's", "thats", "all", "you're", "youre", "exactly", "yes", "yeah", "yep", "ok",
-                           "okay", "is", "isn't", "was", "not", "that", "this", "sounds", "looks", "look", "alright",
-                           "oh", "ah", "hmm", "correct"})
-_EXACTLY_AFTER = frozenset({"now", "there", "here", "away", "next", "above", "below", "under", "underneath",
-                            "on", "behind", "beside", "in", "at", "after", "before", "against", "where", "over",
-                            "into", "onto", "up", "down", "through", "along", "off", "then", "back"})
-# "left" as what remains or was left ("all that is left", "you left one").
-_REMAIN_BEFORE = frozenset({"is", "are", "was", "were", "have", "has", "had", "i", "you", "we", "nothing", "anything",
-                            "still", "only", "just", "none", "some", "any"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,10 +80,9 @@ class Augmentation:
     permutation: tuple[int, ...]
     paraphrase_prob: float
     paraphrase_seed: int
-    mirror: bool = False  # mirrored left to right (before the turn); the chat's left/right swapped
 
     def to_json(self) -> dict:
-        return {"rotation_quarter_turns": self.rotation, "mirror": self.mirror,
+        return {"rotation_quarter_turns": self.rotation,
                 "color_map": {grid.color_name(c): grid.color_name(self.permutation[c - 1]) for c in IDENTITY},
                 "paraphrase_prob": self.paraphrase_prob, "paraphrase_seed": self.paraphrase_seed}
 
@@ -132,29 +99,29 @@ def inverse_permutation(permutation: Sequence[int]) -> tuple[int, ...]:
 
 
 def transform_block(block: Block, aug: Augmentation) -> Block:
-    block = rotate_block(mirror_block(block) if aug.mirror else block, aug.rotation)
+    block = rotate_block(block, aug.rotation)
     return block._replace(color=aug.permutation[block.color - 1])
 
 
 def transform_action(action: Action, aug: Augmentation) -> Action:
-    action = rotate_action(mirror_action(action) if aug.mirror else action, aug.rotation)
+    action = rotate_action(action, aug.rotation)
     return action._replace(color=aug.permutation[action.color - 1])
 
 
 def transform_pose(pose: BuilderPose, aug: Augmentation) -> BuilderPose:
-    return rotate_pose(mirror_pose(pose) if aug.mirror else pose, aug.rotation)
+    return rotate_pose(pose, aug.rotation)
 
 
 def transform_cell(x: int, z: int, aug: Augmentation) -> tuple[int, int]:
-    return rotate_cell(*(mirror_cell(x, z) if aug.mirror else (x, z)), aug.rotation)
+    return rotate_cell(x, z, aug.rotation)
 
 
 def transform_position(x: float, z: float, aug: Augmentation) -> tuple[float, float]:
-    return rotate_position(*(mirror_position(x, z) if aug.mirror else (x, z)), aug.rotation)
+    return rotate_position(x, z, aug.rotation)
 
 
 def transform_yaw(yaw: float, aug: Augmentation) -> float:
-    return rotate_yaw(mirror_yaw(yaw) if aug.mirror else yaw, aug.rotation)
+    return rotate_yaw(yaw, aug.rotation)
 
 
 def _match_case(word: str, like: str) -> str:
@@ -177,38 +144,6 @@ def permute_color_words(text: str, permutation: Sequence[int]) -> str:
         return _match_case(new + suffix, match.group(0))
 
     return _COLOR_WORD.sub(replace, text)
-
-
-def mirror_direction_words(text: str) -> str:
-    """The text of the mirrored world: "left" and "right" (and their -most, -hand, -ish, -ward(s)
-    forms) swapped where they name a direction. A bare word is a direction before a place ("of",
-    "side", "and" ...) or after "the", "your", "to" ... (but "the right idea", "the right way");
-    otherwise "right" keeps its word after "that's", "is", "yes" ... or alone (agreement) or before
-    "next", "above", "there" ... ("right next to": exactly), and "left" after "is", "you", "still" ...
-    (what remains, or was left)."""
-
-    def replace(match: re.Match) -> str:
-        word, suffix = match.group(1).lower(), match.group(2) or ""
-        if not suffix:
-            before_words = re.findall(r"[\w']+", text[:match.start()])
-            after_words = re.findall(r"[\w']+", text[match.end():])
-            before = before_words[-1].lower() if before_words else ""
-            after = after_words[0].lower() if after_words else ""
-            rest = text[match.end():].strip()
-            if after in _PLACE_AFTER:
-                pass
-            elif before in _DIRECTION_BEFORE:
-                if word == "right" and after in _CORRECT_AFTER:
-                    return match.group(0)
-            elif word == "right" and (before in _AGREE_BEFORE or after in _EXACTLY_AFTER
-                                      or (not before and (not rest or rest[0] in "?!.,"))):
-                return match.group(0)
-            elif word == "left" and before in _REMAIN_BEFORE:
-                return match.group(0)
-        swapped = ("right" if word == "left" else "left") + suffix.lower()
-        return _match_case(swapped, match.group(0))
-
-    return _DIRECTION_WORD.sub(replace, text)
 
 
 def color_words(text: str) -> list[int]:
@@ -271,8 +206,6 @@ class _ChatAugmenter:
             prefix, text = (match.group(1), match.group(2)) if match else ("", line)
             # Keep the system line the itemizer's readers may look for.
             if text != "Mission has started.":
-                if self.aug.mirror:
-                    text = mirror_direction_words(text)
                 text = permute_color_words(text, self.aug.permutation)
                 if self.aug.paraphrase_prob > 0:
                     text, count = paraphrase(text, self.lexicon, self.rng, self.aug.paraphrase_prob)
@@ -334,23 +267,20 @@ def _stable_hash(text: str) -> int:
     return zlib.crc32(text.encode("utf-8"))
 
 
-def draw_augmentations(game_id: str, seed: int, copies: int, paraphrase_prob: float,
-                       mirror: bool = False) -> list[Augmentation]:
-    """``copies`` distinct non-identity (rotation, permutation) pairs for one game, from the seed;
-    with `mirror` the odd-numbered copies (1, 3, ...) are mirrored too (half the copies, rounded up)."""
+def draw_augmentations(game_id: str, seed: int, copies: int, paraphrase_prob: float) -> list[Augmentation]:
+    """``copies`` distinct non-identity (rotation, permutation) pairs for one game, from the seed."""
     if copies > 4 * len(ALL_PERMUTATIONS) - 1:
         raise ValueError(f"at most {4 * len(ALL_PERMUTATIONS) - 1} distinct copies per game")
     rng = np.random.default_rng([seed, _stable_hash(game_id)])
-    used = {(0, False, IDENTITY)}
+    used = {(0, IDENTITY)}
     out = []
     while len(out) < copies:
         rotation = int(rng.integers(4))
         permutation = ALL_PERMUTATIONS[int(rng.integers(len(ALL_PERMUTATIONS)))]
-        mirrored = mirror and len(out) % 2 == 0
-        if (rotation, mirrored, permutation) in used:
+        if (rotation, permutation) in used:
             continue
-        used.add((rotation, mirrored, permutation))
-        out.append(Augmentation(rotation, permutation, paraphrase_prob, int(rng.integers(2**31)), mirrored))
+        used.add((rotation, permutation))
+        out.append(Augmentation(rotation, permutation, paraphrase_prob, int(rng.integers(2**31))))
     return out
 
 
@@ -396,8 +326,7 @@ WRITER = "bapjax.corpus.augment"  # the owner marker (bapjax.paths) of the folde
 
 def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: int, copies: int = DEFAULT_COPIES,
                   paraphrase_prob: float = DEFAULT_PARAPHRASE_PROB, include_originals: bool = True,
-                  processes: int | None = None, progress: bool = True, split: str = "train",
-                  mirror: bool = False) -> dict:
+                  processes: int | None = None, progress: bool = True, split: str = "train") -> dict:
     """Write the augmented training corpus to ``out_dir``; returns item counts and settings."""
     root = mdc.resolve_corpus(corpus)
     out_root = Path(out_dir)
@@ -422,7 +351,7 @@ def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: i
         game_rel = path.relative_to(logs)
         if include_originals:
             _link_or_copy(path, out_logs / game_rel)
-        jobs.append((path, game_rel, game_id, draw_augmentations(game_id, seed, copies, paraphrase_prob, mirror),
+        jobs.append((path, game_rel, game_id, draw_augmentations(game_id, seed, copies, paraphrase_prob),
                      lexicon, out_logs))
     if not jobs:
         raise mdc.CorpusError(f"{root}: no {split} games to augment")
@@ -459,7 +388,6 @@ def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: i
         "copies": copies,
         "seed": seed,
         "paraphrase_prob": paraphrase_prob,
-        "mirror": mirror,
         "substitutions": sum(r["substitutions"] for r in records),
         "source": str(root),
         "out": str(out_root),
@@ -482,7 +410,7 @@ def transform_item(item: BapItem, aug: Augmentation, copy: int) -> BapItem:
     def text(line: str) -> str:
         if line == "Mission has started.":
             return line
-        return permute_color_words(mirror_direction_words(line) if aug.mirror else line, aug.permutation)
+        return permute_color_words(line, aug.permutation)
 
     history = tuple(transform_action(e, aug) if isinstance(e, Action) else ChatTurn(e.speaker, text(e.text))
                     for e in item.history)
@@ -508,7 +436,6 @@ def define_flags() -> None:
     cli.flag("integer", "copies", DEFAULT_COPIES, "Augmented copies per training game (3 gives the paper's 4x mix).")
     cli.flag("float", "paraphrase_prob", DEFAULT_PARAPHRASE_PROB, "Probability of substituting each lexicon word.")
     cli.flag("bool", "include_originals", True, "Also put (hard links to) the original training games in OUT.")
-    cli.flag("bool", "mirror", False, "Mirror the odd-numbered copies left to right (chat's left/right swapped).")
     cli.flag("integer", "processes", None, "Worker processes (default: min(cpus, 4)).")
 
 
@@ -526,7 +453,7 @@ def main(argv: Sequence[str]) -> int:
     if FLAGS.processes is not None and FLAGS.processes < 1:
         raise UserError(f"--processes is {FLAGS.processes}; expected an integer >= 1 (or leave it out)")
     stats = augment_games(paths.mdc_path(FLAGS.corpus), FLAGS.out, FLAGS.seed, FLAGS.copies, FLAGS.paraphrase_prob,
-                          FLAGS.include_originals, FLAGS.processes, mirror=FLAGS.mirror)
+                          FLAGS.include_originals, FLAGS.processes)
     print(f"wrote {stats['augmented_games']} augmented games ({stats['augmented_items']} items) and "
           f"{stats['original_items']} original items to {stats['out']}: {stats['total_items']} training items")
     print(json.dumps(stats))

@@ -17,13 +17,12 @@ them as stage i holds of the other items, so the data set keeps its share of eve
 of waiting for the last buckets (with metric D the MDC, the hardest, would otherwise enter only
 at stage N-2 of N). The final stage is all items, as without it.
 
-``stage_passes`` (k, default 1 as in the paper): each stage is taken k times in a row (one pass
-each, shuffled anew), so the stages cover k times their items before the final stage; once, the N
-stages hold L(N+1)/(2N) of the L items (about half whatever N; 0.55 L with 10 buckets).
+Each stage is one pass (as in the paper): the N stages hold L(N+1)/(2N) of the L items (about
+half whatever N; 0.55 L with 10 buckets).
 
 Configs: ``config.curriculum.metric`` ("" or None for no curriculum),
 ``config.curriculum.num_buckets`` (paper grid: 5, 10, 15, 20, 25, 30) and
-``config.curriculum.stage_passes``.
+``config.curriculum.every_stage``.
 """
 
 from __future__ import annotations
@@ -110,19 +109,9 @@ def arrange(buckets: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
 
 
 def curriculum_stages(items: Sequence[BapItem], metric: str, num_buckets: int, seed: int,
-                      every_stage: Sequence[str] = (), stage_passes: int = 1) -> list[np.ndarray]:
-    """The schedule for ``DataIterator``: N x `stage_passes` + 1 index arrays (each stage
-    `stage_passes` times in a row, the last array all items); items of the data sets in
-    `every_stage` are in every stage at the others' fraction (module docstring)."""
-    if stage_passes < 1:
-        raise ValueError(f"curriculum stage_passes must be >= 1, got {stage_passes}")
-    stages = staged(items, metric, num_buckets, seed, every_stage)
-    return [stage for stage in stages[:-1] for _ in range(stage_passes)] + stages[-1:]
-
-
-def staged(items: Sequence[BapItem], metric: str, num_buckets: int, seed: int,
-           every_stage: Sequence[str]) -> list[np.ndarray]:
-    """The N stages, each once, then all items (`curriculum_stages` without repeats)."""
+                      every_stage: Sequence[str] = ()) -> list[np.ndarray]:
+    """The schedule for ``DataIterator``: N + 1 index arrays (the N stages, then all items); items
+    of the data sets in `every_stage` are in every stage at the others' fraction (module docstring)."""
     if not every_stage:
         return arrange(buckets_from_keys(difficulty(items, metric), num_buckets, seed), seed)
     kept_mask = np.array([item.dataset in set(every_stage) for item in items], bool)
@@ -140,10 +129,9 @@ def staged(items: Sequence[BapItem], metric: str, num_buckets: int, seed: int,
 
 
 def schedule_from_config(items: Sequence[BapItem], config: Any, seed: int) -> list[np.ndarray] | None:
-    """Stages from ``config.curriculum`` (metric, num_buckets, every_stage, stage_passes) of a
+    """Stages from ``config.curriculum`` (metric, num_buckets, every_stage) of a
     config completed with the defaults (`run_checks.with_defaults`); None when no curriculum is set."""
     section = config.curriculum
     if not section.metric:
         return None
-    return curriculum_stages(items, str(section.metric), int(section.num_buckets), seed, tuple(section.every_stage),
-                             int(section.stage_passes))
+    return curriculum_stages(items, str(section.metric), int(section.num_buckets), seed, tuple(section.every_stage))

@@ -16,9 +16,7 @@ Two layers:
 Model inputs (per item; batches stack to [B, ...]), see ``feature_specs``:
 ``text_tokens`` int32 [L], ``text_mask`` bool [L], ``grid`` int8 [11, 9, 11] (S_prev colors,
 0 empty), ``recent_cells`` int32 [W] (flat cell of the k-th newest earlier Builder action, -1
-none), ``pose`` float32 [5] (Builder x, y, z, yaw, pitch), with `mentioned_colors` ``mentions``
-float32 [7] (1 at each color named in the last Architect turn, index 0, empty, never),
-``actions`` int32 [T] (reference ids, then STOP, padded with STOP), ``action_mask`` bool [T]
+none), ``pose`` float32 [5] (Builder x, y, z, yaw, pitch), ``actions`` int32 [T] (reference ids, then STOP, padded with STOP), ``action_mask`` bool [T]
 (True on the reference actions and the one STOP), ``weight`` float32 [] (1 real, 0 padding).
 """
 
@@ -35,13 +33,12 @@ import numpy as np
 from absl import logging
 
 from bapjax import cli, paths
-from bapjax.corpus import augment
 from bapjax.text import bert_states, tokenizer
 from bapjax.text.encoders import GRU_TEXT, TEXT_ENCODERS, text_encoder_features
 from bapjax.text.vocab import Vocabulary
 from bapjax.world import grid, rotation
 from bapjax.world.grid import Action
-from bapjax.world.items import BapItem, ChatTurn, last_architect_turn
+from bapjax.world.items import BapItem, ChatTurn
 
 FEATURIZER_VERSION = 1
 
@@ -50,7 +47,7 @@ FEATURIZER_VERSION = 1
 class FeatureConfig:
     """Static shapes and feature options: what featurization reads. Its config fields live in
     ``config.features`` (`feature_defaults`, where `bapjax.training.run_config.base_config` takes them
-    from); `text_encoder` follows the model's (``config.model.text_encoder``: the model reads
+    from); `text_encoder` follows the model's (``config.model.text.encoder``: the model reads
     frozen-encoder states only if the features make them). `fingerprint` keys the feature cache,
     so it holds exactly these fields (`builder_frame` only when on).
 
@@ -64,7 +61,6 @@ class FeatureConfig:
     recent_window: int = 10  # how many of the Builder's last actions the recent channel marks
     text_encoder: str = ""  # "": vocabulary token ids; "minilm": frozen MiniLM token states (text_states)
     builder_frame: bool = False  # featurize each item turned into its Builder's frame (bapjax.world.rotation)
-    mentioned_colors: bool = False  # follows config.model.mentioned_colors: write `mentions` (colors_named)
 
     @property
     def num_action_slots(self) -> int:
@@ -72,17 +68,16 @@ class FeatureConfig:
 
     @classmethod
     def from_config(cls, config: Any | None) -> "FeatureConfig":
-        """From a run config (its ``features`` section and ``model.text_encoder``), or from a
+        """From a run config (its ``features`` section and ``model.text.encoder``), or from a
         features mapping alone (vocabulary ids); missing fields keep their default."""
         if config is None:
             return cls()
-        text_encoder, mentioned = "", False
+        text_encoder = ""
         if _get(config, "features") is not None:
-            model = _get(config, "model")
-            text_encoder = text_encoder_features(_get(model, "text_encoder") or GRU_TEXT) if model is not None else ""
-            mentioned = bool(_get(model, "mentioned_colors")) if model is not None else False
+            text = _get(_get(config, "model"), "text")
+            text_encoder = text_encoder_features(_get(text, "encoder") or GRU_TEXT) if text is not None else ""
             config = _get(config, "features")
-        values = {"text_encoder": text_encoder, "mentioned_colors": mentioned}
+        values = {"text_encoder": text_encoder}
         for name in feature_defaults():
             value = _get(config, name)
             if value is not None:
@@ -94,18 +89,15 @@ class FeatureConfig:
 
     def fingerprint(self) -> str:
         fields = dataclasses.asdict(self)
-        for name in ("builder_frame", "mentioned_colors"):
-            if not fields[name]:  # off: the key the feature caches had before the option
-                del fields[name]
+        if not fields["builder_frame"]:  # off: the key the feature caches had before the option
+            del fields["builder_frame"]
         return json.dumps(fields, sort_keys=True)
 
 
 def feature_specs(config: FeatureConfig) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """Per-item shape and dtype of every model input."""
     gx, gy, gz = grid.GRID_SHAPE
-    mentions = {"mentions": ((grid.NUM_COLORS + 1,), np.dtype(np.float32))} if config.mentioned_colors else {}
     return {
-        **mentions,
         "text_tokens": ((config.max_text_tokens,), np.dtype(np.int32)),
         "text_mask": ((config.max_text_tokens,), np.dtype(bool)),
         "grid": ((gx, gy, gz), np.dtype(np.int8)),
@@ -138,8 +130,6 @@ class FeaturizedItems:
     # with a frozen text encoder: float16 [P, H] token states of the distinct chat turns;
     # ``text_tokens`` then holds each item's rows into it (bapjax.text.bert_states)
     text_pool: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0), np.float16))
-    # with `mentioned_colors`: uint8 [N+1, 7] the colors named in the last Architect turn (colors_named)
-    mentions: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, grid.NUM_COLORS + 1), np.uint8))
 
     def __len__(self) -> int:
         return len(self.item_ids)
@@ -166,6 +156,7 @@ class FeaturizedItems:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
         counts = arrays.pop("counts")
+        arrays.pop("mentions", None)  # an empty array in caches written up to commit 57cc1b0
         return cls(item_ids=[str(s) for s in arrays.pop("item_ids")], truncated_actions=int(counts[0]),
                    truncated_text=int(counts[1]), **arrays)
 
@@ -190,15 +181,6 @@ class _SegmentCache:
         return ids
 
 
-def colors_named(item: BapItem) -> np.ndarray:
-    """uint8 [7]: 1 at each color whose word (`augment.color_words`: "red", "reds", "reddish" ...)
-    is in the item's last Architect chat turn (the instruction being answered), else 0; index 0
-    (empty) is always 0. The MDC augmentation permutes those words with the colors."""
-    out = np.zeros((grid.NUM_COLORS + 1,), np.uint8)
-    out[augment.color_words(last_architect_turn(item))] = 1
-    return out
-
-
 def _truncated_history_ids(item: BapItem, segment_ids: _SegmentCache, max_tokens: int) -> tuple[list[int], bool]:
     """``tokenizer.truncate_history`` on ids, reading only the events that can fit."""
     return tokenizer.truncate_newest_first(map(segment_ids, reversed(item.history)), max_tokens)
@@ -216,7 +198,6 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
     pose = np.zeros((n + 1, 5), np.float32)
     actions = np.full((n + 1, T), grid.STOP, np.int32)
     num_actions = np.zeros((n + 1,), np.int32)
-    mentions = np.zeros((n + 1 if config.mentioned_colors else 0, grid.NUM_COLORS + 1), np.uint8)
     segment_ids = _SegmentCache(vocab)
     truncated_actions = truncated_text = 0
     rule = cli.Progress(n)
@@ -252,8 +233,6 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
         except (ValueError, IndexError) as err:
             raise ValueError(f"{where}: reference action cannot be encoded ({err})") from err
         num_actions[row] = len(kept)
-        if config.mentioned_colors:
-            mentions[row] = colors_named(item)
         if progress and (row + 1) % 10000 == 0:
             logging.info("featurized %s", rule.line(row + 1))
     pool = np.zeros((0, 0), np.float16)
@@ -263,14 +242,13 @@ def featurize_items(items: Sequence[BapItem], vocab: Vocabulary, config: Feature
         text_length[:n] = (states.rows >= 0).sum(1)
         pool, truncated_text = states.pool, states.truncated
     return FeaturizedItems(text, text_length, grids, recent, pose, actions, num_actions,
-                           [item.item_id for item in items], truncated_actions, truncated_text, pool, mentions)
+                           [item.item_id for item in items], truncated_actions, truncated_text, pool)
 
 
 def feature_defaults() -> dict[str, Any]:
-    """The ``config.features`` fields and their defaults (FeatureConfig's, less `text_encoder` and
-    `mentioned_colors`, which follow ``config.model``'s fields of those names)."""
-    return {f.name: f.default for f in dataclasses.fields(FeatureConfig)
-            if f.name not in ("text_encoder", "mentioned_colors")}
+    """The ``config.features`` fields and their defaults (FeatureConfig's, less `text_encoder`,
+    which follows ``config.model.text.encoder``)."""
+    return {f.name: f.default for f in dataclasses.fields(FeatureConfig) if f.name != "text_encoder"}
 
 
 def _get(mapping: Any, name: str):
@@ -355,8 +333,6 @@ def expand_batch(features: FeaturizedItems, rows: np.ndarray, config: FeatureCon
     extra = {}
     if features.text_pool.size:  # frozen text encoder: the token states themselves
         extra["text_states"] = features.text_pool[text_tokens].astype(np.float32) * text_mask[..., None]
-    if features.mentions.size:
-        extra["mentions"] = features.mentions[rows].astype(np.float32)
     return {
         **extra,
         "text_tokens": text_tokens.astype(np.int32, copy=False),

@@ -9,7 +9,7 @@ Derived corpora are built once into the cache (``bapjax.paths.cache_root()``), i
 by `generated_entry` and `augmented_entry` (the one statement of the names):
 
     generated/<dataset>-seed<seed>-<train>-<val>-<test>/   simulated D_bs / D_ss / D_r
-    augmented/mc-seed<seed>-copies<copies>-p<paraphrase>[-mirror]/  the augmented MDC training games
+    augmented/mc-seed<seed>-copies<copies>-p<paraphrase>/  the augmented MDC training games
 
 Both ``bapjax.train`` and ``bapjax.build`` use these folders, in-process. An entry counts
 only once its completion record (``bapjax.paths.seal``: every file's size and checksum) is
@@ -105,11 +105,10 @@ def generated_entry(dataset: str, seed: int, sizes: Sequence[int], parent: str |
     return Path(parent or cache_root() / "generated") / f"{dataset}-seed{seed}-{train}-{val}-{test}"
 
 
-def augmented_entry(seed: int, copies: int, paraphrase_prob: float, parent: str | os.PathLike | None = None,
-                    mirror: bool = False) -> Path:
+def augmented_entry(seed: int, copies: int, paraphrase_prob: float, parent: str | os.PathLike | None = None) -> Path:
     """The folder of the augmented MDC for these settings: under `parent` when given, else under
     the cache's ``augmented/``."""
-    name = f"mc-seed{seed}-copies{copies}-p{paraphrase_prob:g}" + ("-mirror" if mirror else "")
+    name = f"mc-seed{seed}-copies{copies}-p{paraphrase_prob:g}"
     return Path(parent or cache_root() / "augmented") / name
 
 
@@ -137,22 +136,21 @@ def generated_corpus(dataset: str, seed: int, sizes: Sequence[int], processes: i
 
 def augmented_corpus(mdc_path: str | os.PathLike, seed: int, copies: int = augment.DEFAULT_COPIES,
                      paraphrase_prob: float = augment.DEFAULT_PARAPHRASE_PROB,
-                     out: str | os.PathLike | None = None, processes: int | None = None,
-                     mirror: bool = False) -> tuple[Path, bool]:
-    """The MDC training games augmented `copies` times (``bapjax.corpus.augment``; `mirror`: the
-    odd-numbered copies mirrored) plus the originals, built on first use. Returns (directory,
-    whether it was reused)."""
+                     out: str | os.PathLike | None = None, processes: int | None = None) -> tuple[Path, bool]:
+    """The MDC training games augmented `copies` times (``bapjax.corpus.augment``) plus the
+    originals, built on first use. Returns (directory, whether it was reused)."""
     source = mdc.resolve_corpus(resolve_path(mdc_path))
-    root = Path(out) if out else augmented_entry(seed, copies, paraphrase_prob, mirror=mirror)
+    root = Path(out) if out else augmented_entry(seed, copies, paraphrase_prob)
 
     def matches(path: Path) -> bool:
         meta = json.loads((path / "data" / "augmentation.json").read_text())
+        # "mirror": an entry built with mirrored copies (possible up to commit 57cc1b0) is not this one
         return (meta.get("seed"), meta.get("copies"), meta.get("paraphrase_prob"), meta.get("source"),
-                bool(meta.get("mirror", False))) == (seed, copies, paraphrase_prob, str(source), mirror)
+                bool(meta.get("mirror", False))) == (seed, copies, paraphrase_prob, str(source), False)
 
     def build(path: Path) -> None:
         logging.info("augmenting the MDC training games of %s into %s", source, path)
-        augment.augment_games(source, path, seed, copies, paraphrase_prob, processes=processes, mirror=mirror)
+        augment.augment_games(source, path, seed, copies, paraphrase_prob, processes=processes)
 
     return _cached_entry(root, matches, build, "the augmented MDC", augment.WRITER)
 
@@ -210,8 +208,7 @@ def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
         if not train_path and aug and aug.get("enabled", True) and "train" in wanted:
             def augment_it():
                 return augmented_corpus(corpus_path, int(aug["seed"]), int(aug.get("copies", augment.DEFAULT_COPIES)),
-                                        float(aug.get("paraphrase_prob", augment.DEFAULT_PARAPHRASE_PROB)), aug.get("out", "") or None,
-                                        mirror=bool(aug.get("mirror", False)))
+                                        float(aug.get("paraphrase_prob", augment.DEFAULT_PARAPHRASE_PROB)), aug.get("out", "") or None)
 
             splits["train"] = list(_load_derived(augment_it()[0], augment_it, "the augmented MDC").split("train"))
         elif train_path:

@@ -1,5 +1,6 @@
-"""Flax models for Builder Action Prediction: world CNN, text encoders, action decoders, builder."""
+"""Flax models for Builder Action Prediction: parts (text encoders, world encoders, action
+decoders, heads), the architectures made of them, and `build_model`."""
 
-from bapjax.models.builder import BuilderModel, build_model
+from bapjax.models.builder import MODELS, BuilderModel, build_model
 
-__all__ = ["BuilderModel", "build_model"]
+__all__ = ["MODELS", "BuilderModel", "build_model"]

@@ -5,16 +5,15 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from flax.linen.recurrent import flip_sequences
 
 from bapjax.models.gru import GRUWeights, gru_states
 
 
 class GRUTextEncoder(nn.Module):
-    """Embeds tokens and runs a (optionally bidirectional) GRU over the unpadded prefix.
+    """Embeds tokens and runs a GRU over the unpadded prefix.
 
-    Returns (token states [B, L, H], summary [B, H]); the summary is the last real token's state
-    (both directions' finals projected to H when bidirectional). The embedding table is set to
+    Returns (token states [B, L, H], summary [B, H]); the summary is the last real token's state.
+    The embedding table is set to
     GloVe after init (`bapjax.models.builder.init_params` with the vocabulary's matrix), which keeps
     big arrays out of the module definition.
     """
@@ -22,7 +21,6 @@ class GRUTextEncoder(nn.Module):
     vocab_size: int
     embedding_dim: int = 50
     hidden: int = 300
-    bidirectional: bool = False
     train_embeddings: bool = True
 
     @nn.compact
@@ -34,14 +32,7 @@ class GRUTextEncoder(nn.Module):
             x = jax.lax.stop_gradient(x)
         lengths = jnp.maximum(mask.sum(-1).astype(jnp.int32), 1)
         # the cells' parameters where nn.RNN(nn.GRUCell) kept them, so trees and checkpoints are unchanged
-        fwd, fwd_carry = _run(GRUWeights(self.hidden, name="GRUCell_0")(x.shape[-1]), x, lengths)
-        if not self.bidirectional:
-            return fwd, fwd_carry
-        flip = lambda a: flip_sequences(a, lengths, num_batch_dims=1, time_major=False)  # noqa: E731
-        bwd, bwd_carry = _run(GRUWeights(self.hidden, name="GRUCell_1")(x.shape[-1]), flip(x), lengths)
-        states = nn.Dense(self.hidden, name="merge_states")(jnp.concatenate([fwd, flip(bwd)], -1))
-        summary = nn.Dense(self.hidden, name="merge_summary")(jnp.concatenate([fwd_carry, bwd_carry], -1))
-        return states, summary
+        return _run(GRUWeights(self.hidden, name="GRUCell_0")(x.shape[-1]), x, lengths)
 
 
 def _run(weights: dict, x: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:

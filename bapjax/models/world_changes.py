@@ -1,8 +1,8 @@
-"""One world encoding per item (`BuilderModel.world_encoding = "once"`): what changed since the start.
+"""One world encoding per item (the "once" architecture, `bapjax.models.once`): what changed since the start.
 
-Teacher forcing used to re-run the world CNN after every action (~5.5 encodings per item at batch
-32, ~95% of a CPU step). In "once" mode the CNN encodes each item's *start* world once, and each
-decoder step adds to those features a cheap encoding of what its actions changed since:
+Re-running the world CNN after every action costs ~5.5 encodings per item at batch 32, ~95% of
+a CPU step. The once architecture encodes each item's *start* world once, and each decoder step
+adds to those features a cheap encoding of what its actions changed since:
 
   `change_channels` (per cell, 8 channels): one-hot of the color placed where the cell's color
   differs from the start (6), a removed flag where the start's block is gone or recolored (1),
@@ -16,8 +16,7 @@ decoder step adds to those features a cheap encoding of what its actions changed
 
 The world state carries `item_actions` (the actions applied since the item's start), kept by
 `world_input.advance_world`, the one rule both teacher forcing and decoding apply, so both feed
-identical change features for the same sequence. `WORLD_ENCODINGS` names the modes and
-`check_world_encoding` validates a name (here only).
+identical change features for the same sequence.
 """
 
 from __future__ import annotations
@@ -31,16 +30,7 @@ from bapjax.models import world_input
 from bapjax.models.world_cnn import conv3d_im2col
 from bapjax.world import grid as G
 
-# "per_step": the CNN encodes the world before every decoder step (the paper's model);
-# "once": it encodes each item's start world once, each step adds `ChangeConv(change_channels)`.
-WORLD_ENCODINGS = ("per_step", "once")
 CHANGE_CHANNELS = G.NUM_COLORS + 2  # placed color (6), removed (1), recency within the item (1)
-
-
-def check_world_encoding(name: str) -> str:
-    if name not in WORLD_ENCODINGS:
-        raise ValueError(f"config.model.world_encoding must be one of {', '.join(WORLD_ENCODINGS)}, got {name!r}")
-    return name
 
 
 def change_channels(world: dict, start: dict, recent_decay: float) -> jax.Array:
@@ -108,7 +98,7 @@ class ChangeConv(nn.Module):
     def __call__(self, changes: jax.Array, max_changed: int, dense: bool = False) -> jax.Array:
         k = self.kernel_size
         if k < 1 or k % 2 == 0:
-            raise ValueError(f"config.model.change_kernel must be an odd number >= 1, got {k}")
+            raise ValueError(f"config.model.world.change_kernel must be an odd number >= 1, got {k}")
         kernel = self.param("kernel", nn.initializers.lecun_normal(), (k, k, k, changes.shape[-1], self.features))
         if dense:
             return dense_change_conv(changes, kernel)

@@ -88,7 +88,7 @@ class WorldCNN(nn.Module):
             elif self.impl == "xla":
                 x = nn.Conv(self.features, (k, k, k), padding="SAME", dtype=self.dtype, name=f"conv{layer}")(x)
             else:
-                raise ValueError(f"config.model.conv_impl must be 'im2col' or 'xla', got {self.impl!r}")
+                raise ValueError(f"config.model.world.conv_impl must be 'im2col' or 'xla', got {self.impl!r}")
             if self.film:
                 film = nn.Dense(2 * self.features, kernel_init=nn.initializers.zeros, name=f"film{layer}")(condition)
                 gamma, beta = jnp.split(film.astype(self.dtype)[:, None, None, None, :], 2, axis=-1)

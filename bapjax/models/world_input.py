@@ -9,18 +9,16 @@ The world state of one item at a decoder step is a dict of arrays:
   ``pose``          float32 [5]: the Builder's x, y, z, yaw, pitch; it stays fixed within an item
                     (the logs give it at the last utterance),
   ``item_actions``  int32 []: how many actions the item has applied since its start (0 at the
-                    start; what `world_changes` tells the item's own recent actions by),
-  ``mentions``      float32 [7], only where the batch has it (a model with `mentioned_colors`):
-                    1 at each color the last Architect turn names; it stays fixed within an item.
-`WORLD_KEYS` (and `MENTION_KEY` where present) are the batch keys it is read from (`start_world`); the featurizer
+                    start; what `world_changes` tells the item's own recent actions by).
+`WORLD_KEYS` are the batch keys it is read from (`start_world`); the featurizer
 (`bapjax.data.input_pipeline`) writes them, decoding passes them on (`bapjax.training.decode.DECODE_KEYS`).
 
 `advance_world` is the single rule for "the world after one more action"; teacher forcing scans
 it over the gold actions (`worlds_before_each_step`) and decoding applies it to the chosen action,
 so both feed the CNN identical inputs for the same sequence (tested). `world_channels` is the one
 place the CNN's input channels are built from a world state (`BuilderModel.encode_world`, used by
-both). Its options (`use_perspective`, `use_last_offset`, `recent_decay`, `perspective_scale`,
-`mentioned_colors`) are BuilderModel fields (`config.model`).
+both). Its options (`use_perspective`, `recent_decay`, `perspective_scale`) are fields of the
+model's world part (`config.model.world`: `perspective`, `recent_decay`, `perspective_scale`).
 """
 
 from __future__ import annotations
@@ -37,19 +35,15 @@ _CELL_CENTERS = np.stack(np.meshgrid(
 
 
 WORLD_KEYS = ("grid", "recent_cells", "pose")  # the batch keys a world state is read from
-MENTION_KEY = "mentions"  # ... and this one, written only for a model with `mentioned_colors`
 
 
 def start_world(batch: dict) -> dict:
-    """The world state at the start of each item of a batch (its `WORLD_KEYS`, and `MENTION_KEY`
-    where the batch has it; on device)."""
+    """The world state at the start of each item of a batch (its `WORLD_KEYS`; on device)."""
     grid = jnp.asarray(batch["grid"]).astype(jnp.int8)
     world = {"grid": grid,
              "recent_cells": jnp.asarray(batch["recent_cells"]).astype(jnp.int32),
              "pose": jnp.asarray(batch["pose"]).astype(jnp.float32),
              "item_actions": jnp.zeros(grid.shape[:-3], jnp.int32)}
-    if MENTION_KEY in batch:
-        world[MENTION_KEY] = jnp.asarray(batch[MENTION_KEY]).astype(jnp.float32)
     return world
 
 
@@ -111,45 +105,13 @@ def perspective_coordinates(pose: jax.Array, scale: float) -> jax.Array:
     return out.reshape(pose.shape[:-1] + G.GRID_SHAPE + (3,))
 
 
-def last_action_offsets(recent_cells: jax.Array) -> jax.Array:
-    """[..., W] cells -> float32 [..., 11, 9, 11, 4]: each cell's offset (dx/5, dy/4, dz/5) from
-    the cell of the newest action, and 1 where there is one (all zeros before any action).
-    It reaches the whole grid, where the recent-action channel is seen only within the CNN's
-    receptive field: "next to the last one", "two to its left" become a per-cell feature."""
-    newest = jnp.asarray(recent_cells, jnp.int32)[..., 0]
-    has = newest >= 0
-    centers = jnp.asarray(_CELL_CENTERS)  # [C, 3], flat cell order
-    last = jnp.take(centers, jnp.maximum(newest, 0), axis=0)  # [..., 3]
-    half = jnp.array([(n - 1) / 2 for n in G.GRID_SHAPE], jnp.float32)  # (5, 4, 5)
-    offsets = (centers - last[..., None, :]) / half * has[..., None, None]
-    flag = jnp.broadcast_to(has[..., None, None], offsets.shape[:-1] + (1,)).astype(jnp.float32)
-    out = jnp.concatenate([offsets, flag], axis=-1)
-    return out.reshape(newest.shape + G.GRID_SHAPE + (4,))
-
-
-def mentioned_cells(one_hot: jax.Array, mentions: jax.Array) -> jax.Array:
-    """One-hot colors [..., 11, 9, 11, 7] and mentions [..., 7] -> float32 [..., 11, 9, 11, 1]: 1
-    where the cell's block has a color the last Architect turn names ("on top of the blue one")."""
-    return jnp.sum(one_hot * mentions[..., None, None, None, :], axis=-1, keepdims=True)
-
-
 def world_channels(world: dict, *, recent_decay: float, perspective_scale: float,
-                   use_perspective: bool = True, use_last_offset: bool = False,
-                   mentioned_colors: bool = False) -> jax.Array:
-    """The CNN's input channels [..., 11, 9, 11, 8 + 3 + 4 + 1] of world states (leaves [..., ...]):
-    one-hot colors with the empty channel (7), the recent-action weights (1), with
-    `use_perspective` the Builder-frame coordinates of each cell (3), with `use_last_offset`
-    each cell's offset from the newest action (`last_action_offsets`, 4), with `mentioned_colors`
-    whether the cell's color is named in the instruction (`mentioned_cells`, 1)."""
+                   use_perspective: bool = True) -> jax.Array:
+    """The CNN's input channels [..., 11, 9, 11, 8 (+ 3)] of world states (leaves [..., ...]):
+    one-hot colors with the empty channel (7), the recent-action weights (1), and with
+    `use_perspective` the Builder-frame coordinates of each cell (3)."""
     one_hot = jax.nn.one_hot(world["grid"].astype(jnp.int32), G.NUM_COLORS + 1, dtype=jnp.float32)
     parts = [one_hot, recent_weights(world["recent_cells"], recent_decay)[..., None]]
     if use_perspective:
         parts.append(perspective_coordinates(world["pose"], perspective_scale))
-    if use_last_offset:
-        parts.append(last_action_offsets(world["recent_cells"]))
-    if mentioned_colors:
-        if MENTION_KEY not in world:
-            raise ValueError("world_channels: mentioned_colors needs the batch's 'mentions' (features of a "
-                             "model with config.model.mentioned_colors)")
-        parts.append(mentioned_cells(one_hot, world[MENTION_KEY]))
     return jnp.concatenate(parts, axis=-1)

@@ -1,10 +1,10 @@
-"""The names of the text encoders a builder model may read (config.model.text_encoder): the GRU over
+"""The names of the text encoders a builder model may read (config.model.text.encoder): the GRU over
 vocabulary ids, or a frozen pretrained encoder whose token states the features hold."""
 
 from __future__ import annotations
 
-GRU_TEXT = "gru"  # config.model.text_encoder of the models that read vocabulary ids (GloVe + GRU)
-# The frozen encoders a model may read instead (config.model.text_encoder) -> their states' cache name.
+GRU_TEXT = "gru"  # config.model.text.encoder of the models that read vocabulary ids (GloVe + GRU)
+# The frozen encoders a model may read instead (config.model.text.encoder) -> their states' cache name.
 TEXT_ENCODERS = {"minilm": "all-MiniLM-L6-v2"}
 
 
@@ -14,6 +14,6 @@ def text_encoder_features(model_text_encoder: str) -> str:
     if model_text_encoder == GRU_TEXT:
         return ""
     if model_text_encoder not in TEXT_ENCODERS:
-        raise ValueError(f"config.model.text_encoder must be {GRU_TEXT!r} or one of {sorted(TEXT_ENCODERS)}, "
+        raise ValueError(f"config.model.text.encoder must be {GRU_TEXT!r} or one of {sorted(TEXT_ENCODERS)}, "
                          f"got {model_text_encoder!r}")
     return model_text_encoder

@@ -4,7 +4,7 @@
 encodes the slot's current world (colors and recent-action channel after the actions so far,
 `bapjax.models.world_input.advance_world`, the same rule as teacher forcing), masks infeasible
 actions (`bapjax.world.grid.feasible_mask_single`: occupancy, support, the 20-per-color inventory),
-and picks the next action. With `world_encoding="once"` the start worlds of all rows of a call
+and picks the next action. With the once architecture (`config.model.name="once"`) the start worlds of all rows of a call
 are encoded once before the loop, and a step adds the slot's change features to its item's
 encoding (`BuilderModel.changed_world_logits`): no CNN inside the loop. A slot whose item stops
 (STOP or `max_actions`) takes the next waiting item at once, so no work is spent on finished items until the queue runs dry; the loop
@@ -53,7 +53,7 @@ def check_stop_rule(stop_rule: str, stop_threshold: float = 0.5, model: BuilderM
     if not 0.0 < float(stop_threshold) <= 1.0:
         raise ValueError(f"the STOP threshold must be in (0, 1], got {stop_threshold!r}")
     if stop_rule == "length" and model is not None and not getattr(model, "length_head", False):
-        raise ValueError("the STOP rule 'length' needs a model with a length head (config.model.length_head=True); "
+        raise ValueError("the STOP rule 'length' needs a model with a length head (a config.model.length section); "
                          "this model has none")
 
 
@@ -182,7 +182,7 @@ def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_act
     slots nor the devices (`sample_actions`; `predict_items`' `sample` builds the keys).
     """
     variables = {"params": params}
-    M = BuilderModel
+    M = type(model)  # the architecture's methods (bapjax.models.builder.MODELS)
     batch = {k: jnp.asarray(v) for k, v in batch.items()}
     tokens, text_mask = batch[model.text_key], batch["text_mask"]
     check_stop_rule(stop_rule, stop_threshold, model)
@@ -309,9 +309,8 @@ DECODE_KEYS = ("text_tokens", "text_mask", *world_input.WORLD_KEYS, "weight")  #
 
 
 def decode_keys(model: BuilderModel) -> tuple[str, ...]:
-    """DECODE_KEYS with the model's text input (token ids, or frozen-encoder token states), and
-    the instruction's colors for a model with `mentioned_colors`."""
-    return (model.text_key,) + DECODE_KEYS[1:] + ((world_input.MENTION_KEY,) if model.mentioned_colors else ())
+    """DECODE_KEYS with the model's text input (token ids, or frozen-encoder token states)."""
+    return (model.text_key,) + DECODE_KEYS[1:]
 
 
 def call_layout(count: int, devices: int, per_device: int) -> np.ndarray:

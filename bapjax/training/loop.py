@@ -183,12 +183,10 @@ def total_steps(iterator: input_pipeline.DataIterator, num_passes: int) -> int:
     return sum(iterator.batches_in_pass(p) for p in range(num_passes))
 
 
-def describe_budget(iterator: input_pipeline.DataIterator, steps: int, num_stages: int, stage_passes: int = 1) -> str:
-    """What `steps` cover: the curriculum stages, then passes over all the data (fractions
-    where the step budget ends one). `num_stages` counts the schedule's stage passes (each of
-    the N stages `stage_passes` times in a row)."""
-    unit = (f"curriculum stage passes ({num_stages // stage_passes} stages x {stage_passes})" if stage_passes > 1
-            else "curriculum stages")
+def describe_budget(iterator: input_pipeline.DataIterator, steps: int, num_stages: int) -> str:
+    """What `steps` cover: the `num_stages` curriculum stages, then passes over all the data
+    (fractions where the step budget ends one)."""
+    unit = "curriculum stages"
     stage_steps = total_steps(iterator, num_stages)
     if num_stages and steps <= stage_steps:
         done, covered = 0, 0
@@ -282,13 +280,11 @@ class TrainingRun:
                 (workdir / "config.json").write_text(config.to_json_best_effort(indent=1))
         self.feature_config = input_pipeline.FeatureConfig.from_config(config)
         feature_cache = cache_root() / "features"
-        schedule, passes = None, 1  # passes: how many times the schedule takes each curriculum stage
+        schedule = None
         if config.curriculum.metric:
             schedule = curriculum.schedule_from_config(train_items, config, int(config.seed))
-            passes = int(config.curriculum.stage_passes)
-            log("curriculum %s with %d buckets%s: stage sizes %s", config.curriculum.metric,
-                config.curriculum.num_buckets, f", each stage {passes} passes" if passes > 1 else "",
-                [len(s) for s in schedule[:-1:passes]] + [len(schedule[-1])])
+            log("curriculum %s with %d buckets: stage sizes %s", config.curriculum.metric,
+                config.curriculum.num_buckets, [len(s) for s in schedule])
         self.train_iter = input_pipeline.DataIterator(
             train_items, self.vocab, self.feature_config, int(tc.batch_size), seed=int(config.seed), shuffle=True,
             process_index=jax.process_index(), process_count=jax.process_count(), schedule=schedule,
@@ -302,7 +298,7 @@ class TrainingRun:
         self.eval_every = int(tc.eval_every_steps) or self.train_iter.batches_in_pass(num_passes - 1)
         self.checkpoint_every = int(tc.checkpoint_every_steps) or self.eval_every
         log("training %d steps (%s), batch %d over %d devices, eval every %d steps", self.steps_total,
-            describe_budget(self.train_iter, self.steps_total, num_passes - int(tc.num_epochs), passes),
+            describe_budget(self.train_iter, self.steps_total, num_passes - int(tc.num_epochs)),
             tc.batch_size, self.mesh.size, self.eval_every)
 
         self.model = builder.build_model(config.model, self.vocab.size)

@@ -51,9 +51,14 @@ def with_defaults(config: ml_collections.ConfigDict | Mapping) -> ml_collections
     """`config` over `run_config.base_config()`, the one home of the run defaults: every field
     a run reads is then present (a config written by hand, or a run's config.json from before a
     field existed or moved, `run_config.upgrade`, gets the default). Values `config` sets win;
-    unknown fields are kept (so validation can name them)."""
+    unknown fields are kept (so validation can name them). The model section is completed with the
+    defaults of its own parts (`builder.complete_section`), not with another model's."""
     values = config.to_dict() if isinstance(config, ml_collections.ConfigDict) else dict(config)
-    return ml_collections.ConfigDict(_overlay(run_config.base_config().to_dict(), run_config.upgrade(values)))
+    values = run_config.upgrade(values)
+    base = run_config.base_config().to_dict()
+    merged = _overlay(base, {key: value for key, value in values.items() if key != "model"})
+    merged["model"] = builder.complete_section(values.get("model") or base["model"])
+    return ml_collections.ConfigDict(merged)
 
 
 def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
@@ -61,7 +66,7 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
     before anything is read or written. The model, features, decoding and optimizer sections are
     checked by building what owns them; the rest (counts and sources) here."""
     tc, ec = config.train, config.eval
-    builder.model_kwargs(config.model)  # ModelConfigError naming an unknown field or an out-of-range value
+    builder.parts_of(config.model)  # ModelConfigError naming an unknown field or an out-of-range value
     owners = [
         ("features", lambda: input_pipeline.FeatureConfig.from_config(config)),
         ("eval", lambda: decode.DecodeSettings.from_eval_config(ec)),
@@ -88,7 +93,6 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
         ("train.pack_multiple", tc.pack_multiple, int(tc.pack_multiple) >= 1, ">= 1"),
         ("train.patience", tc.patience, int(tc.patience) >= 0, ">= 0 (0: no early stopping)"),
         ("train.ema_decay", tc.ema_decay, 0.0 <= float(tc.ema_decay) < 1.0, ">= 0 and < 1 (0: no moving average)"),
-        ("curriculum.stage_passes", config.curriculum.stage_passes, int(config.curriculum.stage_passes) >= 1, ">= 1"),
     ]
     for key in ec.final_splits:
         source_name, _, split = str(key).partition(":")

@@ -11,8 +11,9 @@ before a field existed) with these. Sections:
   the augmented training corpus on first use; `train_corpus` points at one already built.
   Relative paths are taken from the cwd, else the repository root.
 * ``features``: what featurization reads (`input_pipeline.FeatureConfig`'s config fields).
-* ``model``: every `BuilderModel` field (`builder.model_defaults()`, where each is explained),
-  so `--config.model.<field>=...` reaches any of them.
+* ``model``: the architecture (`name`, `bapjax.models.builder.MODELS`) and one sub-section per
+  part with every field of that part (`builder.model_section`; each field is explained in
+  `bapjax.models.parts`), so `--config.model.<part>.<field>=...` reaches any of them.
 * ``train``, ``eval``, ``curriculum``, ``distributed``: commented below where they are set.
 """
 
@@ -23,6 +24,7 @@ import ml_collections
 from bapjax import paths
 from bapjax.corpus import augment as augment_lib
 from bapjax.data import input_pipeline
+from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.world.items import TABLE3
 
@@ -51,7 +53,7 @@ def mdc_source(augment: bool = True) -> ml_collections.ConfigDict:
     source = _source(MDC, "mc")
     source.augment = ml_collections.ConfigDict(
         {"enabled": augment, "seed": 0, "copies": augment_lib.DEFAULT_COPIES,
-         "paraphrase_prob": augment_lib.DEFAULT_PARAPHRASE_PROB, "mirror": False, "out": ""})
+         "paraphrase_prob": augment_lib.DEFAULT_PARAPHRASE_PROB, "out": ""})
     return source
 
 
@@ -64,12 +66,20 @@ def generated_source(dataset: str, train: int, val: int, test: int, seed: int = 
     return source
 
 
+def model_section(name: str = "per_step", *, text_encoder: str = "gru", decoder: str = "gru",
+                  length_head: bool = False) -> ml_collections.ConfigDict:
+    """A model section of the architecture `name` (bapjax.models.builder.MODELS) with these kinds
+    of parts, every field at its default (`builder.model_section`)."""
+    return ml_collections.ConfigDict(builder.model_section(name, text_encoder=text_encoder, decoder=decoder,
+                                                           length_head=length_head))
+
+
 def paper_model() -> ml_collections.ConfigDict:
-    """The original implementation's sizes (rnn 300; the world CNN at width 300 is the ~17
-    GFLOP-per-encoding (fwd+bwd) model of the original implementation: two 3x3x3 layers of 300 channels): every
-    `BuilderModel` field at its default but `world_layers`."""
-    model = ml_collections.ConfigDict(builder.model_defaults())
-    model.world_layers = 2
+    """The paper's M at the original implementation's sizes (rnn 300; the world CNN at width 300,
+    ~17 GFLOP per encoding fwd+bwd: two 3x3x3 layers of 300 channels): the "per_step"
+    architecture with GRU text and decoder, every part's field at its default but `world.layers`."""
+    model = model_section("per_step")
+    model.world.layers = 2
     return model
 
 
@@ -140,7 +150,6 @@ def base_config() -> ml_collections.ConfigDict:
     config.curriculum.metric = ""  # "" = no curriculum; D, L_A, L_I or combinations like "D,L_A"
     config.curriculum.num_buckets = 10
     config.curriculum.every_stage = ()  # data sets in every stage at their share, e.g. ("mc",) (bapjax.data.curriculum)
-    config.curriculum.stage_passes = 1  # passes over each stage before the next (bapjax.data.curriculum)
 
     config.distributed = ml_collections.ConfigDict()
     config.distributed.initialize = False  # True on multi-host (TPU pods, multi-node GPU)
@@ -159,6 +168,70 @@ MOVED_FIELDS = (
     ("model.glove", "train.glove", None),
     ("features.text_encoder", "model.text_encoder", {"": "gru"}),
 )
+
+# The flat model section (one field per option, up to commit 57cc1b0) -> the part field that holds
+# it now (`upgrade`); a field of a part the model does not have (e.g. transformer_layers with the GRU
+# decoder) is dropped by `builder.complete_section`.
+FLAT_MODEL_FIELDS = {
+    "world_encoding": "name", "text_encoder": "text.encoder", "embedding_dim": "text.embedding_dim",
+    "text_hidden": "text.hidden", "world_features": "world.features", "world_layers": "world.layers",
+    "kernel_size": "world.kernel_size", "conv_impl": "world.conv_impl", "world_film": "world.film",
+    "use_perspective": "world.perspective", "perspective_scale": "world.perspective_scale",
+    "recent_decay": "world.recent_decay", "encode_chunk": "world.encode_chunk",
+    "change_kernel": "world.change_kernel", "step_chunk": "world.step_chunk",
+    "decoder": "decoder.kind", "action_embedding": "decoder.action_embedding", "decoder_hidden": "decoder.hidden",
+    "transformer_layers": "decoder.layers", "transformer_width": "decoder.width",
+    "transformer_heads": "decoder.heads", "transformer_mlp": "decoder.mlp", "head_hidden": "heads.hidden",
+    "length_loss_weight": "length.loss_weight",
+}
+# Options whose ablations lost, removed after commit REMOVED_AT (their results: docs/results.md), at
+# the value that meant "off". A run that set one otherwise is refused (`RemovedOptionError`); a
+# field that only sized a removed option goes with it.
+REMOVED_AT = "57cc1b0"
+REMOVED_OPTIONS = {
+    "model.bidirectional": False, "model.use_last_offset": False, "model.head_layers": 1,
+    "model.chunk_remat": "full", "model.text_attention": 0, "model.length_reads_text": False,
+    "model.mentioned_colors": False, "model.anchor_heads": 0, "curriculum.stage_passes": 1,
+    "data.sources.*.augment.mirror": False,
+}
+SIZING_REMOVED_OPTIONS = ("model.anchor_kernel",)
+
+
+class RemovedOptionError(UserError):
+    """A run config that used an option bapjax no longer has (named in the message)."""
+
+
+def _removed(path: str, value, default) -> None:
+    if value != default:
+        raise RemovedOptionError(
+            f"{path}={value!r}: this option was removed after commit {REMOVED_AT} (its ablation lost: "
+            f"docs/results.md); resume, evaluate or predict with this run from that commit's code")
+
+
+def _upgrade_model(model: dict) -> dict:
+    """A flat model section (before the parts) as today's: name and one sub-section per part."""
+    flat = dict(model)
+    for path, default in REMOVED_OPTIONS.items():
+        section, _, key = path.partition(".")
+        if section == "model" and key in flat:
+            _removed(path, flat.pop(key), default)
+    for path in SIZING_REMOVED_OPTIONS:
+        flat.pop(path.partition(".")[2], None)
+    length_head = bool(flat.pop("length_head", False))
+    if not length_head:
+        flat.pop("length_loss_weight", None)
+    section: dict = {"length": {}} if length_head else {}
+    for key, value in flat.items():
+        target = FLAT_MODEL_FIELDS.get(key)
+        if target is None:  # unknown: kept at the top, so build_model names it
+            section[key] = value
+            continue
+        part, _, field = target.partition(".")
+        if field:
+            section.setdefault(part, {})[field] = value
+        else:
+            section[part] = value
+    return builder.complete_section(section)
 
 
 def _fill_missing(values: dict, template: dict) -> dict:
@@ -187,12 +260,23 @@ def upgrade(values: dict) -> dict:
     new place wins) and every data source completed with the fields of its kind it lacks, at their
     defaults (a field added to a source since the run was written). Before they moved,
     `model.text_encoder` said "frozen" and `features.text_encoder` named the encoder; the name is
-    what the model section holds now."""
+    what the model section holds now. A flat model section (one field per option, up to commit
+    `REMOVED_AT`) becomes today's parts (`FLAT_MODEL_FIELDS`); a run that set a `REMOVED_OPTIONS`
+    option on is refused in one line naming it (`RemovedOptionError`), one that left it off loses
+    the field."""
     values = {key: dict(value) if isinstance(value, dict) else value for key, value in values.items()}
     data = values.get("data")
     if isinstance(data, dict) and isinstance(data.get("sources"), dict):
-        data["sources"] = {name: _fill_missing(source, source_template(source)) if isinstance(source, dict) else source
-                           for name, source in data["sources"].items()}
+        sources = {}
+        for name, source in data["sources"].items():
+            if isinstance(source, dict) and isinstance(source.get("augment"), dict) and "mirror" in source["augment"]:
+                source = {**source, "augment": dict(source["augment"])}
+                _removed(f"data.sources.{name}.augment.mirror", source["augment"].pop("mirror"), False)
+            sources[name] = _fill_missing(source, source_template(source)) if isinstance(source, dict) else source
+        data["sources"] = sources
+    curriculum = values.get("curriculum")
+    if isinstance(curriculum, dict) and "stage_passes" in curriculum:
+        _removed("curriculum.stage_passes", curriculum.pop("stage_passes"), 1)
     if isinstance(values.get("model"), dict) and values["model"].get("text_encoder") == "frozen":
         del values["model"]["text_encoder"]  # named by features.text_encoder, moved below
     for old, new, mapping in MOVED_FIELDS:
@@ -206,4 +290,7 @@ def upgrade(values: dict) -> dict:
         target = values.setdefault(new_section, {})
         if isinstance(target, dict):
             target.setdefault(new_key, value)
+    model = values.get("model")
+    if isinstance(model, dict) and not any(isinstance(model.get(part), dict) for part in builder.SECTIONS):
+        values["model"] = _upgrade_model(model)
     return values

@@ -1,5 +1,5 @@
-"""Quarter turns of the world about the vertical axis through the build region's center, its
-left-right mirror, and the Builder's frame.
+"""Quarter turns of the world about the vertical axis through the build region's center, and the
+Builder's frame.
 
 A quarter turn maps cell (x, z) to (-z, x): the build region (x, z in -5..5) onto itself. A
 continuous position turns the same way about (0.5, 0.5), the center of the region's cell
@@ -7,12 +7,6 @@ centers, so a cell's center turns with its cell. The Builder's yaw increases by 
 turn: Minecraft looks along (-sin yaw, cos yaw) in (x, z), which (x, z) -> (-z, x) maps to the
 direction of yaw + 90. Heights, colors and chat are unchanged, so every block keeps its place
 relative to the Builder.
-
-The mirror maps cell (x, z) to (-x, z) (positions: x -> 1 - x, about the same center) and yaw to
--yaw: Minecraft's gaze (-sin yaw, cos yaw) has its x flipped. It keeps up/down and front/back and
-swaps the Builder's left and right, so a mirrored item's chat swaps the words "left" and "right"
-(`bapjax.corpus.augment.mirror_direction_words`); the geometry here moves blocks, actions and the
-pose only.
 
 The Builder's frame of an item (`to_builder_frame`) is the item turned by the k quarter turns
 (`builder_frame_turns`) that bring the Builder's yaw into [-45, 45): the Builder then looks
@@ -83,36 +77,6 @@ def rotate_item(item: BapItem, quarter_turns: int) -> BapItem:
         reference_actions=tuple(rotate_action(a, quarter_turns) for a in item.reference_actions),
         next_structure=tuple(sorted(rotate_block(b, quarter_turns) for b in item.next_structure)),
         builder_pose=rotate_pose(item.builder_pose, quarter_turns))
-
-
-def mirror_cell(x: int, z: int) -> tuple[int, int]:
-    """Cell (x, z) mirrored: (-x, z); maps the build region to itself."""
-    return -x, z
-
-
-def mirror_position(x: float, z: float) -> tuple[float, float]:
-    """A continuous position mirrored like the cells: about x = 0.5."""
-    return 1.0 - x, z
-
-
-def mirror_yaw(yaw: float) -> float:
-    """Yaw (degrees) of the mirrored gaze: -yaw, in [-180, 180)."""
-    return (-yaw + 180.0) % 360.0 - 180.0
-
-
-def mirror_block(block: Block) -> Block:
-    x, z = mirror_cell(block.x, block.z)
-    return Block(x, block.y, z, block.color)
-
-
-def mirror_action(action: Action) -> Action:
-    x, z = mirror_cell(action.x, action.z)
-    return Action(action.type, action.color, x, action.y, z)
-
-
-def mirror_pose(pose: BuilderPose) -> BuilderPose:
-    x, z = mirror_position(pose.x, pose.z)
-    return BuilderPose(x, pose.y, z, mirror_yaw(pose.yaw), pose.pitch)
 
 
 def _in_frame(yaw: float) -> bool:
