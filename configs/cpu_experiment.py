@@ -43,7 +43,7 @@ the newest 128 dialogue tokens (equal to 256 on val, ~1.2x the items/s); the che
 best decoded MDC val micro Overall F1 (M_mc's val loss rises from its first eval while its F1
 climbs), evaluated with a moving average of the weights (`train.ema_decay` 0.999); the STOP rule
 chosen on MDC val alone (`eval.stop_rule_val`), then minimum-Bayes-risk selection among the
-greedy sequence and 32 draws (`eval.mbr_samples`; chosen over greedy on val in every run, +1.2 to
+greedy sequence and 32 draws (`eval.samples`; chosen over greedy on val in every run, +1.2 to
 +3.5). The final evaluation decodes every MDC test item (1,616); add the synthetic test splits with
 `--config.eval.final_splits="('mc:test','bs:test','ss:test','r:test')"` (each then takes 33
 decoding passes).
@@ -106,7 +106,7 @@ def get_config(arg: str = "cl"):
     config.eval.stop_rule_val = "mc"
     # then the chosen rule with minimum-Bayes-risk selection among it and 32 draws per item at
     # temperature 0.5 (bapjax.training.mbr), kept if it wins on MDC val at one of the default costs
-    config.eval.mbr_samples = 32
+    config.eval.samples = 32
     config.eval.final_splits = ("mc:test",)
 
     config.data.sources.mc = run_config.mdc_source(augment=True)

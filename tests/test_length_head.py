@@ -167,7 +167,7 @@ def test_the_length_rule_decodes_each_items_quantile_length(fields):
         expected = [min(_python_quantile(row, q), max_actions) for row in length_logits]
         np.testing.assert_array_equal(np.asarray(decode.length_quantile(jnp.asarray(length_logits), q)),
                                       [_python_quantile(row, q) for row in length_logits])
-        fn = decode.make_decode_fn(model, max_actions, min_actions=1, slots=4, stop_rule="length", stop_threshold=q)
+        fn = decode.DecodeSettings(max_actions, 1, 4, "length", q).decode_fn(model)
         ids = fn(params, batch)
         assert _decoded_lengths(ids) == expected, q
         if q == 0.5:
@@ -180,7 +180,7 @@ def test_length_rule_lengths_are_capped_at_max_actions():
     bias = np.full(builder.LENGTH_CLASSES, -30.0)
     bias[-1] = 30.0  # ">= 20" for every item
     params = _length_params(model, 8, bias)
-    ids = decode.make_decode_fn(model, 5, slots=2, stop_rule="length", stop_threshold=0.5)(params, batch)
+    ids = decode.DecodeSettings(5, 0, 2, "length", 0.5).decode_fn(model)(params, batch)
     assert np.asarray(ids).shape == (3, 5) and _decoded_lengths(ids) == [5, 5, 5]
     assert (np.asarray(ids) < G.NUM_ACTIONS).all()
 
@@ -189,9 +189,9 @@ def test_the_length_rule_without_a_length_head_is_refused():
     model, _ = _models(world_encoding="once")
     params = builder.init_params(model, jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match="length head"):
-        decode.make_decode_fn(model, 5, stop_rule="length", stop_threshold=0.5)
+        decode.DecodeSettings(5, 0, 64, "length", 0.5).decode_fn(model)
     with pytest.raises(ValueError, match="length head"):
-        decode.decode_pool(model, params, _decode_batch(2, np.random.default_rng(0)), slots=2, stop_rule="length")
+        decode.decode_pool(model, params, _decode_batch(2, np.random.default_rng(0)), decode.DecodeSettings(20, 0, 2, "length"))
     with pytest.raises(ValueError, match="in \\(0, 1\\]"):
         decode.check_stop_rule("length", 0.0)
     decode.DecodeSettings(5, 1, 2, "length", 0.5)  # the rule itself is valid without a model
@@ -263,5 +263,5 @@ def test_the_head_reading_the_text_pools_the_unmasked_token_states():
     dstates, dsummary = reads.apply({"params": params}, d["text_tokens"], d["text_mask"], method=reads.encode_text)
     dlogits = reads.apply({"params": params}, dsummary, world_input.start_world(d), None, dstates, d["text_mask"],
                           method=reads.length_logits)
-    ids = decode.make_decode_fn(reads, 12, slots=2, stop_rule="length", stop_threshold=0.5)(params, dbatch)
+    ids = decode.DecodeSettings(12, 0, 2, "length", 0.5).decode_fn(reads)(params, dbatch)
     assert _decoded_lengths(ids) == [min(_python_quantile(row, 0.5), 12) for row in np.asarray(dlogits, np.float64)]

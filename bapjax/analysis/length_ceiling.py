@@ -94,11 +94,8 @@ def analyze_run(run_dir: str, items: list[BapItem]) -> dict:
     max_actions = decoder.settings.max_actions
     own = decoder.predict(items)
     lengths = {item.item_id: min(len(item.reference_actions), max_actions) for item in items}
-    run, settings = decoder.run, decoder.settings
-    from bapjax.training import decode
-
-    forced = decode.predict_items(run.model, run.params, items, run.vocab, decoder.feature_config, settings.slots,
-                                  max_actions, decode_fn=decoder.decode_fn, lengths=lengths)
+    settings = decoder.settings
+    forced = decoder.predict_items(items, lengths=lengths)
     return {"stop_rule": settings.stop_rule, "stop_threshold": settings.stop_threshold,
             "own": breakdown(items, own), "forced length": breakdown(items, forced)}
 
