@@ -205,7 +205,8 @@ def upgrade(values: dict) -> dict:
         if not isinstance(section, dict) or old_key not in section:
             continue
         value = section.pop(old_key)
-        value = (mapping or {}).get(value, value)
+        if mapping is not None:  # a renamed value (mapped fields hold strings)
+            value = mapping.get(value, value)
         target = values.setdefault(new_section, {})
         if isinstance(target, dict):
             target.setdefault(new_key, value)
