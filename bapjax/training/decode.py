@@ -1,4 +1,5 @@
-"""Greedy (or sampled) decoding as a pool of slots: one compiled `lax.while_loop` over a set of items.
+"""Decoding as a pool of slots: one compiled `lax.while_loop` over a set of items, greedy, with
+forced lengths, or sampled, each an explicit argument of `decode_pool`.
 
 `slots` items decode at once. Each step embeds each slot's previous action, advances the decoder,
 encodes the slot's current world (colors and recent-action channel after the actions so far,
@@ -7,19 +8,24 @@ actions (`bapjax.world.grid.feasible_mask_single`: occupancy, support, the 20-pe
 and picks the next action. With `world_encoding="once"` the start worlds of all rows of a call
 are encoded once before the loop, and a step adds the slot's change features to its item's
 encoding (`BuilderModel.changed_world_logits`): no CNN inside the loop. A slot whose item stops
-(STOP or `max_actions`) takes the next waiting item at once, so no work is spent on finished items until the queue runs dry; the loop
-ends when every item is done. Under a mesh each device runs its own pool over its own items
+(STOP or `max_actions`) takes the next waiting item at once, so no work is spent on finished
+items until the queue runs dry; the loop ends when every item is done. Under a mesh each device runs its own pool over its own items
 (`bapjax.training.sharding.per_device`), so devices never wait for each other's longest item.
 
 STOP rules: "argmax" takes the most likely of STOP and every single feasible action; "mass"
 stops when p(STOP) >= `stop_threshold` (0.5: STOP more likely than continuing at all, i.e. than
 the summed probability of the feasible actions), else takes the most likely action; "length"
 (a model with `length_head`) decodes each item's length quantile `stop_threshold` of the length
-head's distribution (`length_quantile`, computed once per item before the loop) as `force_length`
-does, taking the most likely feasible action at each step. Greedy argmax
-over 7,623 actions favours STOP whenever the model is unsure *where* to build, which makes
-predictions short; a run chooses its rule on val after training and keeps it in its decode.json
-(`bapjax.predict`, where a run's decoding is written and read).
+head's distribution (`length_quantile`, computed once per item before the loop) as forced
+`lengths` do, taking the most likely feasible action at each step. Greedy argmax over 7,623
+actions favours STOP whenever the model is unsure *where* to build, which makes predictions short;
+a run chooses its rule on val after training and keeps it in its decode.json
+(`bapjax.training.run_eval`, where a run's decoding is chosen, written and read).
+
+`DecodeSettings` carries a decoding from config.eval (and a run's decode.json) to the kernel; one
+pass over BapItems is `predict_items` (greedy, forced `lengths`, or draw number `sample`), and
+`predict` decodes as the settings say: greedy, or with `samples` > 0 the minimum-Bayes-risk
+selection (`bapjax.training.mbr`) among the greedy pass and the draws (`candidates`).
 """
 
 from __future__ import annotations
