@@ -72,10 +72,12 @@ def length_quantile(length_logits: jax.Array, quantile: float) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True)
 class DecodeSettings:
-    """How a run decodes: its length limits, pool size, STOP rule and, with `samples` > 0,
-    minimum-Bayes-risk selection among the greedy decoding and `samples` draws at `temperature`
-    with `cost` per predicted action (`bapjax.training.mbr`); checked on construction. A run's own settings are
-    `bapjax.training.run_eval.run_decode_settings` (config.eval with the rule the run chose on val)."""
+    """How a run decodes, from config.eval (`from_eval_config`) to the kernel (`decode_pool`): its
+    length limits, pool size, STOP rule and, with `samples` > 0, minimum-Bayes-risk selection among
+    the greedy decoding and `samples` draws at `temperature` with `cost` per predicted action
+    (`bapjax.training.mbr`); checked on construction. A run's own settings are
+    `bapjax.training.run_eval.run_decode_settings` (config.eval with the decoding the run chose on
+    val, `chosen`)."""
 
     max_actions: int
     min_actions: int
