@@ -81,7 +81,7 @@ def main(argv) -> int:
     every = load.items_from_flags(FLAGS.corpus, FLAGS.split or "test", FLAGS.items, FLAGS.store, FLAGS.dataset)
     items = load.first_items(every, FLAGS.limit)
     start = time.time()
-    predictions, _ = predict_with_run(FLAGS.checkpoint, items, FLAGS.batch_size, max_actions=FLAGS.max_actions,
+    predictions, _ = predict_with_run(FLAGS.checkpoint, items, slots=FLAGS.batch_size, max_actions=FLAGS.max_actions,
                                       min_actions=FLAGS.min_actions, stop_rule=FLAGS.stop_rule,
                                       stop_threshold=FLAGS.stop_threshold, samples=FLAGS.samples,
                                       temperature=FLAGS.temperature, cost=FLAGS.cost)

@@ -224,13 +224,14 @@ def measure(args) -> dict:
         params = builder.init_params(model, jax.random.PRNGKey(0))
     max_actions = args.fixed_length or int(config.eval.max_actions)
     min_actions = args.fixed_length or int(config.eval.min_actions)
-    decode_fn = decode.make_decode_fn(model, max_actions, min_actions)
+    settings = decode.DecodeSettings(max_actions, min_actions, args.decode_batch)
+    decode_fn = settings.decode_fn(model)
     table = input_pipeline.featurize_items(test_items, vocab, feature_config)
     # an untimed pass over the same items compiles every call shape they need
-    decode.predict_items(model, params, test_items, vocab, feature_config, args.decode_batch, decode_fn=decode_fn,
+    decode.predict_items(model, params, test_items, vocab, feature_config, settings, decode_fn=decode_fn,
                          features=table)
     start = time.perf_counter()
-    predictions = decode.predict_items(model, params, test_items, vocab, feature_config, args.decode_batch,
+    predictions = decode.predict_items(model, params, test_items, vocab, feature_config, settings,
                                        decode_fn=decode_fn, features=table)
     elapsed = time.perf_counter() - start
     lengths = [len(a) for a in predictions.values()]

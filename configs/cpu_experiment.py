@@ -4,7 +4,7 @@ Differs from the defaults: the CPU "frame" model (`common.cpu_frame_model`; "onc
 the Builder's frame, the newest 128 dialogue tokens, the simulated sets at Table 3 sizes (tested only for
 mc), a fixed item budget (`TRAIN_ITEMS`: cosine schedule, lr 2e-3, no early stopping), the checkpoint of
 best decoded MDC val F1 under a weights average (ema 0.999), the STOP rule chosen on MDC val, then 32
-draws (`eval.mbr_samples`); cl: curriculum D (cl_la: L_A; cl_mc: the MDC in every stage), 10 buckets.
+draws (`eval.samples`); cl: curriculum D (cl_la: L_A; cl_mc: the MDC in every stage), 10 buckets.
 Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]   (runs/exp/<variant>-<model>-s<seed>)
 Runtime: 26-37 min of training and 5-9 min of decoding per run on a 2-core CPU (per run: results/cpu_experiment_runs.md).
 Result: MDC test micro Overall, seed means: mc 27.0, agg 30.3, cl 28.7, cl_mc 28.0, cl_la 30.1 (results/cpu_experiment.md).
@@ -62,7 +62,7 @@ def get_config(arg: str = "cl"):
     config.eval.stop_rule_val = "mc"
     # then the chosen rule with minimum-Bayes-risk selection among it and 32 draws per item at
     # temperature 0.5 (bapjax.training.mbr), kept if it wins on MDC val at one of the default costs
-    config.eval.mbr_samples = 32
+    config.eval.samples = 32
 
     config.data.sources.mc = run_config.mdc_source(augment=True)
     for name, (train, val, test) in run_config.PAPER_SIZES.items():

@@ -72,7 +72,7 @@ def _check_feasible(grid, ids):
 def test_decoding_never_emits_an_infeasible_action(slot_bias):
     rng = np.random.default_rng(slot_bias)
     model = flat_model(**TINY)
-    fn = decode.make_decode_fn(model, max_actions=12)
+    fn = decode.DecodeSettings(12, 0, 64).decode_fn(model)
     batch = _batch(_grids(rng), rng)
     for seed in range(3):
         ids = np.asarray(fn(_biased_params(model, seed, slot_bias), batch))
@@ -86,12 +86,12 @@ def test_stops_at_max_length_and_at_stop():
     model = flat_model(**TINY)
     batch = _batch(_grids(rng)[:2], rng)
     params = _biased_params(model, 0, 0)
-    ids = np.asarray(decode.make_decode_fn(model, max_actions=5)(params, batch))
+    ids = np.asarray(decode.DecodeSettings(5, 0, 64).decode_fn(model)(params, batch))
     assert ids.shape == (2, 5) and (ids < G.NUM_ACTIONS).all()  # STOP strongly disfavoured
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 1e4  # STOP always wins
-    ids = np.asarray(decode.make_decode_fn(model, max_actions=5)(params, batch))
+    ids = np.asarray(decode.DecodeSettings(5, 0, 64).decode_fn(model)(params, batch))
     assert (ids == G.STOP).all()
-    ids = np.asarray(decode.make_decode_fn(model, max_actions=5, min_actions=1)(params, batch))
+    ids = np.asarray(decode.DecodeSettings(5, 1, 64).decode_fn(model)(params, batch))
     assert (ids[:, 0] < G.NUM_ACTIONS).all() and (ids[:, 1:] == G.STOP).all()
     assert decode.ids_to_actions(np.array([5, G.STOP, 7])) == [G.decode_action(5)]
     grid = np.zeros(G.GRID_SHAPE, np.int8)
@@ -102,20 +102,20 @@ def test_stops_at_max_length_and_at_stop():
 
 
 def test_a_forced_length_decodes_exactly_that_many_actions():
-    """`force_length` k > 0: STOP masked before step k and taken at it, even where the model would
+    """Forced `lengths` k > 0: STOP masked before step k and taken at it, even where the model would
     stop at once or never; 0 leaves the row to the STOP rule; longer than max_actions is capped."""
     rng = np.random.default_rng(3)
     model = flat_model(**TINY)
     batch = _batch(_grids(rng), rng)
-    batch["force_length"] = np.array([1, 3, 0, 9], np.int32)
-    fn = decode.make_decode_fn(model, max_actions=6)
+    lengths = np.array([1, 3, 0, 9], np.int32)
+    fn = decode.DecodeSettings(6, 0, 64).decode_fn(model)
     for stop_bias in (-1e4, 1e4):  # the model never stops / always stops
         params = _biased_params(model, 0, 0)
         params["stop_out"]["bias"] = params["stop_out"]["bias"] + stop_bias + 5.0
-        ids = np.asarray(fn(params, batch))
-        lengths = [int((row < G.NUM_ACTIONS).sum()) for row in ids]
+        ids = np.asarray(fn(params, batch, lengths=lengths))
+        decoded = [int((row < G.NUM_ACTIONS).sum()) for row in ids]
         unforced = 6 if stop_bias < 0 else 0
-        assert lengths == [1, 3, unforced, 6], (stop_bias, lengths)
+        assert decoded == [1, 3, unforced, 6], (stop_bias, decoded)
         for grid, row in zip(batch["grid"], ids):
             _check_feasible(grid, row)
 
@@ -128,7 +128,7 @@ def test_compiled_decoding_equals_a_plain_python_loop():
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 4.5  # some items stop early
     batch = _batch(_grids(rng)[2:], rng)
     max_actions = 4
-    ids = np.asarray(decode.make_decode_fn(model, max_actions)(params, batch))
+    ids = np.asarray(decode.DecodeSettings(max_actions, 0, 64).decode_fn(model)(params, batch))
 
     v, M = {"params": params}, builder.BuilderModel
     token_states, summary = model.apply(v, batch["text_tokens"], batch["text_mask"], method=M.encode_text)
@@ -171,14 +171,14 @@ def test_a_pool_with_few_slots_decodes_like_all_items_at_once():
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 7.0  # a mix of lengths
     grids = (_grids(rng) * 3)[:10]
     batch = _batch(grids, rng)
-    all_at_once = np.asarray(decode.make_decode_fn(model, 7, slots=10)(params, batch))
+    all_at_once = np.asarray(decode.DecodeSettings(7, 0, 10).decode_fn(model)(params, batch))
     lengths = (all_at_once < G.NUM_ACTIONS).sum(1)
     assert lengths.min() < lengths.max()
     for slots in (1, 3, 4):
-        np.testing.assert_array_equal(np.asarray(decode.make_decode_fn(model, 7, slots=slots)(params, batch)),
+        np.testing.assert_array_equal(np.asarray(decode.DecodeSettings(7, 0, slots).decode_fn(model)(params, batch)),
                                       all_at_once)
     batch["weight"] = (np.arange(10) < 7).astype(np.float32)
-    ids = np.asarray(decode.make_decode_fn(model, 7, slots=3)(params, batch))
+    ids = np.asarray(decode.DecodeSettings(7, 0, 3).decode_fn(model)(params, batch))
     np.testing.assert_array_equal(ids[:7], all_at_once[:7])
     assert (ids[7:] == G.STOP).all()
 
@@ -216,8 +216,8 @@ def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, options, mdc_
     k = int(batch["action_mask"].sum())
     tf_logits, pack = model.apply({"params": params}, batch, k)
     keys = ("text_tokens", "text_mask", "grid", "recent_cells", "pose")
-    ids, step_logits = decode.decode_pool(model, params, {key: batch[key] for key in keys}, slots=2,
-                                          max_actions=steps, teacher_actions=batch["actions"], return_logits=True)
+    ids, step_logits = decode.decode_pool(model, params, {key: batch[key] for key in keys}, decode.DecodeSettings(steps, 0, 2),
+                                          teacher_actions=batch["actions"], return_logits=True)
     np.testing.assert_array_equal(np.asarray(ids)[batch["action_mask"]], batch["actions"][batch["action_mask"]])
     for row, (b, t) in enumerate(zip(np.asarray(pack["item"]), np.asarray(pack["step"]))):
         np.testing.assert_allclose(np.asarray(step_logits)[b, t], np.asarray(tf_logits)[row], rtol=1e-4, atol=1e-4)

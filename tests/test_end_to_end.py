@@ -1,6 +1,6 @@
 """A user's whole path in the fast test run: train a tiny model, then `python -m bapjax.predict`
 on its checkpoint and `python -m bapjax.evaluate` on the predictions. The predict CLI decodes as
-the run's final evaluation did (`predict.run_decode_settings`: the run's config and the STOP rule it
+the run's final evaluation did (`run_eval.run_decode_settings`: the run's config and the STOP rule it
 chose on val, decode.json), so the evaluator's figures equal the run's own, to the last digit, and
 its predictions equal those the run's final evaluation kept (predictions/<source>_<split>.jsonl)."""
 

@@ -105,7 +105,7 @@ def test_the_length_loss_is_the_cross_entropy_of_each_items_action_count(fields)
     np.testing.assert_allclose(float(sums["length_loss_sum"]), (ce * w).sum(), rtol=1e-5)
     assert float(sums["length_count"]) == w.sum()
     assert float(sums["length_correct_sum"]) == ((length_logits.argmax(-1) == targets) * w).sum()
-    loss, metrics = builder.loss_from_logits(logits, pack, on.length_loss_weight)
+    loss, metrics = builder.loss_from_logits(logits, pack, builder.objective_length_weight(on))
     action_loss = float(sums["loss_sum"] / sums["count"])
     np.testing.assert_allclose(float(metrics["loss"]), action_loss, rtol=1e-6)
     np.testing.assert_allclose(float(loss), action_loss + 0.2 * (ce * w).sum() / w.sum(), rtol=1e-5)
@@ -167,7 +167,7 @@ def test_the_length_rule_decodes_each_items_quantile_length(fields):
         expected = [min(_python_quantile(row, q), max_actions) for row in length_logits]
         np.testing.assert_array_equal(np.asarray(decode.length_quantile(jnp.asarray(length_logits), q)),
                                       [_python_quantile(row, q) for row in length_logits])
-        fn = decode.make_decode_fn(model, max_actions, min_actions=1, slots=4, stop_rule="length", stop_threshold=q)
+        fn = decode.DecodeSettings(max_actions, 1, 4, "length", q).decode_fn(model)
         ids = fn(params, batch)
         assert _decoded_lengths(ids) == expected, q
         if q == 0.5:
@@ -180,7 +180,7 @@ def test_length_rule_lengths_are_capped_at_max_actions():
     bias = np.full(builder.LENGTH_CLASSES, -30.0)
     bias[-1] = 30.0  # ">= 20" for every item
     params = _length_params(model, 8, bias)
-    ids = decode.make_decode_fn(model, 5, slots=2, stop_rule="length", stop_threshold=0.5)(params, batch)
+    ids = decode.DecodeSettings(5, 0, 2, "length", 0.5).decode_fn(model)(params, batch)
     assert np.asarray(ids).shape == (3, 5) and _decoded_lengths(ids) == [5, 5, 5]
     assert (np.asarray(ids) < G.NUM_ACTIONS).all()
 
@@ -189,9 +189,9 @@ def test_the_length_rule_without_a_length_head_is_refused():
     model, _ = _models(world_encoding="once")
     params = builder.init_params(model, jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match="length head"):
-        decode.make_decode_fn(model, 5, stop_rule="length", stop_threshold=0.5)
+        decode.DecodeSettings(5, 0, 64, "length", 0.5).decode_fn(model)
     with pytest.raises(ValueError, match="length head"):
-        decode.decode_pool(model, params, _decode_batch(2, np.random.default_rng(0)), slots=2, stop_rule="length")
+        decode.decode_pool(model, params, _decode_batch(2, np.random.default_rng(0)), decode.DecodeSettings(20, 0, 2, "length"))
     with pytest.raises(ValueError, match="in \\(0, 1\\]"):
         decode.check_stop_rule("length", 0.0)
     decode.DecodeSettings(5, 1, 2, "length", 0.5)  # the rule itself is valid without a model

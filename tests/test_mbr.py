@@ -31,20 +31,21 @@ def _model_params_batch(seed=0, rows=8):
     return model, params, batch
 
 
-def _with_keys(batch, sample):
-    return dict(batch, sample_keys=decode.sample_keys(sample, [f"g:{i}" for i in range(len(batch["grid"]))]))
+def _keys(batch, sample):
+    """The keys of draw number `sample` for the batch's rows (items "g:0", "g:1", ...)."""
+    return decode.sample_keys(sample, [f"g:{i}" for i in range(len(batch["grid"]))])
 
 
 def test_draws_are_feasible_reproducible_and_independent_of_the_slots():
     model, params, batch = _model_params_batch()
     settings = decode.DecodeSettings(8, 1, 8, temperature=1.0)
     fn = settings.decode_fn(model)
-    first = np.asarray(fn(params, _with_keys(batch, 0)))
-    np.testing.assert_array_equal(first, np.asarray(fn(params, _with_keys(batch, 0))))
+    first = np.asarray(fn(params, batch, sample_keys=_keys(batch, 0)))
+    np.testing.assert_array_equal(first, np.asarray(fn(params, batch, sample_keys=_keys(batch, 0))))
     for slots in (1, 3):
-        few = np.asarray(settings.replace(slots=slots).decode_fn(model)(params, _with_keys(batch, 0)))
+        few = np.asarray(settings.replace(slots=slots).decode_fn(model)(params, batch, sample_keys=_keys(batch, 0)))
         np.testing.assert_array_equal(few, first)
-    other = np.asarray(fn(params, _with_keys(batch, 1)))
+    other = np.asarray(fn(params, batch, sample_keys=_keys(batch, 1)))
     assert (other != first).any()  # another draw number draws other sequences
     greedy = np.asarray(fn(params, batch))
     assert (greedy != first).any()
@@ -58,7 +59,7 @@ def test_a_near_zero_temperature_draws_the_greedy_argmax_sequence():
     model, params, batch = _model_params_batch(seed=1)
     greedy = np.asarray(decode.DecodeSettings(6, 1, 8).decode_fn(model)(params, batch))
     cold = decode.DecodeSettings(6, 1, 8, temperature=1e-6).decode_fn(model)
-    np.testing.assert_array_equal(np.asarray(cold(params, _with_keys(batch, 5))), greedy)
+    np.testing.assert_array_equal(np.asarray(cold(params, batch, sample_keys=_keys(batch, 5))), greedy)
 
 
 def test_draws_follow_the_softmax_of_the_feasible_logits():
@@ -118,7 +119,7 @@ def test_choose_agrees_with_a_plain_rule_on_random_candidates():
         assert mbr.choose(candidates, cost) == _plain_choice(candidates, cost), (candidates, cost)
 
 
-def test_mbr_predictions_are_greedy_without_samples_and_the_chosen_candidate_with_them(mdc_corpus):
+def test_predictions_are_greedy_without_samples_and_the_chosen_candidate_with_them(mdc_corpus):
     from bapjax.data import input_pipeline
     from bapjax.text.vocab import Vocabulary
 
@@ -129,28 +130,27 @@ def test_mbr_predictions_are_greedy_without_samples_and_the_chosen_candidate_wit
     params = _biased_params(model, 3, 0)
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 6.0
     settings = decode.DecodeSettings(5, 1, 4, temperature=1.0, cost=0.05)
-    greedy = decode.predict_items(model, params, items, vocab, fc, 4, 5)
-    assert mbr.predict_items(model, params, items, vocab, fc, settings) == greedy
-    chosen = mbr.predict_items(model, params, items, vocab, fc, settings.replace(samples=4))
-    draws = [decode.predict_items(model, params, items, vocab, fc, 4, 5, sample=k) for k in range(4)]
+    greedy = decode.predict_items(model, params, items, vocab, fc, settings)
+    assert decode.predict(model, params, items, vocab, fc, settings) == greedy
+    chosen = decode.predict(model, params, items, vocab, fc, settings.replace(samples=4))
+    draws = [decode.predict_items(model, params, items, vocab, fc, settings, sample=k) for k in range(4)]
     assert any(chosen[i.item_id] != greedy[i.item_id] for i in items)
     for item in items:
         candidates = [greedy[item.item_id]] + [d[item.item_id] for d in draws]
         assert chosen[item.item_id] == candidates[_plain_choice(candidates, 0.05)]
     some = items[3:7][::-1]  # an item's draws, and so its choice, do not depend on the items beside it
-    alone = mbr.predict_items(model, params, some, vocab, fc, settings.replace(samples=4))
+    alone = decode.predict(model, params, some, vocab, fc, settings.replace(samples=4))
     assert alone == {item.item_id: chosen[item.item_id] for item in some}
 
 
 def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch):
-    """`tune_stop_rule`: the STOP rules first, then the best rule with draws (decoded once per
-    temperature) at each cost; decode.json keeps the highest val F1 (greedy on ties) and
+    """`choose_decoding`: the STOP rules first, then the best rule with draws (decoded once per
+    temperature) at each cost; the highest val F1 wins (greedy on ties); written as decode.json,
     `run_decode_settings` reads it back; a decode.json without sampling reads as greedy."""
     from bapjax.training import run_checks, run_eval
 
     config = run_checks.with_defaults({})
-    config.eval.update(dict(stop_thresholds=(0.3,), mbr_samples=3, mbr_temperatures=(0.5, 1.0),
-                            mbr_costs=(0.1, 0.2)))
+    config.eval.update(dict(stop_thresholds=(0.3,), samples=3, temperatures=(0.5, 1.0), costs=(0.1, 0.2)))
     evaluator = run_eval.Evaluator.__new__(run_eval.Evaluator)
     evaluator.model = None
     decoded = []
@@ -172,7 +172,10 @@ def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch)
     monkeypatch.setattr(evaluator, "candidates", fake_candidates)
     monkeypatch.setattr(run_eval.mbr, "select", fake_select)
     monkeypatch.setattr(run_eval.evaluator, "evaluate_predictions", fake_report)
-    chosen = evaluator.tune_stop_rule(None, [1, 2], config.eval, tmp_path, log_fn=lambda *a: None)
+    chosen = evaluator.choose_decoding(None, [1, 2], config.eval, log_fn=lambda *a: None)
+    assert not (tmp_path / "decode.json").exists()  # the caller writes it
+    run_eval.write_decode_choice(tmp_path, chosen)
+    assert json.loads((tmp_path / "decode.json").read_text()) == chosen
     assert decoded == [("argmax", 0, 1.0), ("mass", 0, 1.0), ("mass", 3, 0.5), ("mass", 3, 1.0)]
     assert {k: chosen[k] for k in ("stop_rule", "samples", "temperature", "cost")} == {
         "stop_rule": "mass", "samples": 3, "temperature": 0.5, "cost": 0.2}
@@ -182,21 +185,36 @@ def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch)
         "mass", 0.3, 3, 0.5, 0.2)
     assert "best of greedy and 3 draws at temperature 0.5 (cost 0.2 per action)" in settings.describe()
     scores[("mass", 0.5, 0.2)] = scores[("mass", 1.0, 0.2)] = 0.22  # a tie with greedy: greedy
-    chosen = evaluator.tune_stop_rule(None, [1, 2], config.eval, tmp_path, log_fn=lambda *a: None)
+    chosen = evaluator.choose_decoding(None, [1, 2], config.eval, log_fn=lambda *a: None)
+    run_eval.write_decode_choice(tmp_path, chosen)
     assert "samples" not in chosen and run_eval.run_decode_settings(tmp_path, config).samples == 0
     (tmp_path / "decode.json").write_text(json.dumps({"stop_rule": "mass", "stop_threshold": 0.2}))
     assert run_eval.run_decode_settings(tmp_path, config).samples == 0
 
 
-@pytest.mark.parametrize("field, value", [("mbr_samples", -1), ("mbr_temperatures", (0.0,)), ("mbr_costs", (1.0,))])
+@pytest.mark.parametrize("field, value", [("samples", -1), ("temperatures", (0.0,)), ("costs", (1.0,))])
 def test_bad_sampling_settings_name_their_field(field, value):
     from bapjax.training import run_checks, sharding
 
     config = run_checks.with_defaults({})
-    config.eval.mbr_samples = 2
+    config.eval.samples = 2
     config.eval[field] = value
     with pytest.raises(run_checks.ConfigError, match=rf"eval\.{field}"):
         run_checks.validate_config(config, sharding.data_mesh())
+
+
+def test_a_run_config_with_the_old_sampling_names_loads_with_todays():
+    """A run's config.json written with `eval.mbr_samples`, `mbr_temperatures` and `mbr_costs`
+    (JSON lists) reads as `eval.samples`, `temperatures` and `costs` (`run_config.MOVED_FIELDS`)."""
+    from bapjax.training import run_checks
+
+    old = json.loads(run_checks.with_defaults({}).to_json_best_effort())
+    for name in ("samples", "temperatures", "costs"):
+        del old["eval"][name]
+    old["eval"].update(mbr_samples=32, mbr_temperatures=[0.5, 1.0], mbr_costs=[0.1])
+    config = run_checks.with_defaults(old)
+    assert (config.eval.samples, tuple(config.eval.temperatures), tuple(config.eval.costs)) == (32, (0.5, 1.0), (0.1,))
+    assert not any(name.startswith("mbr_") for name in config.eval)
 
 
 def test_predict_refuses_a_negative_sample_count(tmp_path):
@@ -211,13 +229,14 @@ def test_draws_on_four_devices_equal_one_device():
         import jax, numpy as np
         assert jax.device_count() == 4
         from bapjax.training import decode, sharding
-        from tests.test_mbr import _model_params_batch, _with_keys
+        from tests.test_mbr import _model_params_batch, _keys
         model, params, batch = _model_params_batch(seed=2, rows=8)
         settings = decode.DecodeSettings(6, 1, 8, temperature=1.0)
-        one = np.asarray(settings.decode_fn(model)(params, _with_keys(batch, 7)))
+        one = np.asarray(settings.decode_fn(model)(params, batch, sample_keys=_keys(batch, 7)))
         mesh = sharding.data_mesh()
-        four = np.asarray(settings.decode_fn(model, mesh)(sharding.replicate(params, mesh),
-                                                          sharding.host_batch_to_global(_with_keys(batch, 7), mesh)))
+        rows = sharding.host_batch_to_global(dict(batch, keys=_keys(batch, 7)), mesh)
+        keys = rows.pop("keys")
+        four = np.asarray(settings.decode_fn(model, mesh)(sharding.replicate(params, mesh), rows, sample_keys=keys))
         np.testing.assert_array_equal(one, four)
         print("OK")
     ''')

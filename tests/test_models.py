@@ -294,7 +294,7 @@ def test_model_overfits_a_few_items_to_exact_predictions(mdc_corpus):
         params, opt_state, loss = step(params, opt_state)
         if float(loss) < 0.01:
             break
-    predictions = decode.predict_items(model, params, items, vocab, fc, batch_size=4, max_actions=6)
+    predictions = decode.predict_items(model, params, items, vocab, fc, decode.DecodeSettings(6, 0, 4))
     report = evaluator.evaluate_predictions(items, predictions)
     assert report["strict_micro"] == pytest.approx(1.0), (float(loss), predictions)
 

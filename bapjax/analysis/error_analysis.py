@@ -221,7 +221,7 @@ def by_length(scores: metrics.ItemScores) -> dict:
 
 def analyze_run(run_dir: str, items, batch_size: int) -> dict:
     start = time.time()
-    predictions, settings = run_eval.predict_with_run(run_dir, items, batch_size)
+    predictions, settings = run_eval.predict_with_run(run_dir, items, slots=batch_size)
     seconds = time.time() - start
     report, scores, details = evaluator.evaluate_items(items, predictions)
     is_eb = [item.is_empty_board for item in items]

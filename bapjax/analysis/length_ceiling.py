@@ -33,7 +33,7 @@ from bapjax import paths
 from bapjax.analysis import finish
 from bapjax.corpus import mdc
 from bapjax.evaluation import evaluator
-from bapjax.training import decode, run_eval
+from bapjax.training import run_eval
 from bapjax.world.grid import Action
 from bapjax.world.items import BapItem, last_architect_turn
 
@@ -95,9 +95,8 @@ def analyze_run(run_dir: str, items: list[BapItem]) -> dict:
     max_actions = decoder.settings.max_actions
     own = decoder.predict(items)
     lengths = {item.item_id: min(len(item.reference_actions), max_actions) for item in items}
-    run, settings = decoder.run, decoder.settings
-    forced = decode.predict_items(run.model, run.params, items, run.vocab, decoder.feature_config, settings.slots,
-                                  max_actions, decode_fn=decoder.decode_fn, lengths=lengths)
+    settings = decoder.settings
+    forced = decoder.predict_items(items, lengths=lengths)
     return {"stop_rule": settings.stop_rule, "stop_threshold": settings.stop_threshold,
             "own": breakdown(items, own), "forced length": breakdown(items, forced)}
 

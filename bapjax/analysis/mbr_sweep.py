@@ -24,7 +24,7 @@ from bapjax import paths
 from bapjax.analysis import finish
 from bapjax.corpus import mdc
 from bapjax.evaluation import evaluator
-from bapjax.training import mbr, run_eval
+from bapjax.training import decode, mbr, run_eval
 
 
 def floats(text: str) -> list[float]:
@@ -44,8 +44,8 @@ def sweep_run(run_dir: str, items: list, samples: int, temperatures, costs, draw
     result = {"stop_rule": [base.stop_rule, base.stop_threshold], "greedy": None, "sampled": []}
     for temperature in temperatures:
         settings = base.replace(samples=samples, temperature=temperature)
-        passes = mbr.candidates(run.model, run.params, items, run.vocab, decoder.feature_config, settings,
-                                decode_fn=settings.decode_fn(run.model))
+        passes = decode.candidates(run.model, run.params, items, run.vocab, decoder.feature_config, settings,
+                                   decode_fn=settings.decode_fn(run.model))
         if result["greedy"] is None:
             result["greedy"] = score(passes[0])
         for k in draws:

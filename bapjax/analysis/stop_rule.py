@@ -90,9 +90,8 @@ def main():
     result["gold_path"] = gold_path_stop_stats(model, params, items, vocab, feature_config)
     print(json.dumps(result["gold_path"]), flush=True)
     for rule in decode.STOP_RULES:
-        predictions = decode.predict_items(model, params, items, vocab, feature_config, int(config.eval.batch_size),
-                                           int(config.eval.max_actions), min_actions=int(config.eval.min_actions),
-                                           stop_rule=rule)
+        settings = decode.DecodeSettings.from_eval_config(config.eval).replace(stop_rule=rule, stop_threshold=0.5)
+        predictions = decode.predict_items(model, params, items, vocab, feature_config, settings)
         report = evaluator.evaluate_predictions(items, predictions)
         result[rule] = {"mean_predicted_length": float(np.mean([len(a) for a in predictions.values()])),
                         **metric_writer.report_scalars(args.split, report)}

@@ -528,7 +528,7 @@ def load_decoder(checkpoint: str, samples: int | None = None):
     from bapjax.training import run_eval  # the model code, loaded only when serving
 
     try:
-        decoder = run_eval.RunDecoder.load(checkpoint, 1, samples=samples)
+        decoder = run_eval.RunDecoder.load(checkpoint, slots=1, samples=samples)
     except UserError as err:  # names the run's path already
         raise PlayError(f"--checkpoint: {err}" if str(checkpoint) in str(err) else f"--checkpoint {checkpoint}: {err}") from None
     except Exception as err:  # noqa: BLE001 (a damaged run raises many types; one line names it)

@@ -293,7 +293,7 @@ def make_report(*, out: str, checkpoint: str | None = None, predictions: str | N
     if not predictions:
         from bapjax.training import run_eval  # loads the model code only when a checkpoint is decoded
 
-        predicted, settings = run_eval.predict_with_run(checkpoint, items, batch_size)
+        predicted, settings = run_eval.predict_with_run(checkpoint, items, slots=batch_size)
         predictions_source = f"--checkpoint {checkpoint} ({settings.describe()})"
     if partial:
         items_source += f" --limit {limit}"

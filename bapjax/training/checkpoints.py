@@ -1,7 +1,7 @@
 """A run directory's checkpoints and files: Orbax managers for training, loading for prediction.
 
 A training workdir holds ``config.json`` (the run's config), ``vocab.json``, ``decode.json`` (the
-STOP rule chosen on val, read by ``bapjax.training.run_eval.run_decode_settings``) and ``checkpoints/latest`` (the newest steps, to resume) and
+STOP rule chosen on val, read by ``bapjax.training.run_eval.read_decode_choice``) and ``checkpoints/latest`` (the newest steps, to resume) and
 ``checkpoints/best`` (lowest val loss, or `train.select_by`'s best). `Checkpoints` is what ``bapjax.train`` saves and resumes
 with; `load_run` is what ``bapjax.predict`` and the benchmarks load a trained model with.
 

@@ -1,4 +1,5 @@
-"""Greedy (or sampled) decoding as a pool of slots: one compiled `lax.while_loop` over a set of items.
+"""Decoding as a pool of slots: one compiled `lax.while_loop` over a set of items, greedy, with
+forced lengths, or sampled, each an explicit argument of `decode_pool`.
 
 `slots` items decode at once. Each step embeds each slot's previous action, advances the decoder,
 encodes the slot's current world (colors and recent-action channel after the actions so far,
@@ -6,26 +7,30 @@ encodes the slot's current world (colors and recent-action channel after the act
 actions (`bapjax.world.grid.feasible_mask_single`: occupancy, support, the 20-per-color inventory),
 and picks the next action. With the once architecture (`config.model.name="once"`) the start worlds of all rows of a call
 are encoded once before the loop, and a step adds the slot's change features to its item's
-encoding (`BuilderModel.changed_world_logits`): no CNN inside the loop. A slot whose item stops
-(STOP or `max_actions`) takes the next waiting item at once, so no work is spent on finished items until the queue runs dry; the loop
-ends when every item is done. Under a mesh each device runs its own pool over its own items
+encoding (`OnceBuilder.changed_world_logits`): no CNN inside the loop. A slot whose item stops
+(STOP or `max_actions`) takes the next waiting item at once, so no work is spent on finished
+items until the queue runs dry; the loop ends when every item is done. Under a mesh each device runs its own pool over its own items
 (`bapjax.training.sharding.per_device`), so devices never wait for each other's longest item.
 
 STOP rules: "argmax" takes the most likely of STOP and every single feasible action; "mass"
 stops when p(STOP) >= `stop_threshold` (0.5: STOP more likely than continuing at all, i.e. than
 the summed probability of the feasible actions), else takes the most likely action; "length"
 (a model with `length_head`) decodes each item's length quantile `stop_threshold` of the length
-head's distribution (`length_quantile`, computed once per item before the loop) as `force_length`
-does, taking the most likely feasible action at each step. Greedy argmax
-over 7,623 actions favours STOP whenever the model is unsure *where* to build, which makes
-predictions short; a run chooses its rule on val after training and keeps it in its decode.json
-(`bapjax.predict`, where a run's decoding is written and read).
+head's distribution (`length_quantile`, computed once per item before the loop) as forced
+`lengths` do, taking the most likely feasible action at each step. Greedy argmax over 7,623
+actions favours STOP whenever the model is unsure *where* to build, which makes predictions short;
+a run chooses its rule on val after training and keeps it in its decode.json
+(`bapjax.training.run_eval`, where a run's decoding is chosen, written and read).
+
+`DecodeSettings` carries a decoding from config.eval (and a run's decode.json) to the kernel; one
+pass over BapItems is `predict_items` (greedy, forced `lengths`, or draw number `sample`), and
+`predict` decodes as the settings say: greedy, or with `samples` > 0 the minimum-Bayes-risk
+selection (`bapjax.training.mbr`) among the greedy pass and the draws (`candidates`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 import zlib
 from typing import Sequence
@@ -37,7 +42,7 @@ import numpy as np
 from bapjax.data import input_pipeline
 from bapjax.models import world_input
 from bapjax.models.builder import START, BuilderModel
-from bapjax.training import sharding
+from bapjax.training import mbr, sharding
 from bapjax.world import grid as G
 from bapjax.world import rotation
 
@@ -67,10 +72,12 @@ def length_quantile(length_logits: jax.Array, quantile: float) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True)
 class DecodeSettings:
-    """How a run decodes: its length limits, pool size, STOP rule and, with `samples` > 0,
-    minimum-Bayes-risk selection among the greedy decoding and `samples` draws at `temperature`
-    with `cost` per predicted action (`bapjax.training.mbr`); checked on construction. A run's own settings are
-    `bapjax.training.run_eval.run_decode_settings` (config.eval with the rule the run chose on val)."""
+    """How a run decodes, from config.eval (`from_eval_config`) to the kernel (`decode_pool`): its
+    length limits, pool size, STOP rule and, with `samples` > 0, minimum-Bayes-risk selection among
+    the greedy decoding and `samples` draws at `temperature` with `cost` per predicted action
+    (`bapjax.training.mbr`); checked on construction. A run's own settings are
+    `bapjax.training.run_eval.run_decode_settings` (config.eval with the decoding the run chose on
+    val, `chosen`)."""
 
     max_actions: int
     min_actions: int
@@ -105,17 +112,33 @@ class DecodeSettings:
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def decode_fn(self, model: BuilderModel, mesh=None):
-        """A jitted `(params, batch) -> ids [N, max_actions]`: greedy, or drawn at `temperature`
-        for a batch with `sample_keys`. With a `mesh`, the batch's rows are split over its 'data'
-        axis and each device decodes its rows with `slots / devices` slots."""
+        """A jitted `(params, batch, lengths=None, sample_keys=None) -> ids [N, max_actions]`:
+        `decode_pool` with these settings (greedy; forced `lengths`; drawn with `sample_keys` at
+        `temperature`). With a `mesh`, the rows (of the batch, lengths and keys) are split over its
+        'data' axis and each device decodes its rows with `slots / devices` slots."""
         check_stop_rule(self.stop_rule, self.stop_threshold, model)
         devices = 1 if mesh is None else mesh.size
-        fn = functools.partial(decode_pool, model, slots=max(1, self.slots // devices), max_actions=self.max_actions,
-                               min_actions=self.min_actions, stop_rule=self.stop_rule,
-                               stop_threshold=float(self.stop_threshold), temperature=float(self.temperature))
-        if mesh is None:
-            return jax.jit(fn)
-        return jax.jit(sharding.per_device(fn, mesh, out_specs=sharding.DATA_SPEC))
+        per_device = self.replace(slots=max(1, self.slots // devices))
+
+        def rows_fn(params, rows):
+            return decode_pool(model, params, rows["batch"], per_device, lengths=rows["lengths"],
+                               sample_keys=rows["sample_keys"])
+
+        if mesh is not None:
+            rows_fn = sharding.per_device(rows_fn, mesh, out_specs=sharding.DATA_SPEC)
+        return jax.jit(lambda params, batch, lengths=None, sample_keys=None: rows_fn(
+            params, {"batch": batch, "lengths": lengths, "sample_keys": sample_keys}))
+
+    def chosen(self, choice: dict | None) -> "DecodeSettings":
+        """These settings with a run's choice on val (decode.json's `stop_rule`, `stop_threshold`
+        and, if it chose sampling, `samples`, `temperature` and `cost`; without them: greedy);
+        None: unchanged."""
+        if choice is None:
+            return self
+        return self.replace(stop_rule=choice["stop_rule"], stop_threshold=float(choice["stop_threshold"]),
+                            samples=int(choice.get("samples", 0)),
+                            temperature=float(choice.get("temperature", self.temperature)),
+                            cost=float(choice.get("cost", self.cost)))
 
 
 def describe_sampling(samples: int, temperature: float, cost: float) -> str:
@@ -157,124 +180,166 @@ def sample_actions(keys: jax.Array, steps: jax.Array, logits: jax.Array, feasibl
     return jax.vmap(jax.random.categorical)(keys, masked).astype(jnp.int32)
 
 
-def decode_pool(model: BuilderModel, params, batch: dict, *, slots: int, max_actions: int = 20,
-                min_actions: int = 0, stop_rule: str = "argmax", stop_threshold: float = 0.5,
-                teacher_actions: jax.Array | None = None,
-                return_logits: bool = False, temperature: float = 1.0):
-    """Action ids [N, max_actions] (padded with STOP) for the N rows of `batch` (the pipeline's
-    keys; rows with `weight` 0, if given, must come last and are not decoded).
+def decode_pool(model: BuilderModel, params, batch: dict, settings: DecodeSettings, *,
+                lengths: jax.Array | None = None, sample_keys: jax.Array | None = None,
+                teacher_actions: jax.Array | None = None, return_logits: bool = False):
+    """Action ids [N, settings.max_actions] (padded with STOP) for the N rows of `batch` (the
+    pipeline's keys, `decode_keys`; rows with `weight` 0, if given, must come last and are not
+    decoded), with `settings.slots` slots. Each row decodes in one of these modes:
 
-    `min_actions`: STOP is masked for the first steps (every BAP item has at least one action,
-    so 1 is sound; `min_actions == max_actions` decodes exactly that many actions). A batch key
-    `force_length` [N] (> 0) decodes exactly that many actions for its row (STOP masked before,
-    forced at that step; capped at `max_actions`): the length ceiling of a model, decoded with
-    each item's reference length (`bapjax.analysis.length_ceiling`). `stop_rule` "length" gives
-    every row without such a key its `length_quantile(stop_threshold)` of the model's length head.
+    - greedy (the default): each step's action by `settings.stop_rule` (`choose_actions`); STOP is
+      masked for the first `settings.min_actions` steps (every BAP item has at least one action, so
+      1 is sound; `min_actions == max_actions` decodes exactly that many actions). The rule
+      "length" gives each row its `length_quantile(stop_threshold)` of the model's length head.
+    - forced length: `lengths` [N] (int, > 0) decodes exactly that many actions for its row (STOP
+      masked before, forced at that step; capped at `max_actions`; 0 leaves the row to the STOP
+      rule): the length ceiling of a model, decoded with each item's reference length
+      (`bapjax.analysis.length_ceiling`).
+    - sampled: `sample_keys` [N, 2] (uint32 PRNG keys, one per row) draws each step's action from
+      the softmax of the feasible logits at `settings.temperature` (STOP included, so the length
+      is drawn too; the STOP masks of `min_actions` and forced lengths hold); row i's draw at step t
+      uses `fold_in(sample_keys[i], t)`, so it depends on neither the slots nor the devices
+      (`sample_actions`; `sample_keys(sample, item_ids)` builds the keys of draw number `sample`).
+    - teacher forced: `teacher_actions` [N, >= max_actions] ids are followed instead of the
+      model's choice (e.g. to score a gold sequence); with `return_logits` also return the
+      per-step logits [N, max_actions, 7624] (before masking).
+
     A row that must go on while no action is feasible takes action id 0 (the argmax of a fully
     masked row), as forced lengths always have.
-    `teacher_actions` [N, >= max_actions]: follow these ids instead of the model's choice (forced
-    decoding, e.g. to score a gold sequence); with `return_logits` also return the per-step
-    logits [N, max_actions, 7624] (before masking).
-    A batch key `sample_keys` [N, 2] (uint32 PRNG keys, one per row): draw each step's action
-    from the softmax of the feasible logits at `temperature` instead of the greedy choice (STOP
-    included, so the length is drawn too; the STOP masks of `min_actions` and forced lengths
-    hold); row i's draw at step t uses `fold_in(sample_keys[i], t)`, so it depends on neither the
-    slots nor the devices (`sample_actions`; `predict_items`' `sample` builds the keys).
     """
-    variables = {"params": params}
-    M = type(model)  # the architecture's methods (bapjax.models.builder.MODELS)
-    batch = {k: jnp.asarray(v) for k, v in batch.items()}
-    tokens, text_mask = batch[model.text_key], batch["text_mask"]
-    check_stop_rule(stop_rule, stop_threshold, model)
-    force_length = batch.get("force_length")
-    sample_keys = batch.get("sample_keys")
-    n = tokens.shape[0]
-    slots = max(1, min(int(slots), n))
-    num_items = (batch["weight"] > 0).sum().astype(jnp.int32) if "weight" in batch else jnp.int32(n)
-    token_states, summary = model.apply(variables, tokens, text_mask, method=M.encode_text)
-    starts = world_input.start_world(batch)
-    once = model.world_encoding == "once"
-    if once:  # every row's start world encoded once, before the loop (world_changes)
-        encoded = model.apply(variables, starts, summary, token_states, text_mask, method=M.encode_starts)
-    if stop_rule == "length":  # each row's length, once, before the loop
-        length_logits = model.apply(variables, summary, starts, encoded if once else None, token_states, text_mask,
-                                    method=M.length_logits)
-        predicted = jnp.minimum(length_quantile(length_logits, stop_threshold), max_actions)
-        force_length = predicted if force_length is None else jnp.where(force_length > 0, force_length, predicted)
-
-    def fresh(item):
-        """Decoder state and world of the items `item` [S] (index -1: a slot with nothing left)."""
-        idx = jnp.maximum(item, 0)
-        dec = model.apply(variables, summary[idx], token_states[idx], text_mask[idx], max_actions,
-                          method=M.init_decoder)
-        return dec, jax.tree_util.tree_map(lambda x: x[idx], starts)
-
-    def select(mask, new, old):
-        return jax.tree_util.tree_map(
-            lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b), new, old)
-
-    first = jnp.arange(slots, dtype=jnp.int32)
-    item0 = jnp.where(first < num_items, first, -1)
-    dec0, world0 = fresh(item0)
-    carry = {"item": item0, "t": jnp.zeros(slots, jnp.int32), "prev": jnp.full(slots, START, jnp.int32),
-             "dec": dec0, "world": world0, "next": jnp.minimum(jnp.int32(slots), num_items),
-             "out": jnp.full((n + 1, max_actions), G.STOP, jnp.int32)}  # row n: where idle slots write
-    if return_logits:
-        carry["logits"] = jnp.zeros((n + 1, max_actions, G.NUM_ACTIONS_WITH_STOP), jnp.float32)
+    check_stop_rule(settings.stop_rule, settings.stop_threshold, model)
+    pool = _Pool(model, params, batch, settings)
+    lengths = pool.stop_lengths(lengths)
+    carry = pool.first_carry(return_logits)
 
     def body(c):
-        active = c["item"] >= 0
-        idx = jnp.maximum(c["item"], 0)
-        dec, dec_out = model.apply(variables, c["dec"], c["t"], c["prev"], token_states[idx], text_mask[idx],
-                                   method=M.decoder_step)
-        if once:
-            start = jax.tree_util.tree_map(lambda x: x[idx], starts)
-            logits = model.apply(variables, encoded[idx], start, c["world"], dec_out, max_actions,
-                                 method=M.changed_world_logits)
-        else:
-            logits = model.apply(variables, c["world"], dec_out, method=M.world_logits)
+        dec, logits = pool.step_logits(c)
         feasible = jax.vmap(G.feasible_mask_single)(c["world"]["grid"])
-        may_stop = c["t"] >= min_actions
-        if force_length is not None:
-            need = force_length[idx]
+        choice = pool.choose(c, logits, feasible, lengths, sample_keys)
+        if teacher_actions is not None:
+            choice = jnp.asarray(teacher_actions, jnp.int32)[pool.row_item(c), c["t"]]
+        return pool.advance(c, dec, logits, choice)
+
+    final = jax.lax.while_loop(lambda c: jnp.any(c["item"] >= 0), body, carry)
+    if return_logits:
+        return final["out"][:pool.n], final["logits"][:pool.n]
+    return final["out"][:pool.n]
+
+
+class _Pool:
+    """One `decode_pool` call: its N rows encoded once before the loop, and the parts of a step
+    (the slots' logits, the choice of their actions, their advance and refill)."""
+
+    def __init__(self, model: BuilderModel, params, batch: dict, settings: DecodeSettings):
+        self.model, self.variables, self.settings = model, {"params": params}, settings
+        self.M = type(model)  # the architecture's methods (bapjax.models.builder.MODELS)
+        batch = {k: jnp.asarray(v) for k, v in batch.items()}
+        self.text_mask = batch["text_mask"]
+        self.n = batch[model.text_key].shape[0]
+        self.slots = max(1, min(int(settings.slots), self.n))
+        self.num_items = (batch["weight"] > 0).sum().astype(jnp.int32) if "weight" in batch else jnp.int32(self.n)
+        self.token_states, self.summary = self.apply(batch[model.text_key], self.text_mask, method=self.M.encode_text)
+        self.starts = world_input.start_world(batch)
+        self.encoded = None
+        if model.world_encoding == "once":  # every row's start world encoded once, before the loop (world_changes)
+            self.encoded = self.apply(self.starts, self.summary, self.token_states, self.text_mask,
+                                      method=self.M.encode_starts)
+
+    def apply(self, *args, method):
+        return self.model.apply(self.variables, *args, method=method)
+
+    def stop_lengths(self, lengths: jax.Array | None) -> jax.Array | None:
+        """The rows' forced lengths [N] (0: none), with the STOP rule "length"'s quantile of the
+        length head (computed once per row) for every row without one; None: no row has one."""
+        s = self.settings
+        if lengths is not None:
+            lengths = jnp.asarray(lengths)
+        if s.stop_rule != "length":
+            return lengths
+        length_logits = self.apply(self.summary, self.starts, self.encoded, self.token_states, self.text_mask,
+                                   method=self.M.length_logits)
+        predicted = jnp.minimum(length_quantile(length_logits, s.stop_threshold), s.max_actions)
+        return predicted if lengths is None else jnp.where(lengths > 0, lengths, predicted)
+
+    def fresh(self, item):
+        """Decoder state and world of the items `item` [S] (index -1: a slot with nothing left)."""
+        idx = jnp.maximum(item, 0)
+        dec = self.apply(self.summary[idx], self.token_states[idx], self.text_mask[idx], self.settings.max_actions,
+                         method=self.M.init_decoder)
+        return dec, jax.tree_util.tree_map(lambda x: x[idx], self.starts)
+
+    def first_carry(self, return_logits: bool) -> dict:
+        n, slots, max_actions = self.n, self.slots, self.settings.max_actions
+        first = jnp.arange(slots, dtype=jnp.int32)
+        item0 = jnp.where(first < self.num_items, first, -1)
+        dec0, world0 = self.fresh(item0)
+        carry = {"item": item0, "t": jnp.zeros(slots, jnp.int32), "prev": jnp.full(slots, START, jnp.int32),
+                 "dec": dec0, "world": world0, "next": jnp.minimum(jnp.int32(slots), self.num_items),
+                 "out": jnp.full((n + 1, max_actions), G.STOP, jnp.int32)}  # row n: where idle slots write
+        if return_logits:
+            carry["logits"] = jnp.zeros((n + 1, max_actions, G.NUM_ACTIONS_WITH_STOP), jnp.float32)
+        return carry
+
+    @staticmethod
+    def row_item(c: dict) -> jax.Array:
+        return jnp.maximum(c["item"], 0)
+
+    def step_logits(self, c: dict):
+        """The slots' decoder step and their action logits [S, 7624] on their current worlds."""
+        idx = self.row_item(c)
+        dec, dec_out = self.apply(c["dec"], c["t"], c["prev"], self.token_states[idx], self.text_mask[idx],
+                                  method=self.M.decoder_step)
+        if self.encoded is not None:
+            start = jax.tree_util.tree_map(lambda x: x[idx], self.starts)
+            logits = self.apply(self.encoded[idx], start, c["world"], dec_out, self.settings.max_actions,
+                                method=self.M.changed_world_logits)
+        else:
+            logits = self.apply(c["world"], dec_out, method=self.M.world_logits)
+        return dec, logits
+
+    def choose(self, c: dict, logits, feasible, lengths, sample_keys) -> jax.Array:
+        """The slots' actions [S]: greedy by the STOP rule, or drawn; STOP masked before
+        `min_actions` and before a forced length, taken at it."""
+        s, idx = self.settings, self.row_item(c)
+        may_stop = c["t"] >= s.min_actions
+        if lengths is not None:
+            need = lengths[idx]
             may_stop = jnp.where(need > 0, c["t"] >= need, may_stop)
         feasible = feasible.at[:, G.STOP].set(may_stop)
         if sample_keys is None:
-            choice = choose_actions(logits, feasible, stop_rule, stop_threshold)
+            choice = choose_actions(logits, feasible, s.stop_rule, s.stop_threshold)
         else:
-            choice = sample_actions(sample_keys[idx], c["t"], logits, feasible, temperature)
-        if force_length is not None:
+            choice = sample_actions(jnp.asarray(sample_keys)[idx], c["t"], logits, feasible, s.temperature)
+        if lengths is not None:
             choice = jnp.where((need > 0) & (c["t"] >= need), G.STOP, choice)
-        if teacher_actions is not None:
-            choice = jnp.asarray(teacher_actions, jnp.int32)[idx, c["t"]]
+        return choice
+
+    def advance(self, c: dict, dec, logits, choice) -> dict:
+        """The carry after the slots take `choice`: written out, worlds advanced, and each slot
+        whose item stopped (STOP or `max_actions`) given the next waiting item, in slot order."""
+        n, max_actions = self.n, self.settings.max_actions
+        active = c["item"] >= 0
         row = jnp.where(active, c["item"], n)
         new = dict(c)
         new["out"] = c["out"].at[row, c["t"]].set(choice)
-        if return_logits:
+        if "logits" in c:
             new["logits"] = c["logits"].at[row, c["t"]].set(logits.astype(jnp.float32))
         world = jax.vmap(world_input.advance_world)(c["world"], choice)
         t = c["t"] + 1
         finished = active & ((choice == G.STOP) | (t >= max_actions))
-        # Finished slots take the next waiting items, in slot order.
         waiting = c["next"] + jnp.cumsum(finished) - 1
-        item = jnp.where(finished, jnp.where(waiting < num_items, waiting, -1), c["item"])
-        dec_new, world_new = fresh(item)
-        new.update(item=item, next=jnp.minimum(c["next"] + finished.sum(), num_items),
-                   dec=select(finished, dec_new, dec), world=select(finished, world_new, world),
+        item = jnp.where(finished, jnp.where(waiting < self.num_items, waiting, -1), c["item"])
+        dec_new, world_new = self.fresh(item)
+        new.update(item=item, next=jnp.minimum(c["next"] + finished.sum(), self.num_items),
+                   dec=_select(finished, dec_new, dec), world=_select(finished, world_new, world),
                    t=jnp.where(finished, 0, t), prev=jnp.where(finished, START, choice))
         return new
 
-    final = jax.lax.while_loop(lambda c: jnp.any(c["item"] >= 0), body, carry)
-    if return_logits:
-        return final["out"][:n], final["logits"][:n]
-    return final["out"][:n]
 
-
-def make_decode_fn(model: BuilderModel, max_actions: int = 20, min_actions: int = 0, *, slots: int = 64,
-                   stop_rule: str = "argmax", stop_threshold: float = 0.5, mesh=None, temperature: float = 1.0):
-    """`DecodeSettings(...).decode_fn(model, mesh)`: a jitted `(params, batch) -> ids [N, max_actions]`."""
-    return DecodeSettings(int(max_actions), int(min_actions), int(slots), stop_rule, float(stop_threshold),
-                          temperature=float(temperature)).decode_fn(model, mesh)
+def _select(mask, new, old):
+    """Per slot (`mask` [S]): the leaves of `new` where set, else of `old`."""
+    return jax.tree_util.tree_map(
+        lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b), new, old)
 
 
 def sample_keys(sample: int, item_ids: Sequence[str]) -> np.ndarray:
@@ -322,62 +387,98 @@ def call_layout(count: int, devices: int, per_device: int) -> np.ndarray:
     return (index // share) * per_device + index % share
 
 
-def predict_items(model: BuilderModel, params, items: list, vocab, feature_config, batch_size: int = 32,
-                  max_actions: int = 20, decode_fn=None, progress: bool = False,
-                  features=None, min_actions: int = 0, *, stop_rule: str = "argmax", stop_threshold: float = 0.5,
-                  mesh=None, items_per_call: int = 0, lengths: dict[str, int] | None = None,
-                  sample: int | None = None, temperature: float = 1.0) -> dict[str, list[G.Action]]:
-    """Greedy predictions {item_id: [Action]} for BapItems, or with `sample` (a draw number) each
-    item's draw at `temperature` (`sample_keys`; a given `decode_fn` carries its own temperature).
+def predict_items(model: BuilderModel, params, items: list, vocab, feature_config, settings: DecodeSettings, *,
+                  lengths: dict[str, int] | None = None, sample: int | None = None, decode_fn=None, mesh=None,
+                  features=None, items_per_call: int = 0, progress: bool = False) -> dict[str, list[G.Action]]:
+    """One decoding pass of BapItems, {item_id: [Action]}: greedy with `settings`' STOP rule; with
+    `lengths` {item_id: k}, exactly k actions for those items (`decode_pool`'s forced lengths);
+    with `sample` (a draw number), each item's draw at `settings.temperature` (`sample_keys`).
+    `settings.samples` plays no part here (`predict` chooses among draws).
 
-    `batch_size` items decode at once (the pool's slots); each compiled call takes up to
-    `items_per_call` items (default 16 x batch_size); the last call is padded only up to a
-    multiple of `batch_size` (padding rows still pay for text encoding), so a split compiles at
-    most two shapes. `decode_fn` (from `make_decode_fn`, with the same mesh) replaces the one
-    built from the other arguments. `lengths` {item_id: k}: decode exactly k actions for those
-    items (`decode_pool`'s `force_length`). With `feature_config.builder_frame` the items are
-    decoded in their Builder's frame and the predictions turned back: they are always in the
-    items' (world) coordinates.
+    `settings.slots` items decode at once (the pool's slots); each compiled call takes up to
+    `items_per_call` items (default 16 x slots); the last call is padded only up to a multiple of
+    the slots (padding rows still pay for text encoding), so a split compiles at most two shapes.
+    `decode_fn` (`settings.decode_fn(model, mesh)`, with the same mesh) saves compiling it again.
+    With `feature_config.builder_frame` the items are decoded in their Builder's frame and the
+    predictions turned back: they are always in the items' (world) coordinates.
     """
     devices = 1 if mesh is None else mesh.size
-    builder_frame = feature_config.builder_frame
-    decode_fn = decode_fn or make_decode_fn(model, max_actions, min_actions, slots=batch_size, stop_rule=stop_rule,
-                                            stop_threshold=stop_threshold, mesh=mesh, temperature=temperature)
+    decode_fn = decode_fn or settings.decode_fn(model, mesh)
     keys = None if sample is None else sample_keys(sample, [item.item_id for item in items])
     if features is None:
         features = input_pipeline.featurize_items(items, vocab, feature_config)
-    unit = batch_size * devices  # call sizes are multiples of this (equal rows per device)
-    full_call = -(-(items_per_call or 16 * batch_size) // unit) * unit
+    unit = settings.slots * devices  # call sizes are multiples of this (equal rows per device)
+    full_call = -(-(items_per_call or 16 * settings.slots) // unit) * unit
     predictions: dict[str, list[G.Action]] = {}
     start = time.time()
     for lo in range(0, len(items), full_call):
         rows = np.arange(lo, min(lo + full_call, len(items)))
         call_size = min(full_call, -(-len(rows) // unit) * unit)
-        per_device = call_size // devices
-        positions = call_layout(len(rows), devices, per_device)
+        positions = call_layout(len(rows), devices, call_size // devices)
         table_rows = np.full(call_size, features.padding_row)
         table_rows[positions] = rows
         expanded = input_pipeline.expand_batch(features, table_rows, feature_config)
         batch = {k: expanded[k] for k in decode_keys(model)}
+        call = {}
         if lengths is not None:
-            force = np.zeros(call_size, np.int32)
-            force[positions] = [int(lengths.get(items[row].item_id, 0)) for row in rows]
-            batch["force_length"] = force
+            call["lengths"] = np.zeros(call_size, np.int32)
+            call["lengths"][positions] = [int(lengths.get(items[row].item_id, 0)) for row in rows]
         if keys is not None:
-            call_keys = np.zeros((call_size, 2), np.uint32)
-            call_keys[positions] = keys[rows]
-            batch["sample_keys"] = call_keys
+            call["sample_keys"] = np.zeros((call_size, 2), np.uint32)
+            call["sample_keys"][positions] = keys[rows]
         if mesh is not None:
-            batch = sharding.host_batch_to_global(batch, mesh)
-        ids = np.asarray(decode_fn(params, batch))
+            batch, call = sharding.host_batch_to_global(batch, mesh), sharding.host_batch_to_global(call, mesh)
+        ids = np.asarray(decode_fn(params, batch, **call))
         for row, position in zip(rows, positions):
-            actions = ids_to_actions(ids[position], expanded["grid"][position])
-            if builder_frame:  # decoded on the item's turned grid: back to world coordinates
-                actions = rotation.from_builder_frame(actions, rotation.builder_frame_turns(items[row].builder_pose.yaw))
-            predictions[items[row].item_id] = actions
+            predictions[items[row].item_id] = _world_actions(items[row], ids[position], expanded["grid"][position],
+                                                             feature_config.builder_frame)
         if progress:
-            done = int(rows[-1]) + 1
-            rate = done / max(time.time() - start, 1e-9)
-            print(f"decode {done}/{len(items)} items, {rate:.1f} items/s, "
-                  f"ETA {(len(items) - done) / max(rate, 1e-9):.0f} s", flush=True)
+            _print_progress(int(rows[-1]) + 1, len(items), start)
     return predictions
+
+
+def _world_actions(item, ids: np.ndarray, grid: np.ndarray, builder_frame: bool) -> list[G.Action]:
+    """An item's decoded ids as Actions in its world coordinates (decoded on its turned grid with
+    `builder_frame`)."""
+    actions = ids_to_actions(ids, grid)
+    if builder_frame:
+        actions = rotation.from_builder_frame(actions, rotation.builder_frame_turns(item.builder_pose.yaw))
+    return actions
+
+
+def _print_progress(done: int, total: int, start: float) -> None:
+    rate = done / max(time.time() - start, 1e-9)
+    print(f"decode {done}/{total} items, {rate:.1f} items/s, ETA {(total - done) / max(rate, 1e-9):.0f} s",
+          flush=True)
+
+
+def candidates(model: BuilderModel, params, items: list, vocab, feature_config, settings: DecodeSettings, *,
+               decode_fn=None, mesh=None, features=None, progress: bool = False) -> list[dict]:
+    """[greedy, draw 0, ..., draw K-1] (K = `settings.samples`), each {item_id: [Action]}: the
+    greedy decoding with the settings' STOP rule, then draw k with the keys of `sample_keys(k, item
+    ids)` at `settings.temperature`, so every item's draws are reproducible and the same whichever
+    items are decoded with it."""
+    decode_fn = decode_fn or settings.decode_fn(model, mesh)
+    if features is None:
+        features = input_pipeline.featurize_items(items, vocab, feature_config)
+    passes = []
+    for sample in [None] + list(range(settings.samples)):
+        passes.append(predict_items(model, params, items, vocab, feature_config, settings, sample=sample,
+                                    decode_fn=decode_fn, mesh=mesh, features=features,
+                                    progress=progress and sample is None))
+        if progress and sample is not None:
+            print(f"decode: draw {sample + 1}/{settings.samples} of {len(items)} items", flush=True)
+    return passes
+
+
+def predict(model: BuilderModel, params, items: list, vocab, feature_config, settings: DecodeSettings, *,
+            decode_fn=None, mesh=None, features=None, progress: bool = False) -> dict[str, list[G.Action]]:
+    """Predictions {item_id: [Action]} decoded as `settings` say: greedy (`predict_items`) when
+    `settings.samples` is 0, else the minimum-Bayes-risk selection at `settings.cost` among the
+    greedy decoding and the draws (`candidates`, `bapjax.training.mbr.select`)."""
+    if settings.samples == 0:
+        return predict_items(model, params, items, vocab, feature_config, settings, decode_fn=decode_fn, mesh=mesh,
+                             features=features, progress=progress)
+    passes = candidates(model, params, items, vocab, feature_config, settings, decode_fn=decode_fn, mesh=mesh,
+                        features=features, progress=progress)
+    return mbr.select(passes, settings.cost)

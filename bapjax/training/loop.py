@@ -464,8 +464,9 @@ class TrainingRun:
 
     def final_evaluation(self) -> dict:
         """The best checkpoint (by `train.select_by`, else the last state) decoded as `bapjax.predict`
-        decodes a run (`predict.run_decode_settings`), after choosing its STOP rule on val; the
-        reports go to final_eval.json, the predictions to predictions/<source>_<split>.jsonl."""
+        decodes a run (`run_eval.run_decode_settings`), after choosing its STOP rule and sampling on
+        val (`Evaluator.choose_decoding`, kept in decode.json); the reports go to final_eval.json,
+        the predictions to predictions/<source>_<split>.jsonl."""
         ec = self.config.eval
         params = checkpoints.evaluation_params(self.state)
         if self.ckpts.best.latest_step() is not None:
@@ -475,9 +476,12 @@ class TrainingRun:
             return results
         stop_val_items = self.data[ec.stop_rule_val]["val"] if ec.stop_rule_val else self.val_items
         if len(ec.stop_thresholds) and stop_val_items:
-            self.evaluator.tune_stop_rule(params, stop_val_items, ec, self.workdir, log_fn=log,
-                                          chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")
-        settings = run_eval.run_decode_settings(self.workdir, self.config)
+            choice = self.evaluator.choose_decoding(params, stop_val_items, ec, log_fn=log,
+                                                    chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")
+            run_eval.write_decode_choice(self.workdir, choice)
+        else:  # nothing to choose on: the choice of an earlier final evaluation of this run, if any
+            choice = run_eval.read_decode_choice(self.workdir)
+        settings = self.eval_settings.chosen(choice)
         for key in ec.final_splits:
             source_name, _, split = key.partition(":")
             items = self.data.get(source_name, {}).get(split)

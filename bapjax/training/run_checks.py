@@ -74,9 +74,9 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
                                                           builder.build_model(config.model, vocab_size=1))),
         ("eval.stop_thresholds", lambda: [decode.check_stop_rule("mass", t) for t in ec.stop_thresholds]),
         ("eval.length_quantiles", lambda: [decode.check_stop_rule("length", q) for q in ec.length_quantiles]),
-        ("eval.mbr_samples", lambda: decode.check_sampling(ec.mbr_samples, 1.0)),
-        ("eval.mbr_temperatures", lambda: [decode.check_sampling(0, t) for t in ec.mbr_temperatures]),
-        ("eval.mbr_costs", lambda: [decode.check_sampling(0, 1.0, c) for c in ec.mbr_costs]),
+        ("eval.samples", lambda: decode.check_sampling(ec.samples, 1.0)),
+        ("eval.temperatures", lambda: [decode.check_sampling(0, t) for t in ec.temperatures]),
+        ("eval.costs", lambda: [decode.check_sampling(0, 1.0, c) for c in ec.costs]),
         ("train", lambda: optimizer.make_optimizer(tc, total_steps=1)),
     ]
     for section, build in owners:

@@ -137,10 +137,10 @@ def base_config() -> ml_collections.ConfigDict:
     config.eval.length_quantiles = (0.5, 0.6, 0.7, 0.8)  # with model.length_head: also "length" at each quantile
     # > 0: then also the chosen rule with minimum-Bayes-risk selection among the greedy decoding and
     # this many draws per item, at each temperature and cost per predicted action (bapjax.training.mbr;
-    # decoding then takes 1 + mbr_samples passes)
-    config.eval.mbr_samples = 0
-    config.eval.mbr_temperatures = (0.5,)
-    config.eval.mbr_costs = (0.075, 0.1, 0.125, 0.15)
+    # decoding then takes 1 + samples passes)
+    config.eval.samples = 0
+    config.eval.temperatures = (0.5,)
+    config.eval.costs = (0.075, 0.1, 0.125, 0.15)
     config.eval.stop_rule_val = ""  # "": choose the STOP rule on all val items; a source name (e.g. "mc"): on its val only
     config.eval.val_decode_items = 0  # decode-and-score this many val items per source at each eval (0: all, -1: none)
     config.eval.val_decode_sources = ()  # the sources whose val items evals decode (empty: every source), e.g. ("mc",)
@@ -167,6 +167,9 @@ MOVED_FIELDS = (
     ("features.perspective_scale", "model.perspective_scale", None),
     ("model.glove", "train.glove", None),
     ("features.text_encoder", "model.text_encoder", {"": "gru"}),
+    ("eval.mbr_samples", "eval.samples", None),
+    ("eval.mbr_temperatures", "eval.temperatures", None),
+    ("eval.mbr_costs", "eval.costs", None),
 )
 
 # The flat model section (one field per option, up to commit 57cc1b0) -> the part field that holds
@@ -286,7 +289,8 @@ def upgrade(values: dict) -> dict:
         if not isinstance(section, dict) or old_key not in section:
             continue
         value = section.pop(old_key)
-        value = (mapping or {}).get(value, value)
+        if mapping is not None:  # a renamed value (mapped fields hold strings)
+            value = mapping.get(value, value)
         target = values.setdefault(new_section, {})
         if isinstance(target, dict):
             target.setdefault(new_key, value)

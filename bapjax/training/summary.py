@@ -10,7 +10,7 @@ from typing import Mapping
 from etils import epath
 
 from bapjax.data import sources
-from bapjax.training import decode, run_checks
+from bapjax.training import decode, run_checks, run_eval
 
 
 def _best_step(workdir: epath.Path) -> int | None:
@@ -41,9 +41,8 @@ def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[s
     select_by, best = config["train"].get("select_by", "loss"), _best_step(workdir)
     kept = (f"checkpoints/best step {best} (the best {'val loss' if select_by == 'loss' else select_by})"
             if best is not None else f"the last state, step {steps} (no val split to choose by)")
-    decode_file = workdir / "decode.json"
-    if decode_file.exists():
-        chosen = run_checks.read_run_file(workdir, "decode.json", ("stop_rule", "stop_threshold"))
+    chosen = run_eval.read_decode_choice(workdir)
+    if chosen is not None:
         sampled = decode.describe_sampling(chosen.get("samples", 0), chosen.get("temperature"), chosen.get("cost"))
         rule = (f"{chosen['stop_rule']} at {chosen['stop_threshold']}{sampled} "
                 f"(chosen on {chosen.get('chosen_on', 'val')})")
