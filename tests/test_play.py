@@ -335,7 +335,7 @@ def test_hostile_and_malformed_requests_get_a_4xx_with_a_reason(stand_in):
 
 @pytest.mark.parametrize("files, message", [
     ({}, "no config.json + vocab.json"),
-    ({"config.json": "{broken", "vocab.json": "{}"}, "cannot load the run (JSONDecodeError"),
+    ({"config.json": "{broken", "vocab.json": "{}"}, "config.json: damaged"),
 ])
 def test_a_checkpoint_that_does_not_load_stops_with_one_line(tmp_path, files, message):
     run = tmp_path / "run"
