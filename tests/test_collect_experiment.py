@@ -160,10 +160,10 @@ def test_option_sets_average_their_seeds_and_compare_paired(tmp_path, mdc_corpus
     per_item = {"empty-s0": runs["empty"]["per_item"], "empty-s1": runs["empty"]["per_item"],
                 "oracle-s0": runs["oracle"]["per_item"]}
     counts = per_item["oracle-s0"]
-    from bapjax.analysis import error_analysis
+    from bapjax.analysis import bootstrap
 
     every_item = np.arange(len(items))[None]  # one "resampling": each item once
-    assert error_analysis.resampled_micro_f1(counts, every_item)[0] == metrics.micro_f1(
+    assert bootstrap.resampled_micro_f1(counts, every_item)[0] == metrics.micro_f1(
         counts["tp"], counts["n_pred"], counts["n_ref"]) == 1.0
     oracle_groups = runs["oracle"]["subgroups"]
     assert oracle_groups["all"]["items"] == 25 and oracle_groups["all"]["micro_overall"] == 1.0
