@@ -232,12 +232,12 @@ def test_the_command_rescores_the_kept_predictions_and_gives_intervals(tmp_path,
     assert low < agg["seed_mean"]["micro_overall"] < high <= 1.0 and agg["seed_sd"]["micro_overall"] > 0
     assert variants["mc"]["seed_sd"]["micro_overall"] is None  # one seed
     diff = boot["differences"]["agg - mc"]
-    assert diff["interval"][0] > 0 and diff["paper"] == 3.0 and diff["models"] == ["M_agg", "M_mc"]
+    assert diff["interval"][0] > 0 and diff["paper"] == 0.03 and diff["models"] == ["M_agg", "M_mc"]
     markdown = out.with_suffix(".md").read_text()
     assert "| `agg` - `mc` | M_agg - M_mc | " in markdown
     assert f"| `agg` | M_agg | 2 | {100 * agg['seed_mean']['micro_overall']:.1f} [{100 * low:.1f}, {100 * high:.1f}]" \
         in markdown
-    assert "Learning curves: not drawn, no metrics.jsonl in agg-s0, agg-s1, mc-s0." in markdown
+    assert "Learning curves (experiment_curves.png): not drawn, no metrics.jsonl in agg-s0, agg-s1, mc-s0." in markdown
     capsys.readouterr()
 
     for wrong, line in (([*args, "--reference", "cl"], "error: --reference cl: not a variant of these runs (agg, mc)"),

@@ -79,17 +79,18 @@ PAPER_TABLE7 = [("M_mc", "EB", (76.4, 75.2, 53.5, 56.0, 53.2)), ("M_mc", "NEB", 
 SETS = ("mc_test", "bs_test", "ss_test", "r_test")
 
 
-def entry_per_line(record: dict) -> str:
-    """JSON of a {key: value or {name: entry}} record with one line per entry (a run, an option set, a
-    variant's field)."""
-    parts = []
-    for key, value in record.items():
-        if isinstance(value, dict) and value:
-            inner = ",\n".join(f"  {json.dumps(name)}: {json.dumps(entry)}" for name, entry in value.items())
-            parts.append(f" {json.dumps(key)}: {{\n{inner}\n }}")
-        else:
-            parts.append(f" {json.dumps(key)}: {json.dumps(value)}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+def entry_per_line(record: dict, levels: int = 2) -> str:
+    """JSON of a record of records with one line per entry of its first `levels` levels of dicts
+    (levels 2: a run, an option set, a variant's field per line)."""
+
+    def lines(value, depth: int) -> str:
+        if not isinstance(value, dict) or not value or depth == levels:
+            return json.dumps(value)
+        pad = " " * depth
+        inner = ",\n".join(f"{pad} {json.dumps(key)}: {lines(entry, depth + 1)}" for key, entry in value.items())
+        return f"{{\n{inner}\n{pad}}}"
+
+    return lines(record, 0) + "\n"
 
 
 def collect_run(run: Path) -> dict:
@@ -232,7 +233,7 @@ def add_intervals(variants: dict, counts: dict, samples: int, seed: int, referen
     for (a, b), (name, diff) in zip(pairs, boot["differences"].items()):
         paper = [paper_micro(variants[v]["model"]) for v in (a, b)]
         record["differences"][name] = {**diff, "models": [variants[a]["model"], variants[b]["model"]],
-                                       "paper": None if None in paper else round(paper[0] - paper[1], 1)}
+                                       "paper": None if None in paper else round((paper[0] - paper[1]) / 100, 3)}
     return record
 
 
@@ -256,8 +257,8 @@ def differences_table(record: dict) -> str:
     for name, d in record["differences"].items():
         a, b = name.split(" - ")
         low, high = d["interval"]
-        paper = "-" if d["paper"] is None else f"{d['paper']:+.1f}"
-        inside = "-" if d["paper"] is None else ("yes" if 100 * low <= d["paper"] <= 100 * high else "no")
+        paper = "-" if d["paper"] is None else signed(d["paper"])
+        inside = "-" if d["paper"] is None else ("yes" if low <= d["paper"] <= high else "no")
         lines.append(f"| `{a}` - `{b}` | {d['models'][0]} - {d['models'][1]} | {signed(d['mean'])} | "
                      f"[{signed(low)}, {signed(high)}] | {100 * d['share_above_0']:.1f}% | {paper} | {inside} |")
     return "\n".join(lines)
@@ -406,7 +407,7 @@ def collect(args: argparse.Namespace, command: str) -> int:
         counts = rescored_counts(runs, results, items)
         add_subgroups(variants, runs, items)
     boot = add_intervals(variants, counts, args.bootstrap, args.seed, args.reference)
-    out.with_suffix(".json").write_text(entry_per_line({"command": command, "bootstrap": boot, "variants": variants}))
+    out.with_suffix(".json").write_text(entry_per_line({"command": command, "bootstrap": boot, "variants": variants}, levels=3))
     kept = (f"the MDC test predictions of {len(counts)} of the {len(runs)} runs rescore to them exactly (checked by "
             "this command)" if counts else "no run kept its MDC test predictions: nothing was rescored")
     markdown = [f"`{command}`", f"Each run's figures are its final_eval.json's; {kept}.", table(results),
@@ -421,7 +422,7 @@ def collect(args: argparse.Namespace, command: str) -> int:
     markdown += ["D_mc test, micro F1 by metric and subset:", breakdown_table(results) + subgroups_table(variants)]
     unlogged = [name for name, run in runs.items() if not (run / "metrics.jsonl").exists()]
     if unlogged:  # results/runs/ keeps each run's final files, not its per-step log
-        markdown.append(f"Learning curves: not drawn, no metrics.jsonl in {', '.join(unlogged)}.")
+        markdown.append(f"Learning curves ({out.name}_curves.png): not drawn, no metrics.jsonl in {', '.join(unlogged)}.")
     else:
         plot_curves(runs, out.parent / f"{out.name}_curves.png")
     text = "\n\n".join(markdown)
