@@ -160,10 +160,10 @@ def test_option_sets_average_their_seeds_and_compare_paired(tmp_path, mdc_corpus
     per_item = {"empty-s0": runs["empty"]["per_item"], "empty-s1": runs["empty"]["per_item"],
                 "oracle-s0": runs["oracle"]["per_item"]}
     counts = per_item["oracle-s0"]
-    from bapjax.analysis import error_analysis
+    from bapjax.analysis import bootstrap
 
     every_item = np.arange(len(items))[None]  # one "resampling": each item once
-    assert error_analysis.resampled_micro_f1(counts, every_item)[0] == metrics.micro_f1(
+    assert bootstrap.resampled_micro_f1(counts, every_item)[0] == metrics.micro_f1(
         counts["tp"], counts["n_pred"], counts["n_ref"]) == 1.0
     oracle_groups = runs["oracle"]["subgroups"]
     assert oracle_groups["all"]["items"] == 25 and oracle_groups["all"]["micro_overall"] == 1.0
@@ -191,3 +191,67 @@ def test_the_collections_json_has_one_line_per_entry_and_reads_back():
     text = collect_experiment.entry_per_line(record)
     assert json.loads(text) == record
     assert len(text.splitlines()) == 8  # {, command, runs: {, 2 runs, }, option_sets, }
+
+
+def test_the_command_rescores_the_kept_predictions_and_gives_intervals(tmp_path, mdc_path, mdc_corpus, capsys):
+    """Runs with kept MDC test predictions: every run rescored to its final_eval.json (a changed one is
+    refused in one line, exit 2), each variant's seed mean with its two-level interval and seed SD,
+    the differences against the M_agg variant, the command on OUT.md's first line, and the missing
+    learning curves named instead of drawn."""
+    from bapjax.world import jsonl
+
+    items = mdc_corpus.split("test")
+    every_third, every_second = {i.item_id for i in items[::3]}, {i.item_id for i in items[::2]}
+    predictors = {"agg-s0": trivial.oracle_prediction,
+                  "agg-s1": lambda i: [] if i.item_id in every_third else trivial.oracle_prediction(i),
+                  "mc-s0": lambda i: [] if i.item_id in every_second else trivial.oracle_prediction(i)}
+    runs = []
+    for name, predict in predictors.items():
+        predictions = {i.item_id: predict(i) for i in items}
+        arg = name.replace("-s", ",")
+        argv = ["bapjax/train.py", f"--config=configs/cpu_experiment.py:{arg}"]
+        run = _fake_run(tmp_path, name, f"cpu_experiment.py:{arg}",
+                        {"mc_test": evaluator.evaluate_predictions(items, predictions)}, [_invocation(argv, 320, 60.0)], [])
+        (run / "metrics.jsonl").unlink()  # as results/runs/ keeps them
+        (run / "predictions").mkdir()
+        jsonl.write_predictions(run / "predictions" / "mc_test.jsonl.gz", predictions)
+        runs.append(str(run))
+    out = tmp_path / "out" / "experiment"
+    args = [*runs, "--out", str(out), "--corpus", str(mdc_path), "--bootstrap", "300", "--seed", "1"]
+    assert collect_experiment.main(args) == 0
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert record["command"] == "python -m bapjax.analysis.collect_experiment " + " ".join(args)
+    assert out.with_suffix(".md").read_text().splitlines()[0] == f"`{record['command']}`"
+    boot, variants = record["bootstrap"], record["variants"]
+    assert (boot["samples"], boot["seed"], boot["items"], boot["reference"], boot["baseline"]) == (300, 1, len(items),
+                                                                                                   "agg", "mc")
+    agg = variants["agg"]
+    low, high = agg["micro_overall_interval"]
+    per_seed = [s["micro_overall"] for s in agg["seeds"]]
+    assert per_seed[0] == 1.0 and per_seed[1] < 1.0
+    assert low < agg["seed_mean"]["micro_overall"] < high <= 1.0 and agg["seed_sd"]["micro_overall"] > 0
+    assert variants["mc"]["seed_sd"]["micro_overall"] is None  # one seed
+    diff = boot["differences"]["agg - mc"]
+    assert diff["interval"][0] > 0 and diff["paper"] == 0.03 and diff["models"] == ["M_agg", "M_mc"]
+    markdown = out.with_suffix(".md").read_text()
+    assert "| `agg` - `mc` | M_agg - M_mc | " in markdown
+    assert f"| `agg` | M_agg | 2 | {100 * agg['seed_mean']['micro_overall']:.1f} [{100 * low:.1f}, {100 * high:.1f}]" \
+        in markdown
+    assert "Learning curves (experiment_curves.png): not drawn, no metrics.jsonl in agg-s0, agg-s1, mc-s0." in markdown
+    capsys.readouterr()
+
+    for wrong, line in (([*args, "--reference", "cl"], "error: --reference cl: not a variant of these runs (agg, mc)"),
+                        ([*args[:-2], "--bootstrap", "-1"], "error: --bootstrap -1: the number of replicates is 0"),
+                        ([str(tmp_path), *args[1:]], f"error: {tmp_path}: not a training workdir (no runs.jsonl)")):
+        with pytest.raises(SystemExit) as exit_status:
+            collect_experiment.main(wrong)
+        assert exit_status.value.code == 2 and capsys.readouterr().err.startswith(line), wrong
+    final_eval = tmp_path / "mc-s0" / "final_eval.json"
+    changed = json.loads(final_eval.read_text())
+    changed["mc_test"]["micro"]["Overall"]["overall"] += 0.01
+    final_eval.write_text(json.dumps(changed))
+    with pytest.raises(SystemExit) as exit_status:
+        collect_experiment.main(args)
+    error = capsys.readouterr().err
+    assert exit_status.value.code == 2 and error.count("\n") == 1
+    assert error.startswith(f"error: {tmp_path / 'mc-s0' / 'predictions' / 'mc_test.jsonl.gz'}: rescored")

@@ -15,7 +15,7 @@ From each run's MDC val predictions (predictions/mc_val.jsonl) also: micro Overa
 items by what the last instruction says and by where the build starts
 (`bapjax.analysis.length_ceiling.breakdown`), predicted / reference net actions. Runs with the
 same options (seeds) form an option set: its row holds the seed means, and a paired bootstrap
-over the val items (`error_analysis.paired_bootstrap`'s resampling, the seeds' F1 averaged per
+over the val items (`bootstrap.paired_bootstrap`'s resampling, the seeds' F1 averaged per
 resample) gives the 95% interval of its difference to the first run's set. Writes OUT.json and
 OUT.md.
 """
@@ -31,8 +31,8 @@ import numpy as np
 
 from bapjax import paths
 from bapjax.analysis import length_ceiling
+from bapjax.analysis.bootstrap import resampled_micro_f1
 from bapjax.analysis.collect_experiment import collect_run, entry_per_line
-from bapjax.analysis.error_analysis import resampled_micro_f1
 from bapjax.corpus import mdc
 from bapjax.data.input_pipeline import feature_defaults
 from bapjax.evaluation import evaluator

@@ -1,24 +1,38 @@
-"""Rebuild the experiment's results (JSON, markdown table, learning curves) from run directories.
+"""Rebuild the experiment's results (JSON, markdown tables, learning curves) from run directories.
 
-    python -m bapjax.analysis.collect_experiment runs/exp/mc runs/exp/agg runs/exp/cl runs/exp/cl_la \
-        [--out results/cpu_experiment]
+    python -m bapjax.analysis.collect_experiment runs/exp/mc-s{0,1,2} runs/exp/agg-s{0,1,2,3} runs/exp/cl-s{0,1} \
+        [--out results/cpu_experiment] [--corpus @mdc] [--bootstrap 2000] [--seed 0] [--reference VARIANT]
 
 Each run directory is a finished `python -m bapjax.train` workdir; its name is the row's key.
 Nothing is typed by hand: the command and commit come from the run's `runs.jsonl`, the config
 from `config.json`, the evaluation from `final_eval.json` (exactly what training printed last),
-the STOP rule from `decode.json`, the curves from `metrics.jsonl`. Runs named `<variant>-s<seed>`
-(configs/cpu_experiment.py's `<variant>,<seed>`) are seeds of one variant: OUT.json has one record
-per variant (its first seed's, plus `"seeds": [{"seed", "micro_overall", "strict_micro",
-"wall_minutes", "train_items_seen"}, ...]` on the MDC test split, every seed listed, and their
-`"seed_mean"`), and OUT.md a table of the seeds. Writes OUT.json
-(``{name: {"command", "commit", "config", "train_items_seen", "wall_minutes", "stop_rule",
-"eval": {"mc_test": <evaluator JSON>, "bs_test": ..., ...}}}``), OUT.md (the table beside the
-paper's Table 5) and OUT_curves.png (val loss and val micro Overall F1 of every run).
+the STOP rule from `decode.json`, the curves from `metrics.jsonl` (results/runs/ keeps no
+metrics.jsonl: without it the curves are not drawn, and OUT.md says so). Runs named
+`<variant>-s<seed>` (configs/cpu_experiment.py's `<variant>,<seed>`) are seeds of one variant.
+
+OUT.json: ``{"command", "bootstrap", "variants": {variant: record}}``. A variant's record is its
+first seed's (``"model", "command", "commit", "config", "train_items_seen", "wall_minutes",
+"stop_rule", "eval": {"mc_test": <evaluator JSON>, "bs_test": ..., ...}``) plus ``"seeds": [{"seed",
+"micro_overall", "strict_micro", "wall_minutes", "train_items_seen", "run"}, ...]`` on the MDC test
+split, every seed listed, their ``"seed_mean"`` and ``"seed_sd"`` (standard deviation over seeds,
+None for one seed). OUT.md: the command that wrote it, the runs beside the paper's Table 5, the
+seeds table, the differences and the breakdowns; OUT_curves.png: val loss and val micro Overall F1
+of every run.
+
 Where the runs kept their MDC test predictions (predictions/mc_test.jsonl, or mc_test.jsonl.gz as
-results/runs/ keeps them), each variant also
-gets `"mc_test_subgroups"`: micro Overall F1 of NEB test items by what the last instruction says
-and by where the build starts (`bapjax.analysis.length_ceiling.breakdown`), seed mean and per seed,
-and OUT.md its table (`--corpus`: the MDC the runs were tested on).
+results/runs/ keeps them; `--corpus`: the MDC the runs were tested on), they are rescored and must
+reproduce their final_eval.json's mc_test exactly (otherwise: one error line naming the file).
+From their per-item fairer counts:
+
+* intervals (`--bootstrap N` replicates, `--seed`; 0: none): each variant whose every seed kept its
+  predictions gets ``"micro_overall_interval"``, the 95% interval of its seed-mean micro Overall F1
+  by the two-level bootstrap of `bapjax.analysis.bootstrap` (items resampled once per replicate for
+  every run, seeds resampled per variant), and ``"bootstrap"`` holds the differences of seed means
+  with their intervals: every variant minus the reference (`--reference`, default the first M_agg
+  variant) and the reference minus the first M_mc variant, each beside the paper's difference;
+* ``"mc_test_subgroups"`` per variant: micro Overall F1 of NEB test items by what the last
+  instruction says and by where the build starts (`bapjax.analysis.length_ceiling.breakdown`),
+  seed mean and per seed.
 """
 
 from __future__ import annotations
@@ -26,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import statistics
 import sys
 from pathlib import Path
 
@@ -34,9 +49,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bapjax import paths  # noqa: E402
-from bapjax.analysis import length_ceiling  # noqa: E402
+from bapjax import cli, paths  # noqa: E402
+from bapjax.analysis import bootstrap, length_ceiling  # noqa: E402
 from bapjax.corpus import mdc  # noqa: E402
+from bapjax.errors import UserError  # noqa: E402
+from bapjax.evaluation import evaluator  # noqa: E402
 from bapjax.world import jsonl  # noqa: E402
 
 PREDICTIONS = "mc_test.jsonl"  # a run's MDC test predictions, in its predictions/ folder (or gzip-compressed beside)
@@ -62,17 +79,18 @@ PAPER_TABLE7 = [("M_mc", "EB", (76.4, 75.2, 53.5, 56.0, 53.2)), ("M_mc", "NEB", 
 SETS = ("mc_test", "bs_test", "ss_test", "r_test")
 
 
-def entry_per_line(record: dict) -> str:
-    """JSON of a {key: value or {name: entry}} record with one line per entry (a run, an option set, a
-    variant's field)."""
-    parts = []
-    for key, value in record.items():
-        if isinstance(value, dict) and value:
-            inner = ",\n".join(f"  {json.dumps(name)}: {json.dumps(entry)}" for name, entry in value.items())
-            parts.append(f" {json.dumps(key)}: {{\n{inner}\n }}")
-        else:
-            parts.append(f" {json.dumps(key)}: {json.dumps(value)}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+def entry_per_line(record: dict, levels: int = 2) -> str:
+    """JSON of a record of records with one line per entry of its first `levels` levels of dicts
+    (levels 2: a run, an option set, a variant's field per line)."""
+
+    def lines(value, depth: int) -> str:
+        if not isinstance(value, dict) or not value or depth == levels:
+            return json.dumps(value)
+        pad = " " * depth
+        inner = ",\n".join(f"{pad} {json.dumps(key)}: {lines(entry, depth + 1)}" for key, entry in value.items())
+        return f"{{\n{inner}\n{pad}}}"
+
+    return lines(record, 0) + "\n"
 
 
 def collect_run(run: Path) -> dict:
@@ -126,7 +144,8 @@ def seed_record(row: dict) -> dict:
 
 
 def by_variant(results: dict) -> dict:
-    """{variant: the first seed's record + "seeds" (every seed's MDC test figures) + "seed_mean"}."""
+    """{variant: the first seed's record + "seeds" (every seed's MDC test figures), "seed_mean" and
+    "seed_sd"}."""
     groups: dict[str, list[dict]] = {}
     for name, row in results.items():
         groups.setdefault(variant_of(name), []).append({**row, "run": name})
@@ -134,21 +153,114 @@ def by_variant(results: dict) -> dict:
     for variant, rows in groups.items():
         rows.sort(key=lambda r: r["config"].get("seed", 0))
         seeds = [seed_record(r) for r in rows]
-        mean = {key: (sum(s[key] for s in seeds) / len(seeds) if all(s[key] is not None for s in seeds) else None)
+        known = lambda key: all(s[key] is not None for s in seeds)  # noqa: E731
+        mean = {key: (sum(s[key] for s in seeds) / len(seeds) if known(key) else None)
                 for key in ("micro_overall", "strict_micro", "wall_minutes")}
-        out[variant] = {**{k: v for k, v in rows[0].items() if k != "run"}, "seeds": seeds, "seed_mean": mean}
+        sd = {key: (statistics.stdev(s[key] for s in seeds) if known(key) and len(seeds) > 1 else None)
+              for key in ("micro_overall", "strict_micro")}
+        out[variant] = {**{k: v for k, v in rows[0].items() if k != "run"}, "seeds": seeds, "seed_mean": mean,
+                        "seed_sd": sd}
     return out
 
 
 def seeds_table(variants: dict) -> str:
-    lines = ["| variant | model | seeds | D_mc micro Overall, mean (per seed) | D_mc strict, mean (per seed) | minutes per run |",
-             "|---|---|---:|---:|---:|---:|"]
+    """One row per variant: micro Overall's seed mean with its 95% interval where the variant has one,
+    the seed standard deviation, every seed's figure; strict likewise without the interval."""
+    lines = ["| variant | model | seeds | D_mc micro Overall, mean [95% interval] (per seed) | seed SD "
+             "| D_mc strict, mean (per seed) | strict seed SD | minutes per run |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for variant, row in variants.items():
-        seeds, mean = row["seeds"], row["seed_mean"]
-        lines.append(f"| `{variant}` | {row['model']} | {len(seeds)} | {_pct(mean['micro_overall'])} "
-                     f"({', '.join(_pct(s['micro_overall']) for s in seeds)}) | {_pct(mean['strict_micro'])} "
-                     f"({', '.join(_pct(s['strict_micro']) for s in seeds)}) | "
-                     f"{', '.join(str(s['wall_minutes']) for s in seeds)} |")
+        seeds, mean, sd = row["seeds"], row["seed_mean"], row["seed_sd"]
+        low_high = row.get("micro_overall_interval")
+        interval = f" [{_pct(low_high[0])}, {_pct(low_high[1])}]" if low_high else ""
+        lines.append(f"| `{variant}` | {row['model']} | {len(seeds)} | {_pct(mean['micro_overall'])}{interval} "
+                     f"({', '.join(_pct(s['micro_overall']) for s in seeds)}) | {_pct(sd['micro_overall'])} | "
+                     f"{_pct(mean['strict_micro'])} ({', '.join(_pct(s['strict_micro']) for s in seeds)}) | "
+                     f"{_pct(sd['strict_micro'])} | {', '.join(str(s['wall_minutes']) for s in seeds)} |")
+    return "\n".join(lines)
+
+
+def rescored_counts(runs: dict[str, Path], results: dict, items: list) -> dict[str, dict]:
+    """{run: per-item fairer Overall counts {"tp", "n_pred", "n_ref"} in `items`' order} of the runs
+    that kept their MDC test predictions; each must rescore to exactly its final_eval.json's mc_test."""
+    counts = {}
+    for name, run in runs.items():
+        path = jsonl.stored(run / "predictions" / PREDICTIONS)
+        if not path.exists():
+            continue
+        report, scores, _ = evaluator.evaluate_items(items, jsonl.read_predictions(path))
+        recorded = results[name]["eval"].get("mc_test")
+        if json.loads(json.dumps(report)) != recorded:
+            found = (recorded or {}).get("micro", {}).get("Overall", {}).get("overall")
+            raise UserError(f"{path}: rescored on the test split of --corpus, micro Overall "
+                            f"{report['micro']['Overall']['overall']} is not the {found} of "
+                            f"{run / 'final_eval.json'}'s mc_test (another corpus, or the file was changed)")
+        counts[name] = {"tp": scores.fair_tp, "n_pred": scores.n_pred, "n_ref": scores.n_ref}
+    return counts
+
+
+def compared_variants(variants: dict, reference: str | None = None) -> tuple[str, str | None]:
+    """(the reference: `reference`, else the first M_agg variant, else the first variant; the
+    baseline: the first M_mc variant other than the reference, or None)."""
+    if reference is not None and reference not in variants:
+        raise UserError(f"--reference {reference}: not a variant of these runs ({', '.join(variants)})")
+    plain = lambda row: row["model"].replace("'", "")  # noqa: E731 (M'_agg is compared like M_agg)
+    if reference is None:
+        reference = next((v for v, row in variants.items() if plain(row) == "M_agg"), next(iter(variants)))
+    baseline = next((v for v, row in variants.items() if plain(row) == "M_mc" and v != reference), None)
+    return reference, baseline
+
+
+def add_intervals(variants: dict, counts: dict, samples: int, seed: int, reference: str | None) -> dict:
+    """The two-level bootstrap of the variants whose every seed kept its predictions: sets their
+    "micro_overall_interval" and returns OUT.json's "bootstrap" record (the differences of seed
+    means: the reference minus the baseline, every other variant minus the reference)."""
+    reference, baseline = compared_variants(variants, reference)
+    complete = {v: [counts[s["run"]] for s in row["seeds"]] for v, row in variants.items()
+                if all(s["run"] in counts for s in row["seeds"])}
+    pairs = [(reference, baseline)] if baseline else []
+    pairs += [(v, reference) for v in variants if v not in (reference, baseline)]
+    pairs = [(a, b) for a, b in pairs if a in complete and b in complete]
+    record = {"samples": samples, "seed": seed, "reference": reference, "baseline": baseline,
+              "without_intervals": [v for v in variants if v not in complete], "differences": {}}
+    if not complete or not samples:
+        return record
+    boot = bootstrap.two_level(complete, pairs, samples, seed)
+    record["items"] = boot["items"]
+    for variant, result in boot["variants"].items():
+        assert result["mean"] == variants[variant]["seed_mean"]["micro_overall"], variant  # the rescored counts' F1
+        variants[variant]["micro_overall_interval"] = result["interval"]
+    for (a, b), (name, diff) in zip(pairs, boot["differences"].items()):
+        paper = [paper_micro(variants[v]["model"]) for v in (a, b)]
+        record["differences"][name] = {**diff, "models": [variants[a]["model"], variants[b]["model"]],
+                                       "paper": None if None in paper else round((paper[0] - paper[1]) / 100, 3)}
+    return record
+
+
+def paper_micro(model: str) -> float | None:
+    """The paper's D_mc micro Overall of a model label (`model_label`'s): M_agg+cl (L_A, ...) is its
+    M_agg+cl, M'_... its Table 6."""
+    base = model.split(" (")[0]
+    for table_name in ("Table 5", "Table 6"):
+        row = PAPER_ROWS.get(f"paper {base} (GPU, {table_name})")
+        if row:
+            return row["mc_test"]
+    return None
+
+
+def differences_table(record: dict) -> str:
+    if not record["differences"]:
+        return ""
+    lines = ["| difference | models | seed means | 95% interval | replicates > 0 | paper (GPU, its clean test set) "
+             "| paper's difference inside the interval |", "|---|---|---:|---:|---:|---:|---|"]
+    signed = lambda value: f"{100 * value:+.1f}"  # noqa: E731
+    for name, d in record["differences"].items():
+        a, b = name.split(" - ")
+        low, high = d["interval"]
+        paper = "-" if d["paper"] is None else signed(d["paper"])
+        inside = "-" if d["paper"] is None else ("yes" if low <= d["paper"] <= high else "no")
+        lines.append(f"| `{a}` - `{b}` | {d['models'][0]} - {d['models'][1]} | {signed(d['mean'])} | "
+                     f"[{signed(low)}, {signed(high)}] | {100 * d['share_above_0']:.1f}% | {paper} | {inside} |")
     return "\n".join(lines)
 
 
@@ -258,33 +370,77 @@ def plot_curves(runs: dict[str, Path], out: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="finished training workdirs (their names are the row keys)")
     parser.add_argument("--out", default="results/cpu_experiment", help="output path without extension")
     parser.add_argument("--corpus", default="@mdc", help="the MDC whose test split the runs' predictions are of")
-    args = parser.parse_args()
+    parser.add_argument("--bootstrap", type=int, default=2000,
+                        help="two-level bootstrap replicates of the intervals (0: no intervals)")
+    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed")
+    parser.add_argument("--reference", default=None,
+                        help="the variant the others are compared with (default: the first M_agg variant)")
+    args = parser.parse_args(argv)
+    command = " ".join(["python", "-m", "bapjax.analysis.collect_experiment",
+                        *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    try:
+        return collect(args, command)
+    except UserError as err:
+        cli.fail(str(err))
+
+
+def collect(args: argparse.Namespace, command: str) -> int:
+    if args.bootstrap < 0:
+        raise UserError(f"--bootstrap {args.bootstrap}: the number of replicates is 0 (no intervals) or more")
+    for run in args.runs:
+        if not (Path(run) / "runs.jsonl").is_file():
+            raise UserError(f"{run}: not a training workdir (no runs.jsonl)")
     runs = {Path(r).name: Path(r) for r in args.runs}
     results = {name: collect_run(run) for name, run in runs.items()}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     variants = by_variant(results)
+    compared_variants(variants, args.reference)  # a wrong --reference is refused before any work
+    counts = {}
     if any(jsonl.stored(run / "predictions" / PREDICTIONS).exists() for run in runs.values()):
-        add_subgroups(variants, runs, mdc.load_corpus(paths.mdc_path(args.corpus)).split("test"))
-    out.with_suffix(".json").write_text(entry_per_line(variants))  # one line per variant's field
-    markdown = (table(results) + "\n\nSeeds (MDC test split, paper baseline: strict 21.2):\n\n" + seeds_table(variants)
-                + "\n\nD_mc test, micro F1 by metric and subset:\n\n" + breakdown_table(results)
-                + subgroups_table(variants))
-    out.with_suffix(".md").write_text(markdown + "\n")
+        items = mdc.load_corpus(paths.mdc_path(args.corpus)).split("test")
+        counts = rescored_counts(runs, results, items)
+        add_subgroups(variants, runs, items)
+    boot = add_intervals(variants, counts, args.bootstrap, args.seed, args.reference)
+    out.with_suffix(".json").write_text(entry_per_line({"command": command, "bootstrap": boot, "variants": variants}, levels=3))
+    kept = (f"the MDC test predictions of {len(counts)} of the {len(runs)} runs rescore to them exactly (checked by "
+            "this command)" if counts else "no run kept its MDC test predictions: nothing was rescored")
+    markdown = [f"`{command}`", f"Each run's figures are its final_eval.json's; {kept}.", table(results),
+                "Seeds (MDC test split, paper baseline: strict 21.2)" + intervals_note(boot) + ":", seeds_table(variants)]
+    if boot["differences"]:
+        markdown += ["Differences of seed means, micro Overall fairer F1 on the MDC test split (the same replicates; "
+                     "the paper's differences are between single runs on its clean v2 test set, which is not public):",
+                     differences_table(boot)]
+    if boot["without_intervals"] and args.bootstrap:
+        markdown.append(f"No intervals for {', '.join(boot['without_intervals'])}: not every seed kept its MDC test "
+                        "predictions.")
+    markdown += ["D_mc test, micro F1 by metric and subset:", breakdown_table(results) + subgroups_table(variants)]
     unlogged = [name for name, run in runs.items() if not (run / "metrics.jsonl").exists()]
     if unlogged:  # results/runs/ keeps each run's final files, not its per-step log
-        print(f"note: no metrics.jsonl in {', '.join(unlogged)}: learning curves not drawn", file=sys.stderr)
+        markdown.append(f"Learning curves ({out.name}_curves.png): not drawn, no metrics.jsonl in {', '.join(unlogged)}.")
     else:
         plot_curves(runs, out.parent / f"{out.name}_curves.png")
-    print(markdown)
+    text = "\n\n".join(markdown)
+    out.with_suffix(".md").write_text(text + "\n")
+    print(text)
     print(json.dumps({name: {s: row["eval"].get(s, {}).get("micro", {}).get("Overall", {}).get("overall")
                              for s in SETS} for name, row in results.items()}))
+    return 0
+
+
+def intervals_note(boot: dict) -> str:
+    if "items" not in boot:
+        return ""
+    return (f"; 95% intervals of the seed mean by a two-level bootstrap, {boot['samples']} replicates (seed "
+            f"{boot['seed']}): each replicate draws the {boot['items']:,} test items with replacement once for every "
+            "run, and each variant's seeds with replacement; its value is the mean over the drawn seeds of micro F1 "
+            "of their summed counts on the drawn items; seed SD: standard deviation over the seeds")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

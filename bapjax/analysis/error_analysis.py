@@ -50,6 +50,7 @@ import numpy as np
 
 from bapjax import paths
 from bapjax.analysis import length_ceiling
+from bapjax.analysis.bootstrap import paired_bootstrap
 from bapjax.analysis.length_ceiling import last_action, next_to
 from bapjax.corpus import load
 from bapjax.evaluation import evaluator, metrics
@@ -239,32 +240,6 @@ def analyze_run(run_dir: str, items, batch_size: int) -> dict:
         "per_item_overall": {"tp": scores.fair_tp.tolist(), "n_pred": scores.n_pred.tolist(),
                              "n_ref": scores.n_ref.tolist()},
     }
-
-
-def resampled_micro_f1(counts: dict[str, np.ndarray], picks: np.ndarray) -> np.ndarray:
-    """Micro F1 [samples] of per-item counts {"tp", "n_pred", "n_ref"} on each resampling of the items,
-    `picks` [samples, n] (metrics.micro_f1's rule: 1 when both counts are 0)."""
-    tp, total = counts["tp"][picks].sum(-1), (counts["n_pred"][picks] + counts["n_ref"][picks]).sum(-1)
-    return np.where(total == 0, 1.0, 2.0 * tp / np.maximum(total, 1))
-
-
-def paired_bootstrap(per_item: dict[str, dict[str, np.ndarray]], samples: int, seed: int = 0) -> dict:
-    """95% intervals of micro Overall F1 per run and of each pairwise difference, over `samples`
-    resamplings of the items (with replacement, the same ones for every run)."""
-    labels = list(per_item)
-    n = len(next(iter(per_item.values()))["tp"])
-    picks = np.random.default_rng(seed).integers(0, n, (samples, n))
-    f1 = {}
-    for label, counts in per_item.items():
-        f1[label] = resampled_micro_f1(counts, picks)
-    interval = lambda values: [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]  # noqa: E731
-    out = {"samples": samples, "items": n, "runs": {label: interval(values) for label, values in f1.items()},
-           "differences": {}}
-    for i, a in enumerate(labels):
-        for b in labels[i + 1:]:
-            diff = f1[b] - f1[a]
-            out["differences"][f"{b} - {a}"] = {"interval": interval(diff), "share_above_0": float((diff > 0).mean())}
-    return out
 
 
 def pct(value) -> str:

@@ -1,0 +1,155 @@
+"""Bootstrap intervals of micro F1 over test items and, for a seeds x items experiment, over seeds.
+
+A run's figure is micro F1 (`metrics.micro_f1`: 2 tp / (n_pred + n_ref) of counts summed over the
+items), so a resampling recomputes it from the resampled items' summed counts; per-item F1 is never
+averaged. Per-item counts are {"tp", "n_pred", "n_ref"} arrays in one item order, e.g. the fairer
+Overall counts of `evaluator.evaluate_items` (`scores.fair_tp`, `scores.n_pred`, `scores.n_ref`).
+
+The two-level bootstrap (`two_level`) of variants, each a set of runs (seeds) scored on the same
+items: every replicate draws the items with replacement once, the same draw for every run of every
+variant (paired), and independently per variant that variant's seeds with replacement; a
+variant's replicate value is the mean over its drawn seeds of their micro F1 on the drawn items.
+Its interval accounts for the test items and for the seeds; a difference between two variants is
+taken replicate by replicate. Intervals are percentile intervals (`INTERVAL`). `draw` makes the
+draws (one generator: the items first, then each variant's seeds in the variants' order), so that
+the NumPy computation (`replicates`) and the plain-Python one it is tested against
+(`replicates_reference`) see the same draws. With one run per variant the seed draws are trivial
+and the bootstrap is over the items alone (`paired_bootstrap`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from bapjax.evaluation import metrics
+
+INTERVAL = (2.5, 97.5)  # percentiles: a 95% interval
+
+Counts = Mapping[str, np.ndarray]  # {"tp", "n_pred", "n_ref"}: one entry per item
+
+
+@dataclasses.dataclass(frozen=True)
+class Draws:
+    """The indices of one bootstrap: `items` [samples, n_items] (shared by every run) and per
+    variant `seeds` [samples, runs] (which of its runs each replicate averages)."""
+
+    items: np.ndarray
+    seeds: dict[str, np.ndarray]
+
+
+def draw(n_items: int, runs_per_variant: Mapping[str, int], samples: int, seed: int = 0) -> Draws:
+    """`samples` replicates' draws: the items with replacement (once, for every variant), then per
+    variant (in order) its runs with replacement."""
+    rng = np.random.default_rng(seed)
+    items = rng.integers(0, n_items, (samples, n_items))
+    return Draws(items, {variant: rng.integers(0, k, (samples, k)) for variant, k in runs_per_variant.items()})
+
+
+def item_weights(picks: np.ndarray, n_items: int) -> np.ndarray:
+    """[samples, n_items]: how often each replicate `picks` [samples, m] drew each item."""
+    samples = picks.shape[0]
+    flat = (picks + n_items * np.arange(samples)[:, None]).ravel()
+    return np.bincount(flat, minlength=samples * n_items).reshape(samples, n_items)
+
+
+def resampled_f1(tp: np.ndarray, total: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Micro F1 [..., samples] of per-item counts `tp`, `total` (= n_pred + n_ref) [..., n_items]
+    on each replicate of `weights` [samples, n_items] (`metrics.micro_f1`'s rule: 1 when every set
+    is empty)."""
+    tp_sum = np.asarray(tp, np.int64) @ weights.T
+    total_sum = np.asarray(total, np.int64) @ weights.T
+    return np.where(total_sum == 0, 1.0, 2.0 * tp_sum / np.maximum(total_sum, 1))
+
+
+def resampled_micro_f1(counts: Counts, picks: np.ndarray) -> np.ndarray:
+    """Micro F1 [samples] of one run's per-item counts on each resampling `picks` [samples, m] of
+    its items."""
+    n_items = len(counts["tp"])
+    return resampled_f1(counts["tp"], np.asarray(counts["n_pred"]) + np.asarray(counts["n_ref"]),
+                        item_weights(picks, n_items))
+
+
+def replicates(runs: Mapping[str, Sequence[Counts]], draws: Draws) -> dict[str, np.ndarray]:
+    """{variant: [samples] replicate values}: the mean over the drawn seeds of their micro F1 on the
+    drawn items."""
+    n_items = draws.items.shape[1]
+    weights = item_weights(draws.items, n_items)
+    out = {}
+    for variant, counts in runs.items():
+        tp = np.stack([c["tp"] for c in counts])
+        total = np.stack([np.asarray(c["n_pred"]) + np.asarray(c["n_ref"]) for c in counts])
+        f1 = resampled_f1(tp, total, weights).T  # [samples, runs]
+        picked = np.take_along_axis(f1, draws.seeds[variant], axis=1)
+        out[variant] = picked.mean(axis=1)
+    return out
+
+
+def replicates_reference(runs: Mapping[str, Sequence[Counts]], draws: Draws) -> dict[str, list[float]]:
+    """`replicates` in plain Python, one replicate, seed and item at a time (the oracle of the tests)."""
+    out = {}
+    for variant, counts in runs.items():
+        values = []
+        for sample, items in enumerate(draws.items.tolist()):
+            f1s = []
+            for run in draws.seeds[variant][sample].tolist():
+                tp = sum(int(counts[run]["tp"][i]) for i in items)
+                total = sum(int(counts[run]["n_pred"][i]) + int(counts[run]["n_ref"][i]) for i in items)
+                f1s.append(1.0 if total == 0 else 2.0 * tp / total)
+            values.append(sum(f1s) / len(f1s))
+        out[variant] = values
+    return out
+
+
+def percentile_reference(values: Sequence[float], q: float) -> float:
+    """The q-th percentile by linear interpolation between order statistics (np.percentile's
+    default), in plain Python."""
+    ordered = sorted(values)
+    position = q / 100 * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def interval(values: np.ndarray) -> list[float]:
+    return [float(v) for v in np.percentile(values, INTERVAL)]
+
+
+def two_level(runs: Mapping[str, Sequence[Counts]], differences: Sequence[tuple[str, str]], samples: int,
+              seed: int = 0) -> dict:
+    """The two-level bootstrap of `runs` ({variant: per-run counts, the same items in the same
+    order}): per variant its runs' micro F1, their mean, standard deviation (None for one run) and
+    the mean's 95% interval; per difference (a, b) of `differences` "a - b": the difference of the
+    means, its 95% interval and the share of replicates above 0."""
+    n_items = len(next(iter(next(iter(runs.values()))))["tp"])
+    if any(len(c[k]) != n_items for counts in runs.values() for c in counts for k in ("tp", "n_pred", "n_ref")):
+        raise ValueError("every run's per-item counts must cover the same items")
+    values = replicates(runs, draw(n_items, {v: len(c) for v, c in runs.items()}, samples, seed))
+    out = {"samples": samples, "seed": seed, "items": n_items, "variants": {}, "differences": {}}
+    means = {}
+    for variant, counts in runs.items():
+        per_run = [metrics.micro_f1(c["tp"], c["n_pred"], c["n_ref"]) for c in counts]
+        means[variant] = sum(per_run) / len(per_run)
+        out["variants"][variant] = {"runs": len(per_run), "per_run": per_run, "mean": means[variant],
+                                    "sd": statistics.stdev(per_run) if len(per_run) > 1 else None,
+                                    "interval": interval(values[variant])}
+    for a, b in differences:
+        diff = values[a] - values[b]
+        out["differences"][f"{a} - {b}"] = {"mean": means[a] - means[b], "interval": interval(diff),
+                                            "share_above_0": float((diff > 0).mean())}
+    return out
+
+
+def paired_bootstrap(per_item: Mapping[str, Counts], samples: int, seed: int = 0) -> dict:
+    """95% intervals of micro Overall F1 per run and of each pairwise difference ("b - a" for a
+    listed before b), over `samples` resamplings of the items (the same ones for every run)."""
+    labels = list(per_item)
+    pairs = [(b, a) for i, a in enumerate(labels) for b in labels[i + 1:]]
+    boot = two_level({label: [counts] for label, counts in per_item.items()}, pairs, samples, seed)
+    return {"samples": samples, "items": boot["items"],
+            "runs": {label: v["interval"] for label, v in boot["variants"].items()},
+            "differences": {name: {k: d[k] for k in ("interval", "share_above_0")}
+                            for name, d in boot["differences"].items()}}
