@@ -42,7 +42,6 @@ def cpu_once_model(length_head: bool = False) -> ml_collections.ConfigDict:
     encodes each item's start world once, FiLM-conditioned on the text summary, and each step adds
     a sparse convolution of what its actions changed since."""
     model = _cpu_sizes(run_config.model_section("once", length_head=length_head))
-    model.world.layers = 3
     model.world.film = True
     model.world.step_chunk = 8  # the packed steps' head in chunks of 8 (the step 2.4x faster than all at once)
     return model
