@@ -31,7 +31,6 @@ selection (`bapjax.training.mbr`) among the greedy pass and the draws (`candidat
 from __future__ import annotations
 
 import dataclasses
-import time
 import zlib
 from typing import Sequence
 
@@ -39,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bapjax import cli
 from bapjax.data import input_pipeline
 from bapjax.models import world_input
 from bapjax.models.builder import START, BuilderModel
@@ -410,7 +410,7 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
     unit = settings.slots * devices  # call sizes are multiples of this (equal rows per device)
     full_call = -(-(items_per_call or 16 * settings.slots) // unit) * unit
     predictions: dict[str, list[G.Action]] = {}
-    start = time.time()
+    rule = cli.Progress(len(items))
     for lo in range(0, len(items), full_call):
         rows = np.arange(lo, min(lo + full_call, len(items)))
         call_size = min(full_call, -(-len(rows) // unit) * unit)
@@ -433,7 +433,7 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
             predictions[items[row].item_id] = _world_actions(items[row], ids[position], expanded["grid"][position],
                                                              feature_config.builder_frame)
         if progress:
-            _print_progress(int(rows[-1]) + 1, len(items), start)
+            print(f"decode {rule.line(int(rows[-1]) + 1)}", flush=True)
     return predictions
 
 
@@ -444,12 +444,6 @@ def _world_actions(item, ids: np.ndarray, grid: np.ndarray, builder_frame: bool)
     if builder_frame:
         actions = rotation.from_builder_frame(actions, rotation.builder_frame_turns(item.builder_pose.yaw))
     return actions
-
-
-def _print_progress(done: int, total: int, start: float) -> None:
-    rate = done / max(time.time() - start, 1e-9)
-    print(f"decode {done}/{total} items, {rate:.1f} items/s, ETA {(total - done) / max(rate, 1e-9):.0f} s",
-          flush=True)
 
 
 def candidates(model: BuilderModel, params, items: list, vocab, feature_config, settings: DecodeSettings, *,
