@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bapjax import paths
+
 RUN = '''
 import json, sys
 import jax, numpy as np
@@ -92,9 +94,8 @@ def main() -> None:
     args = parser.parse_args()
     top = subprocess.run(["git", "-C", args.repo, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
     if top.returncode:
-        raise SystemExit(f"error: --repo {args.repo}: not in a git repository ({top.stderr.strip()})")
+        parser.exit(2, f"error: --repo {args.repo}: not in a git repository ({top.stderr.strip()})\n")
     repo = Path(top.stdout.strip())
-    from bapjax import paths
 
     os.environ.setdefault("BAPJAX_MDC", str(paths.mdc_path()))  # the old tree finds the MDC beside this one
     import numpy as np
@@ -104,8 +105,8 @@ def main() -> None:
         old_tree.mkdir()
         archive = subprocess.run(["git", "-C", str(repo), "archive", args.commit], capture_output=True)
         if archive.returncode:
-            raise SystemExit(f"error: --commit {args.commit}: git archive failed in {repo} "
-                             f"({archive.stderr.decode(errors='replace').strip().splitlines()[-1:]})")
+            parser.exit(2, f"error: --commit {args.commit}: git archive failed in {repo} "
+                           f"({archive.stderr.decode(errors='replace').strip().splitlines()[-1:]})\n")
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive.stdout, check=True)
         results = {"baseline": train_tree(old_tree, args.config, args.steps, Path(tmp) / "old"),
                    "current": train_tree(repo, args.config, args.steps, Path(tmp) / "new")}
