@@ -6,7 +6,7 @@ mc), a fixed item budget (`TRAIN_ITEMS`: cosine schedule, lr 2e-3, no early stop
 best decoded MDC val F1 under a weights average (ema 0.999), the STOP rule chosen on MDC val, then 32
 draws (`eval.samples`); cl: curriculum D (cl_la: L_A; cl_mc: the MDC in every stage), 10 buckets.
 Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]   (runs/exp/<variant>-<model>-s<seed>)
-Runtime: 26-37 min of training and 5-9 min of decoding per run on a 2-core CPU (per run: results/cpu_experiment_runs.md).
+Runtime: 34-43 min per run on the collection's 2-core host; agg,0 18.1 min on a faster one (results/cpu_experiment_runs.md).
 Result: MDC test micro Overall, seed means: mc 27.0, agg 30.3, cl 28.7, cl_mc 28.0, cl_la 30.1 (results/cpu_experiment.md).
 Evidence for each choice, and the collection's command: docs/results.md ("What the models score now").
 
