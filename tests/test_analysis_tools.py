@@ -80,7 +80,7 @@ def test_compare_training_finds_head_identical_to_its_own_tree(tmp_path):
     if dirty.returncode or dirty.stdout.strip():
         pytest.skip("not a clean git checkout")
     done = subprocess.run([sys.executable, "-m", "bapjax.analysis.compare_training", "--commit", "HEAD",
-                           "--config", "cpu_experiment:mc", "--steps", "3"], cwd=tmp_path, capture_output=True,
+                           "--config", "cpu_experiment:mc", "--steps", "3", "--repo", str(REPO)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -24,6 +24,10 @@ SCRIPT = textwrap.dedent('''
     from bapjax.corpus import mdc
     from bapjax.models import builder
     from bapjax.text.vocab import Vocabulary
+    from bapjax.training import run_config
+
+    def flat_model(vocab_size, **flat):  # flat field names, translated as tests.test_models.flat_model does
+        return builder.build_model(run_config.upgrade({"model": flat})["model"], vocab_size)
 
     corpus, out, process_id, num_processes, port = sys.argv[1:6]
     process_id, num_processes = int(process_id), int(num_processes)
