@@ -16,8 +16,9 @@ Two layers:
 Model inputs (per item; batches stack to [B, ...]), see ``feature_specs``:
 ``text_tokens`` int32 [L], ``text_mask`` bool [L], ``grid`` int8 [11, 9, 11] (S_prev colors,
 0 empty), ``recent_cells`` int32 [W] (flat cell of the k-th newest earlier Builder action, -1
-none), ``pose`` float32 [5] (Builder x, y, z, yaw, pitch), ``actions`` int32 [T] (reference ids, then STOP, padded with STOP), ``action_mask`` bool [T]
-(True on the reference actions and the one STOP), ``weight`` float32 [] (1 real, 0 padding).
+none), ``pose`` float32 [5] (Builder x, y, z, yaw, pitch), ``actions`` int32 [T] (reference ids,
+then STOP, padded with STOP), ``action_mask`` bool [T] (True on the reference actions and the one
+STOP), ``weight`` float32 [] (1 real, 0 padding).
 """
 
 from __future__ import annotations

@@ -52,7 +52,6 @@ MODELS = {"per_step": PerStepBuilder, "once": OnceBuilder}  # config.model.name 
 WORLD_PARTS = {"per_step": parts.WorldCNN, "once": parts.OnceWorld}
 DEFAULT_MODEL = "per_step"
 SECTIONS = ("text", "world", "decoder", "heads", "length")  # the parts' sub-sections ("length": optional)
-KIND_FIELDS = {"text": "encoder", "decoder": "kind"}  # the field that names a part's kind
 
 
 class ModelConfigError(UserError):
@@ -138,11 +137,6 @@ def parts_of(model_config: Mapping) -> dict[str, Any]:
             raise ModelConfigError(str(err)) from None
         built[section] = part
     return built
-
-
-def model_kwargs(model_config: Mapping) -> dict[str, Any]:
-    """The architecture's keyword arguments (all but vocab_size) of a model section: its parts."""
-    return parts_of(model_config)
 
 
 def build_model(model_config: Mapping, vocab_size: int) -> BuilderModel:

@@ -163,12 +163,11 @@ class BuilderModel(nn.Module):
         _, out = scan(self, None, jax.tree_util.tree_map(split, inputs))
         return out.reshape((chunks * chunk,) + out.shape[2:])[:n]
 
-    def length_logits(self, summary, start: dict, encoded=None, token_states=None, token_mask=None):
+    def length_logits(self, summary, start: dict, encoded=None):
         """Length-head logits [N, LENGTH_CLASSES] of N items (class k - 1: k actions; the last: >= 20)
         from [text summary ; max-pool over cells of the start-world features]. `encoded`: those
         features where the architecture has them (`OnceBuilder.encode_starts`); None: encoded here
-        (`start_features`). The token states are not read (the signature is decoding's)."""
-        del token_states, token_mask
+        (`start_features`)."""
         if encoded is None:
             encoded = self.start_features(start, summary)
         parts_ = [summary, encoded.max(axis=(1, 2, 3))]
@@ -178,7 +177,7 @@ class BuilderModel(nn.Module):
         """The length head's start-world features [N, 11, 9, 11, F] of N items."""
         raise NotImplementedError
 
-    def packed_logits(self, start: dict, packed: dict, summary, token_states, text_mask, dec_out, steps: int):
+    def packed_logits(self, start: dict, packed: dict, summary, dec_out, steps: int):
         """(logits [K, 7624] of the K packed steps, the start worlds' features for the length head
         or None); `packed`: their item and step indices ("item", "step") and worlds ("worlds")."""
         raise NotImplementedError
@@ -199,15 +198,15 @@ class BuilderModel(nn.Module):
         prev = jnp.concatenate([jnp.full((bsz, 1), START, jnp.int32), actions[:, :-1]], axis=1)
         state = self.init_decoder(summary, token_states, batch["text_mask"], steps)
         dec_out = self.decoder_sequence(state, prev, token_states, batch["text_mask"])  # [B, T, H]
-        worlds = world_input.worlds_before_each_step(world_input.start_world(batch), actions)  # [B, T, ...]
+        start = world_input.start_world(batch)
+        worlds = world_input.worlds_before_each_step(start, actions)  # [B, T, ...]
         pack = pack_steps(batch["action_mask"], batch["weight"], num_packed)
         b, t = pack["item"], pack["step"]
         packed = {"item": b, "step": t, "worlds": jax.tree_util.tree_map(lambda x: x[b, t], worlds)}
-        start = world_input.start_world(batch)
-        logits, encoded = self.packed_logits(start, packed, summary, token_states, batch["text_mask"], dec_out, steps)
+        logits, encoded = self.packed_logits(start, packed, summary, dec_out, steps)
         out = {"targets": actions[b, t], "weights": pack["weights"], "item": b, "step": t}
         if self.length is not None:
-            out.update(length_logits=self.length_logits(summary, start, encoded, token_states, batch["text_mask"]),
+            out.update(length_logits=self.length_logits(summary, start, encoded),
                        length_targets=length_targets(batch["action_mask"], actions),
                        length_weights=batch["weight"].astype(jnp.float32))
         return logits, out

@@ -30,11 +30,9 @@ class OnceBuilder(BuilderModel):
     def packed_chunk(self) -> int:
         return self.world.step_chunk
 
-    def encode_starts(self, start: dict, summary, token_states=None, token_mask=None):
+    def encode_starts(self, start: dict, summary):
         """Features [N, 11, 9, 11, F] of N items' start worlds, FiLM-conditioned (with `world.film`)
-        on their text summaries [N, D]; in chunks of `world.encode_chunk`. The token states are not
-        read (the signature is decoding's)."""
-        del token_states, token_mask
+        on their text summaries [N, D]; in chunks of `world.encode_chunk`."""
         return self.encode_worlds(start, summary)
 
     def start_features(self, start: dict, summary):
@@ -50,10 +48,10 @@ class OnceBuilder(BuilderModel):
 
         return self.in_chunks(run, (encoded, start, world, dec_out), self.world.step_chunk)
 
-    def packed_logits(self, start, packed, summary, token_states, text_mask, dec_out, steps):
+    def packed_logits(self, start, packed, summary, dec_out, steps):
         """The CNN runs on the B start worlds, not the K packed ones."""
         b, t = packed["item"], packed["step"]
-        encoded = self.encode_starts(start, summary, token_states, text_mask)
+        encoded = self.encode_starts(start, summary)
         logits = self.changed_world_logits(encoded[b], jax.tree_util.tree_map(lambda x: x[b], start),
                                            packed["worlds"], dec_out[b, t], max_changed=steps)
         return logits, encoded

@@ -18,7 +18,6 @@ has kinds, one field names the kind and the kind's class has exactly the fields 
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -40,7 +39,6 @@ def _require(part: str, name: str, ok: bool, allowed: str, value) -> None:
 class GRUText:
     """GloVe 6B 50d word embeddings (the original used 300d glove.42B) and a GRU over them."""
 
-    section: ClassVar[str] = "text"
     encoder: str = GRU_TEXT
     embedding_dim: int = 50
     hidden: int = 300  # the GRU's width: token states and summary
@@ -62,7 +60,6 @@ class FrozenText:
     """A frozen encoder's token states (`text.encoders.TEXT_ENCODERS`, cached by the features),
     projected to `hidden` (paper 6.3: the BERT projection, 256)."""
 
-    section: ClassVar[str] = "text"
     encoder: str = "minilm"
     hidden: int = 256
 
@@ -97,7 +94,6 @@ class FrozenTextProjection(nn.Module):
 class WorldCNN:
     """The world CNN (bapjax.models.world_cnn) and its input channels (bapjax.models.world_input)."""
 
-    section: ClassVar[str] = "world"
     features: int = 300  # channels of every layer
     layers: int = 3  # the paper's model uses 2 (run_config.paper_model)
     kernel_size: int = 3
@@ -142,7 +138,6 @@ class OnceWorld(WorldCNN):
 class GRUDecoder:
     """A GRU over the embedded previous actions and the text summary."""
 
-    section: ClassVar[str] = "decoder"
     kind: str = "gru"
     action_embedding: int = 300  # width of the previous action's embedding
     hidden: int = 300
@@ -159,7 +154,6 @@ class TransformerDecoder:
     """A pre-LN causal Transformer over the embedded previous actions, cross-attending to the text
     (the paper's M': 5 layers of width 256)."""
 
-    section: ClassVar[str] = "decoder"
     kind: str = "transformer"
     action_embedding: int = 300
     hidden: int = 300  # output width (a projection of the last layer)
@@ -182,7 +176,6 @@ class Heads:
     """The per-cell action head (a unit convolution over [world features ; decoder state]) and the
     STOP head (over the decoder state and a max-pool of the world features)."""
 
-    section: ClassVar[str] = "heads"
     hidden: int = 300
 
     def check(self) -> None:
@@ -194,7 +187,6 @@ class LengthHead:
     """A head predicting each item's action count (`LENGTH_CLASSES`) from [text summary ; max-pool
     of the start world's features], for the STOP rule "length"; width `heads.hidden`."""
 
-    section: ClassVar[str] = "length"
     loss_weight: float = 0.2  # objective = action loss + this x length loss
 
     def check(self) -> None:

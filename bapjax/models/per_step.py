@@ -42,5 +42,5 @@ class PerStepBuilder(BuilderModel):
         condition = jnp.zeros((summary.shape[0], self.decoder.hidden), summary.dtype) if self.world.film else summary
         return self.encode_worlds(start, condition)
 
-    def packed_logits(self, start, packed, summary, token_states, text_mask, dec_out, steps):
+    def packed_logits(self, start, packed, summary, dec_out, steps):
         return self.world_logits(packed["worlds"], dec_out[packed["item"], packed["step"]]), None

@@ -242,8 +242,7 @@ class _Pool:
         self.starts = world_input.start_world(batch)
         self.encoded = None
         if model.world_encoding == "once":  # every row's start world encoded once, before the loop (world_changes)
-            self.encoded = self.apply(self.starts, self.summary, self.token_states, self.text_mask,
-                                      method=self.M.encode_starts)
+            self.encoded = self.apply(self.starts, self.summary, method=self.M.encode_starts)
 
     def apply(self, *args, method):
         return self.model.apply(self.variables, *args, method=method)
@@ -256,8 +255,7 @@ class _Pool:
             lengths = jnp.asarray(lengths)
         if s.stop_rule != "length":
             return lengths
-        length_logits = self.apply(self.summary, self.starts, self.encoded, self.token_states, self.text_mask,
-                                   method=self.M.length_logits)
+        length_logits = self.apply(self.summary, self.starts, self.encoded, method=self.M.length_logits)
         predicted = jnp.minimum(length_quantile(length_logits, s.stop_threshold), s.max_actions)
         return predicted if lengths is None else jnp.where(lengths > 0, lengths, predicted)
 

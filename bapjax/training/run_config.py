@@ -66,12 +66,10 @@ def generated_source(dataset: str, train: int, val: int, test: int, seed: int = 
     return source
 
 
-def model_section(name: str = "per_step", *, text_encoder: str = "gru", decoder: str = "gru",
-                  length_head: bool = False) -> ml_collections.ConfigDict:
-    """A model section of the architecture `name` (bapjax.models.builder.MODELS) with these kinds
-    of parts, every field at its default (`builder.model_section`)."""
-    return ml_collections.ConfigDict(builder.model_section(name, text_encoder=text_encoder, decoder=decoder,
-                                                           length_head=length_head))
+def model_section(name: str = builder.DEFAULT_MODEL, **kinds) -> ml_collections.ConfigDict:
+    """`builder.model_section` (the architecture `name`, bapjax.models.builder.MODELS, with the
+    kinds of parts in `kinds`, every field at its default) as a ConfigDict."""
+    return ml_collections.ConfigDict(builder.model_section(name, **kinds))
 
 
 def paper_model() -> ml_collections.ConfigDict:

@@ -27,7 +27,7 @@ def read_decode_choice(run_dir) -> dict | None:
     None where the run has none: the one reader of the file."""
     if not (run_dir / DECODE_SETTINGS).exists():
         return None
-    return run_checks.read_run_file(run_dir, DECODE_SETTINGS, ("stop_rule", "stop_threshold"))  # damage: one line
+    return run_checks.read_run_file(run_dir, DECODE_SETTINGS, CHOICE_FIELDS)  # damage: one line
 
 
 def write_decode_choice(workdir, choice: dict) -> None:
@@ -147,7 +147,7 @@ class RunDecoder:
         run = checkpoints.load_run(checkpoint)
         settings = run_decode_settings(run.run_dir, run.config)  # a damaged decode.json names itself
         try:
-            settings = run_decode_settings(run.run_dir, run.config).replace(**overrides)
+            settings = settings.replace(**overrides)
             decode_fn = settings.decode_fn(run.model)  # e.g. the STOP rule "length" of a model without a length head
         except ValueError as err:
             raise UserError(f"{checkpoint}: {err}") from None
