@@ -1,0 +1,123 @@
+"""An ensemble of trained runs: every member's passes pooled per item and combined by the rule that
+scores best on val (`bapjax.training.ensemble`), then the test split decoded once with it.
+
+    python -m bapjax.ensemble --runs runs/exp/agg-frame-s0,runs/exp/agg-frame-s1 --out runs/ens/agg-s0s1
+    python -m bapjax.ensemble --runs runs/a,runs/b,runs/c --samples 8 --corpus @mdc --out runs/ens/abc
+
+Each `--runs` entry is a finished training workdir (its best checkpoint and its decode.json,
+as `bapjax.predict` decodes it; `--samples` and `--temperature` replace every member's number of
+draws and their temperature). The val
+split chooses among "select" at each of `--costs` and "vote" at each of `--thresholds`; the
+test split is decoded once. `--out` receives ensemble.json (members, the choice and every rule's
+val scores, each member's scores decoded alone as its own run decodes, minutes of each part), final_eval.json (the evaluator's report of the test split,
+as a training run writes it) and predictions/mc_test.jsonl.gz.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from absl import flags
+
+from bapjax import cli, paths
+from bapjax.corpus import load
+from bapjax.errors import UserError
+from bapjax.evaluation import evaluator
+from bapjax.training import ensemble, run_eval
+from bapjax.world import jsonl
+
+FLAGS = flags.FLAGS
+DEFAULT_COSTS = "0.075,0.1,0.125,0.15,0.2"
+DEFAULT_THRESHOLDS = "0.1,0.125,0.15,0.175,0.2,0.25"
+
+
+def define_flags() -> None:
+    cli.flag("list", "runs", None, "Finished training workdirs, comma-separated: the members.")
+    cli.flag("string", "out", None, "Output folder (ensemble.json, final_eval.json, predictions/).")
+    cli.flag("string", "corpus", paths.MDC, "The corpus of the val and test splits (default @mdc).")
+    cli.flag("integer", "samples", None, "Draws per member (default: each member's decode.json).")
+    cli.flag("float", "temperature", None, "Temperature of the draws (default: each member's decode.json; a "
+             "member that chose greedy decoding has none, so give it with --samples).")
+    cli.flag("list", "costs", DEFAULT_COSTS.split(","), "Costs per action tried for the rule 'select'.")
+    cli.flag("list", "thresholds", DEFAULT_THRESHOLDS.split(","), "Shares of the draws tried for the rule 'vote'.")
+    cli.flag("integer", "limit", 0, load.LIMIT_HELP)
+
+
+def floats(name: str) -> list[float]:
+    try:
+        values = [float(v) for v in getattr(FLAGS, name)]
+    except ValueError:
+        raise UserError(f"--{name} {','.join(getattr(FLAGS, name))}: expected numbers") from None
+    if any(not 0.0 <= v < 1.0 for v in values):
+        raise UserError(f"--{name}: each value must be in [0, 1)")
+    return values
+
+
+def main(argv) -> int:
+    if len(argv) > 1:
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    cli.require_flags("runs", "out")
+    costs, thresholds = floats("costs"), floats("thresholds")
+    if not costs and not thresholds:
+        raise UserError("--costs and --thresholds are both empty: no rule to choose")
+    if FLAGS.samples is not None and FLAGS.samples < 0:
+        raise UserError(f"--samples is {FLAGS.samples}; expected an integer >= 0")
+    if FLAGS.temperature is not None and FLAGS.temperature <= 0:
+        raise UserError(f"--temperature is {FLAGS.temperature}; expected a number > 0")
+    load.check_limit(FLAGS.limit)
+    out = Path(FLAGS.out)
+    if out.exists() and (out / "final_eval.json").exists():
+        raise UserError(f"--out {out}: holds a finished ensemble (final_eval.json); choose another folder")
+    start = time.time()
+    members = [run_eval.RunDecoder.load(run) for run in FLAGS.runs]
+    splits = {split: load.first_items(load.load_split(FLAGS.corpus, split), FLAGS.limit) for split in ("val", "test")}
+    minutes = {"load": (time.time() - start) / 60}
+
+    alone: dict = {}  # each member decoded as it decodes alone: its scores on each split
+
+    def pooled(split: str):
+        began = time.time()
+        passes = []
+        for i, member in enumerate(members):
+            passes.append(ensemble.member_passes(member, splits[split], FLAGS.samples, FLAGS.temperature))
+            alone.setdefault(FLAGS.runs[i], {})[split] = ensemble.score(
+                splits[split], ensemble.member_alone(member, passes[-1]))
+            print(f"{split}: member {i + 1}/{len(members)} decoded ({FLAGS.runs[i]}, {len(passes[-1])} passes of "
+                  f"{len(splits[split])} items, alone {100 * alone[FLAGS.runs[i]][split]['micro_overall']:.2f}; "
+                  f"{time.time() - began:.0f} s)", file=sys.stderr, flush=True)
+        minutes[f"{split}_decode"] = (time.time() - began) / 60
+        return ensemble.pool(passes)
+
+    val_pool = pooled("val")
+    began = time.time()
+    choice = ensemble.choose_combination(val_pool, splits["val"], costs, thresholds)
+    minutes["val_choice"] = (time.time() - began) / 60
+    for row in choice["candidates"]:
+        print(f"val {row['rule']} at {row['value']:g}: micro Overall {100 * row['micro_overall']:.2f}, "
+              f"{row['mean_predicted_net_actions']:.2f} net actions per item", file=sys.stderr)
+    print(f"chosen on val: {choice['rule']} at {choice['value']:g}", file=sys.stderr, flush=True)
+    predictions = ensemble.combine(pooled("test"), choice["rule"], choice["value"], splits["test"])
+    report = evaluator.evaluate_predictions(splits["test"], predictions, drop_infeasible=False)
+    (out / "predictions").mkdir(parents=True, exist_ok=True)
+    jsonl.write_predictions(str(out / "predictions" / "mc_test.jsonl.gz"), predictions)
+    (out / "final_eval.json").write_text(json.dumps({"mc_test": report}))
+    minutes["total"] = (time.time() - start) / 60
+    record = {"command": "python -m bapjax.ensemble " + " ".join(sys.argv[1:]), "members": list(FLAGS.runs),
+              "member_steps": [m.run.step for m in members], "samples": FLAGS.samples,
+              "temperature": FLAGS.temperature, "alone": alone, "val_items": len(splits["val"]), "test_items": len(splits["test"]), "choice": choice,
+              "test": {"micro_overall": float(report["micro"]["Overall"]["overall"]),
+                       "strict": float(report["strict_micro"])},
+              "minutes": {k: round(v, 2) for k, v in minutes.items()}}
+    (out / "ensemble.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(evaluator.format_report(report, fmt="text"))
+    print(f"{len(members)} members, {choice['rule']} at {choice['value']:g} (chosen on val): MDC test micro Overall "
+          f"{100 * record['test']['micro_overall']:.1f}, strict {100 * record['test']['strict']:.1f}; "
+          f"{minutes['total']:.1f} min; wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main, define_flags)

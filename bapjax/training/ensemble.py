@@ -1,0 +1,154 @@
+"""Ensembles: several trained runs (members) decoded together, one prediction per item made from
+all their passes, the way of combining them chosen on val.
+
+Each member decodes as it does alone (`bapjax.training.run_eval.RunDecoder`: its checkpoint, the
+STOP rule and sampling temperature of its decode.json), giving its greedy pass and `samples`
+draws (`bapjax.training.decode.candidates`). The passes of all members are pooled per item
+(`pool`: the members' greedy passes first, then their draws) and combined by one of two rules,
+each the minimum-Bayes-risk choice of `bapjax.training.mbr` under the same utility, the number of
+net actions a prediction shares with the draws on average less a cost per predicted action, so
+sum over its net actions a of (share of draws predicting a) - cost:
+
+* "select" at a cost: the pass with the highest utility (`mbr.choose`), a sequence one member
+  decoded, so always buildable;
+* "vote" at a threshold: the net actions predicted by more than that share of the draws
+  (`vote`): the set of highest utility when any set may be predicted and the cost is the
+  threshold. A threshold of 0.5 or more never keeps two placements in one cell; below it the
+  more frequent of two conflicting actions is kept. The set is built from the item's start
+  structure, removals first (top down), then placements bottom up; a voted block that nothing
+  in the voted structure supports is left out (`buildable_order`), so every prediction is buildable.
+
+With fewer than two draws in the pool (greedy-only members) the greedy passes are the draws.
+`choose_combination` scores every rule on val items and keeps the best (ties: the first tried,
+"select" before "vote", lower values first); `combine` applies it. The command is
+`python -m bapjax.ensemble`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+from bapjax.evaluation import evaluator
+from bapjax.training import decode, mbr
+from bapjax.world import grid as G
+
+RULES = ("select", "vote")
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """The passes of an ensemble over a set of items: `passes` [{item_id: [Action]}], the members'
+    greedy passes first and their draws from index `draws_from` on."""
+
+    passes: list
+    draws_from: int
+
+    @property
+    def voters(self) -> list:
+        """The passes that stand for the ensemble's distribution: the draws, or every pass when
+        the pool holds fewer than two draws."""
+        draws = self.passes[self.draws_from:]
+        return draws if len(draws) >= 2 else self.passes
+
+
+def pool(member_passes: Sequence[Sequence[dict]]) -> Pool:
+    """A `Pool` from each member's [greedy, draw 0, ...] (`decode.candidates`)."""
+    greedy = [passes[0] for passes in member_passes]
+    draws = [one for passes in member_passes for one in passes[1:]]
+    draws_from = len(greedy) if len(draws) >= 2 else 0
+    return Pool(greedy + draws, draws_from)
+
+
+def buildable_order(start, net: frozenset) -> list[G.Action]:
+    """A net action set as a sequence built from the `start` structure: removals from the top
+    down, then placements from the bottom up (by cell, then color), each pass over the placements
+    left doing every one that is feasible by then, until a pass does none; what no order makes
+    feasible (a block with nothing under or beside it in the voted structure, the 21st block of a
+    color) is left out."""
+    walk = G.StructureWalk(start)
+    for action in sorted((a for a in net if a.type == G.REMOVE), key=lambda a: (-a.y, a.x, a.z, a.color)):
+        walk.step(action)
+    pending = sorted((a for a in net if a.type == G.PLACE), key=lambda a: (a.y, a.x, a.z, a.color))
+    while pending:
+        left = [action for action in pending if not walk.step(action)]
+        if len(left) == len(pending):
+            break
+        pending = left
+    return list(walk.applied)
+
+
+def vote(voters: Sequence[Sequence[G.Action]], threshold: float, start=()) -> list[G.Action]:
+    """The net actions predicted by more than `threshold` of the `voters` (action sequences), at
+    most one action of each type per cell (the more frequent; ties: the lower color), as a sequence
+    from the `start` structure (`buildable_order`)."""
+    counts: dict = {}
+    for actions in voters:
+        for action in G.net_actions(actions):
+            counts[action] = counts.get(action, 0) + 1
+    kept: dict = {}
+    for action, count in counts.items():
+        if count / len(voters) <= threshold:
+            continue
+        key = (action.type, action.x, action.y, action.z)
+        if key not in kept or (count, -action.color) > (counts[kept[key]], -kept[key].color):
+            kept[key] = action
+    return buildable_order(start, frozenset(kept.values()))
+
+
+def combine(pooled: Pool, rule: str, value: float, items: Sequence) -> dict[str, list[G.Action]]:
+    """Predictions {item_id: [Action]} of `items` (BapItems) from the pooled passes by `rule`
+    ("select" at cost `value`, "vote" at threshold `value`, built from each item's
+    `prev_structure`)."""
+    if rule not in RULES:
+        raise ValueError(f"the ensemble rule must be one of {', '.join(RULES)}, got {rule!r}")
+    chosen = {}
+    for item in items:
+        candidates = [one[item.item_id] for one in pooled.passes]
+        if rule == "select":
+            chosen[item.item_id] = candidates[mbr.choose(candidates, value, draws_from=pooled.draws_from)]
+        else:
+            chosen[item.item_id] = vote([one[item.item_id] for one in pooled.voters], value, item.prev_structure)
+    return chosen
+
+
+def member_passes(decoder, items: list, samples: int | None = None, temperature: float | None = None,
+                  progress: bool = False) -> list[dict]:
+    """[greedy, draw 0, ...] of `items` by one member (a `RunDecoder`), decoded with its own
+    settings; `samples` and `temperature` (when not None) replace its number of draws and their
+    temperature."""
+    settings = decoder.settings.replace(samples=samples, temperature=temperature)
+    run = decoder.run
+    return decode.candidates(run.model, run.params, items, run.vocab, decoder.feature_config, settings,
+                             decode_fn=decoder.decode_fn, progress=progress)
+
+
+def member_alone(decoder, passes: list[dict]) -> dict[str, list[G.Action]]:
+    """A member's predictions from its `member_passes`, as it decodes alone (`decode.predict`): the
+    greedy pass when its own settings have no draws, else the selection at its cost among the
+    greedy pass and its first `samples` draws (draw k is the same whatever the number of draws,
+    so this is exactly its own decoding when the passes hold at least that many, at its temperature)."""
+    own = decoder.settings.samples
+    if own == 0 or len(passes) == 1:
+        return passes[0]
+    return mbr.select(passes[:own + 1], decoder.settings.cost)
+
+
+def score(items: list, predictions: dict) -> dict:
+    """The scores a combination is chosen by and reported with (v2 evaluator)."""
+    report = evaluator.evaluate_predictions(items, predictions, drop_infeasible=False)
+    return {"micro_overall": float(report["micro"]["Overall"]["overall"]), "strict": float(report["strict_micro"]),
+            "mean_predicted_net_actions": report["counts"]["predicted_net_actions"] / max(report["counts"]["items"], 1)}
+
+
+def choose_combination(pooled: Pool, items: list, costs: Sequence[float], thresholds: Sequence[float]) -> dict:
+    """The combination of highest micro Overall F1 on `items` (val) among "select" at each of
+    `costs` and "vote" at each of `thresholds` (ties: the first): {"rule", "value", "candidates":
+    every rule tried with its scores}."""
+    rows = []
+    for rule, values in (("select", costs), ("vote", thresholds)):
+        for value in values:
+            rows.append({"rule": rule, "value": float(value),
+                         **score(items, combine(pooled, rule, float(value), items))})
+    best = max(rows, key=lambda r: r["micro_overall"])  # ties: the first
+    return {"rule": best["rule"], "value": best["value"], "candidates": rows}

@@ -1,0 +1,154 @@
+"""Ensembles (`bapjax.training.ensemble`, `python -m bapjax.ensemble`): the vote is the set of
+highest minimum-Bayes-risk utility (checked against a brute force over every conflict-free set),
+"select" over one member is the run's own `mbr.select`, voted sets are buildable in the order
+given, and the command chooses on val, decodes test once and writes what a run writes."""
+
+import collections
+import itertools
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bapjax.training import ensemble, mbr
+from bapjax.world import grid as G
+from bapjax.world import jsonl
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def utility(net, voters, cost):
+    return mbr.utility(frozenset(net), [G.net_actions(v) for v in voters], cost)
+
+
+def brute_force_vote(voters, threshold):
+    """The highest-utility set among all sets of the voters' net actions with at most one action
+    of each type per cell (the plain reference of `ensemble.vote`)."""
+    actions = sorted({a for v in voters for a in G.net_actions(v)})
+    best, best_value = (), float("-inf")
+    for size in range(len(actions) + 1):
+        for subset in itertools.combinations(actions, size):
+            keys = [(a.type, a.x, a.y, a.z) for a in subset]
+            if len(set(keys)) < len(keys):
+                continue
+            value = utility(subset, voters, threshold)
+            if value > best_value + 1e-12:
+                best, best_value = subset, value
+    return frozenset(best), best_value
+
+
+def random_voters(rng, count):
+    cells = [(0, 1, 0), (1, 1, 0), (-2, 1, 0), (2, 1, 1)]  # on the ground (y = 1): any set is buildable
+    voters = []
+    for _ in range(count):
+        chosen = rng.sample(cells, rng.randint(0, 3))
+        voters.append([G.Action(G.PLACE, rng.choice([1, 2]), *cell) for cell in chosen])
+    return voters
+
+
+@pytest.mark.parametrize("threshold", [0.2, 0.3, 0.5])
+def test_vote_is_the_set_of_highest_utility(threshold):
+    rng = random.Random(0)
+    for _ in range(40):
+        voters = random_voters(rng, rng.randint(2, 6))
+        voted = ensemble.vote(voters, threshold)
+        _, best_value = brute_force_vote(voters, threshold)
+        assert utility(voted, voters, threshold) == pytest.approx(best_value)
+        assert len(voted) == len(set(voted))
+
+
+def test_vote_keeps_the_more_frequent_of_two_colors_in_a_cell():
+    red, blue = G.Action(G.PLACE, 1, 0, 1, 0), G.Action(G.PLACE, 2, 0, 1, 0)
+    assert ensemble.vote([[red], [red], [blue]], 0.2) == [red]
+    assert ensemble.vote([[red], [blue]], 0.2) == [red]  # a tie: the lower color
+    assert ensemble.vote([[red], [blue]], 0.5) == []  # neither is predicted by more than half
+
+
+def test_voted_sets_are_built_in_the_order_given():
+    lower, upper = G.Action(G.PLACE, 1, 0, 1, 0), G.Action(G.PLACE, 2, 0, 2, 0)  # y = 1: the ground
+    top = G.Action(G.REMOVE, 3, 1, 2, 0)
+    start = {(1, 1, 0): 4, (1, 2, 0): 3}
+    voters = [[upper, lower, top][::-1], [lower, upper, top]]
+    ordered = ensemble.vote(voters, 0.5, start)
+    assert ordered == [top, lower, upper]
+    walk = G.StructureWalk(start)
+    for action in ordered:
+        assert walk.feasible(action), action
+        walk.apply(action)
+
+
+def test_a_voted_block_nothing_supports_is_left_out_and_a_chain_is_built_in_a_feasible_order():
+    pillar = G.Action(G.PLACE, 1, 2, 1, 0)
+    chain = [G.Action(G.PLACE, 2, x, 2, 0) for x in (0, 1, 2)]  # held up by the pillar under x = 2 only
+    floating = G.Action(G.PLACE, 3, -4, 5, -4)
+    voted = ensemble.vote([[pillar, *chain, floating]] * 2, 0.5)
+    assert voted == [pillar, chain[2], chain[1], chain[0]]
+    walk = G.StructureWalk()
+    assert all(walk.step(action) for action in voted)  # feasible in the order given
+
+
+Item = collections.namedtuple("Item", "item_id prev_structure")
+
+
+def test_select_over_one_member_is_the_runs_own_selection():
+    rng = random.Random(1)
+    items = [f"i{n}" for n in range(12)]
+    passes = [{item: random_voters(rng, 1)[0] for item in items} for _ in range(9)]
+    pooled = ensemble.pool([passes])
+    assert pooled.draws_from == 1 and pooled.passes == passes
+    for cost in (0.05, 0.15, 0.3):
+        assert ensemble.combine(pooled, "select", cost, [Item(i, ()) for i in items]) == mbr.select(passes, cost)
+
+
+def test_pool_orders_greedy_passes_first_and_votes_among_greedy_members_without_draws():
+    a, b, c = ({"x": [G.Action(G.PLACE, n, 0, 1, 0)]} for n in (1, 2, 3))
+    pooled = ensemble.pool([[a, b], [c, a]])
+    assert pooled.passes == [a, c, b, a] and pooled.draws_from == 2 and pooled.voters == [b, a]
+    greedy_only = ensemble.pool([[a], [b], [a]])
+    assert greedy_only.draws_from == 0 and greedy_only.voters == [a, b, a]
+    assert ensemble.combine(greedy_only, "vote", 0.5, [Item("x", ())]) == {"x": a["x"]}
+    with pytest.raises(ValueError, match="rule must be one of select, vote"):
+        ensemble.combine(greedy_only, "average", 0.5, [Item("x", ())])
+
+
+def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, monkeypatch):
+    from bapjax.evaluation import evaluator
+    from bapjax.training import loop
+    from tests.test_end_to_end import tiny_run_config
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    runs = []
+    for seed in (0, 1):
+        config = tiny_run_config(mdc_path)
+        config.seed = seed
+        config.eval.final_splits = ("mc:test",) if seed == 0 else ()  # a member need not decode test itself
+        runs.append(tmp_path / f"run{seed}")
+        loop.train_and_evaluate(config, runs[-1])
+    env = {**os.environ, "BAPJAX_CACHE": str(tmp_path / "cache")}
+    out = tmp_path / "ens"
+    command = [sys.executable, "-m", "bapjax.ensemble", f"--runs={runs[0]},{runs[1]}", f"--corpus={mdc_path}",
+               "--samples=2", "--limit=8", "--costs=0.1", "--thresholds=0.3,0.5", f"--out={out}"]
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((out / "ensemble.json").read_text())
+    assert [(r["rule"], r["value"]) for r in record["choice"]["candidates"]] == [
+        ("select", 0.1), ("vote", 0.3), ("vote", 0.5)]
+    best = max(record["choice"]["candidates"], key=lambda r: r["micro_overall"])
+    assert (record["choice"]["rule"], record["choice"]["value"]) == (best["rule"], best["value"])
+    assert record["val_items"] == record["test_items"] == 8 and record["minutes"]["total"] > 0
+    # a member alone in the ensemble decodes as its own run does (the decoding its decode.json chose)
+    own = json.loads((runs[0] / "final_eval.json").read_text())["mc_test"]["micro"]["Overall"]["overall"]
+    assert record["alone"][str(runs[0])]["test"]["micro_overall"] == pytest.approx(own, abs=1e-12)
+    from bapjax.corpus import mdc
+
+    items = list(mdc.load_corpus(mdc_path).split("test"))[:8]
+    predictions = jsonl.read_predictions(out / "predictions" / "mc_test.jsonl.gz")
+    report = evaluator.evaluate_predictions(items, predictions, drop_infeasible=False)
+    assert json.loads((out / "final_eval.json").read_text())["mc_test"]["micro"] == json.loads(
+        json.dumps(report["micro"]))
+    again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 2 and again.stderr.strip().splitlines()[-1].startswith(f"error: --out {out}: holds")
