@@ -7,9 +7,12 @@ scores best on val (`bapjax.training.ensemble`), then the test split decoded onc
 Each `--runs` entry is a finished training workdir (its best checkpoint and its decode.json,
 as `bapjax.predict` decodes it; `--samples` and `--temperature` replace every member's number of
 draws and their temperature). The val
-split chooses among "select" at each of `--costs` and "vote" at each of `--thresholds`; the
-test split is decoded once. `--out` receives ensemble.json (members, the choice and every rule's
-val scores, each member's scores decoded alone as its own run decodes, minutes of each part), final_eval.json (the evaluator's report of the test split,
+split chooses among "select" at each of `--costs`, "vote" at each of `--thresholds` and
+"members" (the net actions at least m members' own decodings predict) at each m; the
+test split is decoded once. `--out` receives ensemble.json (each member's provenance and minutes,
+the choice and every rule's val scores, each member's scores decoded alone as its own run
+decodes, the minutes of each part, and `wall_minutes`: the members' runs and the ensemble's
+decoding, the whole compute of the result), final_eval.json (the evaluator's report of the test split,
 as a training run writes it) and predictions/mc_test.jsonl.gz.
 """
 
@@ -26,7 +29,7 @@ from bapjax import cli, paths
 from bapjax.corpus import load
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import ensemble, run_eval
+from bapjax.training import ensemble, run_checks, run_eval
 from bapjax.world import jsonl
 
 FLAGS = flags.FLAGS
@@ -56,6 +59,21 @@ def floats(name: str) -> list[float]:
     return values
 
 
+def member_record(path: str, decoder) -> dict:
+    """What ensemble.json keeps of a member, so the ensemble's cost and provenance need no other
+    file: its checkpoint step and seed, the command and commit that trained it, its training items
+    and minutes (training and its own decoding, from its runs.jsonl)."""
+    runs = run_checks.invocations(decoder.run.run_dir)
+    if not runs or not runs[-1].get("finished"):
+        raise UserError(f"--runs {path}: the run has not finished (its runs.jsonl)")
+    commits = sorted({str(r.get("commit")) for r in runs})
+    return {"run": path, "step": decoder.run.step, "seed": int(decoder.run.config.seed),
+            "command": "python -m bapjax.train " + " ".join(runs[0]["argv"][1:]),
+            "commit": commits[0] if len(commits) == 1 else commits,
+            "items_trained": sum(int(r["items_trained"]) for r in runs),
+            "wall_minutes": round(sum(float(r["wall_seconds"]) for r in runs) / 60, 2)}
+
+
 def main(argv) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -71,8 +89,9 @@ def main(argv) -> int:
     out = Path(FLAGS.out)
     if out.exists() and (out / "final_eval.json").exists():
         raise UserError(f"--out {out}: holds a finished ensemble (final_eval.json); choose another folder")
-    start = time.time()
+    start, commit = time.time(), run_checks.code_version()
     members = [run_eval.RunDecoder.load(run) for run in FLAGS.runs]
+    recorded = [member_record(path, member) for path, member in zip(FLAGS.runs, members)]
     splits = {split: load.first_items(load.load_split(FLAGS.corpus, split), FLAGS.limit) for split in ("val", "test")}
     minutes = {"load": (time.time() - start) / 60}
 
@@ -80,16 +99,16 @@ def main(argv) -> int:
 
     def pooled(split: str):
         began = time.time()
-        passes = []
+        passes, own = [], []
         for i, member in enumerate(members):
             passes.append(ensemble.member_passes(member, splits[split], FLAGS.samples, FLAGS.temperature))
-            alone.setdefault(FLAGS.runs[i], {})[split] = ensemble.score(
-                splits[split], ensemble.member_alone(member, passes[-1]))
+            own.append(ensemble.member_alone(member, passes[-1]))
+            alone.setdefault(FLAGS.runs[i], {})[split] = ensemble.score(splits[split], own[-1])
             print(f"{split}: member {i + 1}/{len(members)} decoded ({FLAGS.runs[i]}, {len(passes[-1])} passes of "
                   f"{len(splits[split])} items, alone {100 * alone[FLAGS.runs[i]][split]['micro_overall']:.2f}; "
                   f"{time.time() - began:.0f} s)", file=sys.stderr, flush=True)
         minutes[f"{split}_decode"] = (time.time() - began) / 60
-        return ensemble.pool(passes)
+        return ensemble.pool(passes, own)
 
     val_pool = pooled("val")
     began = time.time()
@@ -105,17 +124,19 @@ def main(argv) -> int:
     jsonl.write_predictions(str(out / "predictions" / "mc_test.jsonl.gz"), predictions)
     (out / "final_eval.json").write_text(json.dumps({"mc_test": report}))
     minutes["total"] = (time.time() - start) / 60
-    record = {"command": "python -m bapjax.ensemble " + " ".join(sys.argv[1:]), "members": list(FLAGS.runs),
-              "member_steps": [m.run.step for m in members], "samples": FLAGS.samples,
+    record = {"command": "python -m bapjax.ensemble " + " ".join(sys.argv[1:]), "commit": commit,
+              "members": recorded, "samples": FLAGS.samples,
               "temperature": FLAGS.temperature, "alone": alone, "val_items": len(splits["val"]), "test_items": len(splits["test"]), "choice": choice,
               "test": {"micro_overall": float(report["micro"]["Overall"]["overall"]),
                        "strict": float(report["strict_micro"])},
-              "minutes": {k: round(v, 2) for k, v in minutes.items()}}
+              "minutes": {k: round(v, 2) for k, v in minutes.items()},
+              "wall_minutes": round(minutes["total"] + sum(m["wall_minutes"] for m in recorded), 2)}
     (out / "ensemble.json").write_text(json.dumps(record, indent=1) + "\n")
     print(evaluator.format_report(report, fmt="text"))
     print(f"{len(members)} members, {choice['rule']} at {choice['value']:g} (chosen on val): MDC test micro Overall "
           f"{100 * record['test']['micro_overall']:.1f}, strict {100 * record['test']['strict']:.1f}; "
-          f"{minutes['total']:.1f} min; wrote {out}", file=sys.stderr)
+          f"{minutes['total']:.1f} min here, {record['wall_minutes']:.1f} min with the members' runs; wrote {out}",
+          file=sys.stderr)
     return 0
 
 

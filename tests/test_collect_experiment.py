@@ -242,7 +242,8 @@ def test_the_command_rescores_the_kept_predictions_and_gives_intervals(tmp_path,
 
     for wrong, line in (([*args, "--reference", "cl"], "error: --reference cl: not a variant of these runs (agg, mc)"),
                         ([*args[:-2], "--bootstrap", "-1"], "error: --bootstrap -1: the number of replicates is 0"),
-                        ([str(tmp_path), *args[1:]], f"error: {tmp_path}: not a training workdir (no runs.jsonl)")):
+                        ([str(tmp_path), *args[1:]], f"error: {tmp_path}: neither a training workdir (runs.jsonl) "
+                                                     "nor an ensemble (ensemble.json)")):
         with pytest.raises(SystemExit) as exit_status:
             collect_experiment.main(wrong)
         assert exit_status.value.code == 2 and capsys.readouterr().err.startswith(line), wrong
@@ -255,3 +256,44 @@ def test_the_command_rescores_the_kept_predictions_and_gives_intervals(tmp_path,
     error = capsys.readouterr().err
     assert exit_status.value.code == 2 and error.count("\n") == 1
     assert error.startswith(f"error: {tmp_path / 'mc-s0' / 'predictions' / 'mc_test.jsonl.gz'}: rescored")
+
+
+def test_an_ensemble_is_a_row_whose_minutes_are_its_members_runs_and_its_decoding(tmp_path, mdc_path, mdc_corpus):
+    """A `python -m bapjax.ensemble` folder beside training runs: its rows come from ensemble.json
+    (members' minutes and items, the rule chosen on val) and final_eval.json, its kept predictions
+    are rescored, and its seeds (the `-s<k>` names) get an interval and a difference against M_agg."""
+    from bapjax.world import jsonl
+
+    items = mdc_corpus.split("test")
+    every_third = {i.item_id for i in items[::3]}
+    runs = []
+    for name, predict in (("agg-s0", lambda i: [] if i.item_id in every_third else trivial.oracle_prediction(i)),
+                          ("ens-s0", trivial.oracle_prediction), ("ens-s1", trivial.oracle_prediction)):
+        predictions = {i.item_id: predict(i) for i in items}
+        report = {"mc_test": evaluator.evaluate_predictions(items, predictions)}
+        if name.startswith("agg"):
+            argv = ["bapjax/train.py", "--config=configs/cpu_experiment.py:agg,0"]
+            run = _fake_run(tmp_path, name, "cpu_experiment.py:agg,0", report, [_invocation(argv, 320, 60.0)], [])
+            (run / "metrics.jsonl").unlink()
+        else:
+            run = tmp_path / name
+            run.mkdir()
+            (run / "final_eval.json").write_text(json.dumps(report))
+            members = [{"run": f"runs/ens/agg-m{k}", "step": 3000, "seed": k, "commit": "abc123", "items_trained": 96000,
+                        "command": f"python -m bapjax.train --config=configs/cpu_ensemble.py:{k}", "wall_minutes": 8.0}
+                       for k in range(4)]
+            (run / "ensemble.json").write_text(json.dumps({
+                "command": "python -m bapjax.ensemble --runs ...", "commit": "def456", "members": members,
+                "choice": {"rule": "vote", "value": 0.15, "candidates": []}, "wall_minutes": 35.04}))
+        (run / "predictions").mkdir()
+        jsonl.write_predictions(run / "predictions" / "mc_test.jsonl.gz", predictions)
+        runs.append(str(run))
+    out = tmp_path / "out" / "experiment"
+    assert collect_experiment.main([*runs, "--out", str(out), "--corpus", str(mdc_path), "--bootstrap", "200"]) == 0
+    record = json.loads(out.with_suffix(".json").read_text())
+    ens = record["variants"]["ens"]
+    assert ens["model"] == "ensemble of 4 (configs/cpu_ensemble.py; vote at 0.15)"
+    assert [s["seed"] for s in ens["seeds"]] == [0, 1] and ens["seed_mean"]["wall_minutes"] == 35.0
+    assert ens["train_items_seen"] == 4 * 96000 and ens["seed_mean"]["micro_overall"] == 1.0
+    assert record["bootstrap"]["reference"] == "agg" and "ens - agg" in record["bootstrap"]["differences"]
+    assert "not drawn, no metrics.jsonl in agg-s0." in out.with_suffix(".md").read_text()  # ensembles have no curves

@@ -94,6 +94,16 @@ def test_a_voted_block_nothing_supports_is_left_out_and_a_chain_is_built_in_a_fe
 Item = collections.namedtuple("Item", "item_id prev_structure")
 
 
+def test_members_at_m_keeps_what_at_least_m_members_predict_alone():
+    a, b, c = (G.Action(G.PLACE, 1, x, 1, 0) for x in (0, 1, 2))
+    alone = [{"x": [a, b]}, {"x": [a]}, {"x": [a, b, c]}]
+    pooled = ensemble.pool([[one] for one in alone], alone)
+    item = [Item("x", ())]
+    assert [ensemble.combine(pooled, "members", m, item)["x"] for m in (1, 2, 3)] == [[a, b, c], [a, b], [a]]
+    with pytest.raises(ValueError, match="needs 1 <= m <= 3"):
+        ensemble.combine(pooled, "members", 4, item)
+
+
 def test_select_over_one_member_is_the_runs_own_selection():
     rng = random.Random(1)
     items = [f"i{n}" for n in range(12)]
@@ -136,10 +146,13 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads((out / "ensemble.json").read_text())
     assert [(r["rule"], r["value"]) for r in record["choice"]["candidates"]] == [
-        ("select", 0.1), ("vote", 0.3), ("vote", 0.5)]
+        ("select", 0.1), ("vote", 0.3), ("vote", 0.5), ("members", 1), ("members", 2)]
     best = max(record["choice"]["candidates"], key=lambda r: r["micro_overall"])
     assert (record["choice"]["rule"], record["choice"]["value"]) == (best["rule"], best["value"])
     assert record["val_items"] == record["test_items"] == 8 and record["minutes"]["total"] > 0
+    assert [m["seed"] for m in record["members"]] == [0, 1] and all(m["items_trained"] > 0 for m in record["members"])
+    assert record["wall_minutes"] == pytest.approx(
+        record["minutes"]["total"] + sum(m["wall_minutes"] for m in record["members"]), abs=0.02)
     # a member alone in the ensemble decodes as its own run does (the decoding its decode.json chose)
     own = json.loads((runs[0] / "final_eval.json").read_text())["mc_test"]["micro"]["Overall"]["overall"]
     assert record["alone"][str(runs[0])]["test"]["micro_overall"] == pytest.approx(own, abs=1e-12)

@@ -12,7 +12,7 @@ The layers, bottom to top (DESIGN.md's data flow):
 4. data (sources, training set, input pipeline, curriculum), models (Flax)
 5. training (the loop's parts, decoding, a run's evaluation)
 6. pages (report, play, pictures), llm, analysis (results from runs)
-7. the user commands: bapjax/{train,evaluate,predict,predictors,report,play,viz,build}.py
+7. the user commands: bapjax/{train,evaluate,predict,ensemble,predictors,report,play,viz,build}.py
 """
 
 import ast
@@ -32,7 +32,7 @@ LAYERS = [
     ("data", "models"),
     ("training",),
     ("pages", "llm", "analysis"),
-    ("train", "evaluate", "predict", "predictors", "report", "play", "viz", "build"),
+    ("train", "evaluate", "predict", "ensemble", "predictors", "report", "play", "viz", "build"),
 ]
 BASE, COMMANDS = LAYERS[0], LAYERS[-1]
 LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}

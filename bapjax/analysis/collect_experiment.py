@@ -3,7 +3,9 @@
     python -m bapjax.analysis.collect_experiment runs/exp/mc-s{0,1,2} runs/exp/agg-s{0,1,2,3} runs/exp/cl-s{0,1} \
         [--out results/cpu_experiment] [--corpus @mdc] [--bootstrap 2000] [--seed 0] [--reference VARIANT]
 
-Each run directory is a finished `python -m bapjax.train` workdir; its name is the row's key.
+Each run directory is a finished `python -m bapjax.train` workdir or a `python -m bapjax.ensemble`
+folder (its ensemble.json names the members, their minutes and items, and the rule chosen on
+val; its `wall_minutes` are the members' runs plus the ensemble's decoding); its name is the row's key.
 Nothing is typed by hand: the command and commit come from the run's `runs.jsonl`, the config
 from `config.json`, the evaluation from `final_eval.json` (exactly what training printed last),
 the STOP rule from `decode.json`, the curves from `metrics.jsonl` (results/runs/ keeps no
@@ -57,6 +59,7 @@ from bapjax.evaluation import evaluator  # noqa: E402
 from bapjax.world import jsonl  # noqa: E402
 
 PREDICTIONS = "mc_test.jsonl"  # a run's MDC test predictions, in its predictions/ folder (or gzip-compressed beside)
+ENSEMBLE = "ensemble.json"  # what marks a `python -m bapjax.ensemble` folder
 
 # The paper's numbers on each test set (micro Overall fairer F1; D_mc = the clean v2 test set):
 # Table 5 (GRU models), Table 6 (M': BERT + Transformer decoder), and for D_mc the macro Overall
@@ -110,6 +113,27 @@ def collect_run(run: Path) -> dict:
         "invocations": len(invocations),
         "stop_rule": {k: decode.get(k) for k in ("stop_rule", "stop_threshold", "samples", "temperature", "cost")
                       if k in decode} if decode else None,
+        "eval": json.loads((run / "final_eval.json").read_text()),
+    }
+
+
+def collect_ensemble(run: Path) -> dict:
+    """A `python -m bapjax.ensemble` folder as a row: its ensemble.json (members with their
+    minutes and items, the rule chosen on val) and final_eval.json; its seed is the name's
+    `-s<seed>` suffix (an ensemble's members have their own seeds)."""
+    record = json.loads((run / ENSEMBLE).read_text())
+    members = record["members"]
+    configs = sorted({m["command"].split("--config=")[-1].split(":")[0] for m in members})
+    head, sep, tail = run.name.rpartition("-s")
+    choice = record["choice"]
+    return {
+        "model": f"ensemble of {len(members)} ({', '.join(configs)}; {choice['rule']} at {choice['value']:g})",
+        "command": record["command"], "commit": record["commit"],
+        "config": {"seed": int(tail) if sep and tail.isdigit() else 0},
+        "train_items_seen": sum(m["items_trained"] for m in members),
+        "wall_minutes": round(record["wall_minutes"], 1), "invocations": 1,
+        "stop_rule": {"rule": choice["rule"], "value": choice["value"]},
+        "members": members,
         "eval": json.loads((run / "final_eval.json").read_text()),
     }
 
@@ -393,10 +417,11 @@ def collect(args: argparse.Namespace, command: str) -> int:
     if args.bootstrap < 0:
         raise UserError(f"--bootstrap {args.bootstrap}: the number of replicates is 0 (no intervals) or more")
     for run in args.runs:
-        if not (Path(run) / "runs.jsonl").is_file():
-            raise UserError(f"{run}: not a training workdir (no runs.jsonl)")
+        if not (Path(run) / "runs.jsonl").is_file() and not (Path(run) / ENSEMBLE).is_file():
+            raise UserError(f"{run}: neither a training workdir (runs.jsonl) nor an ensemble (ensemble.json)")
     runs = {Path(r).name: Path(r) for r in args.runs}
-    results = {name: collect_run(run) for name, run in runs.items()}
+    results = {name: collect_ensemble(run) if (run / ENSEMBLE).is_file() else collect_run(run)
+               for name, run in runs.items()}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     variants = by_variant(results)
@@ -420,11 +445,12 @@ def collect(args: argparse.Namespace, command: str) -> int:
         markdown.append(f"No intervals for {', '.join(boot['without_intervals'])}: not every seed kept its MDC test "
                         "predictions.")
     markdown += ["D_mc test, micro F1 by metric and subset:", breakdown_table(results) + subgroups_table(variants)]
-    unlogged = [name for name, run in runs.items() if not (run / "metrics.jsonl").exists()]
+    trained = {name: run for name, run in runs.items() if not (run / ENSEMBLE).is_file()}  # ensembles: no curves
+    unlogged = [name for name, run in trained.items() if not (run / "metrics.jsonl").exists()]
     if unlogged:  # results/runs/ keeps each run's final files, not its per-step log
         markdown.append(f"Learning curves ({out.name}_curves.png): not drawn, no metrics.jsonl in {', '.join(unlogged)}.")
-    else:
-        plot_curves(runs, out.parent / f"{out.name}_curves.png")
+    elif trained:
+        plot_curves(trained, out.parent / f"{out.name}_curves.png")
     text = "\n\n".join(markdown)
     out.with_suffix(".md").write_text(text + "\n")
     print(text)

@@ -4,10 +4,11 @@ all their passes, the way of combining them chosen on val.
 Each member decodes as it does alone (`bapjax.training.run_eval.RunDecoder`: its checkpoint, the
 STOP rule and sampling temperature of its decode.json), giving its greedy pass and `samples`
 draws (`bapjax.training.decode.candidates`). The passes of all members are pooled per item
-(`pool`: the members' greedy passes first, then their draws) and combined by one of two rules,
-each the minimum-Bayes-risk choice of `bapjax.training.mbr` under the same utility, the number of
-net actions a prediction shares with the draws on average less a cost per predicted action, so
-sum over its net actions a of (share of draws predicting a) - cost:
+(`pool`: the members' greedy passes first, then their draws, and each member's own decoding,
+`member_alone`) and combined by one of three rules. The first two are the minimum-Bayes-risk
+choice of `bapjax.training.mbr` under one utility, the number of net actions a prediction shares
+with the draws on average less a cost per predicted action, so the sum over its net actions a of
+(share of draws predicting a) - cost:
 
 * "select" at a cost: the pass with the highest utility (`mbr.choose`), a sequence one member
   decoded, so always buildable;
@@ -18,9 +19,12 @@ sum over its net actions a of (share of draws predicting a) - cost:
   structure, removals first (top down), then placements bottom up; a voted block that nothing
   in the voted structure supports is left out (`buildable_order`), so every prediction is buildable.
 
+The third weighs members, not draws: "members" at m keeps the net actions that at least m of the
+members' own decodings predict (`vote` among them, built the same way).
+
 With fewer than two draws in the pool (greedy-only members) the greedy passes are the draws.
 `choose_combination` scores every rule on val items and keeps the best (ties: the first tried,
-"select" before "vote", lower values first); `combine` applies it. The command is
+"select", "vote", "members", lower values first); `combine` applies it. The command is
 `python -m bapjax.ensemble`.
 """
 
@@ -33,16 +37,18 @@ from bapjax.evaluation import evaluator
 from bapjax.training import decode, mbr
 from bapjax.world import grid as G
 
-RULES = ("select", "vote")
+RULES = ("select", "vote", "members")
 
 
 @dataclasses.dataclass(frozen=True)
 class Pool:
     """The passes of an ensemble over a set of items: `passes` [{item_id: [Action]}], the members'
-    greedy passes first and their draws from index `draws_from` on."""
+    greedy passes first and their draws from index `draws_from` on; `alone`, each member's own
+    decoding of the items (`member_alone`), where known."""
 
     passes: list
     draws_from: int
+    alone: list = dataclasses.field(default_factory=list)
 
     @property
     def voters(self) -> list:
@@ -52,12 +58,13 @@ class Pool:
         return draws if len(draws) >= 2 else self.passes
 
 
-def pool(member_passes: Sequence[Sequence[dict]]) -> Pool:
-    """A `Pool` from each member's [greedy, draw 0, ...] (`decode.candidates`)."""
+def pool(member_passes: Sequence[Sequence[dict]], alone: Sequence[dict] = ()) -> Pool:
+    """A `Pool` from each member's [greedy, draw 0, ...] (`decode.candidates`) and, optionally,
+    each member's own decoding (`member_alone`)."""
     greedy = [passes[0] for passes in member_passes]
     draws = [one for passes in member_passes for one in passes[1:]]
     draws_from = len(greedy) if len(draws) >= 2 else 0
-    return Pool(greedy + draws, draws_from)
+    return Pool(greedy + draws, draws_from, list(alone))
 
 
 def buildable_order(start, net: frozenset) -> list[G.Action]:
@@ -98,17 +105,23 @@ def vote(voters: Sequence[Sequence[G.Action]], threshold: float, start=()) -> li
 
 def combine(pooled: Pool, rule: str, value: float, items: Sequence) -> dict[str, list[G.Action]]:
     """Predictions {item_id: [Action]} of `items` (BapItems) from the pooled passes by `rule`
-    ("select" at cost `value`, "vote" at threshold `value`, built from each item's
-    `prev_structure`)."""
+    ("select" at cost `value`, "vote" at threshold `value`, "members" by at least `value` members;
+    votes are built from each item's `prev_structure`)."""
     if rule not in RULES:
         raise ValueError(f"the ensemble rule must be one of {', '.join(RULES)}, got {rule!r}")
+    if rule == "members" and not 1 <= value <= len(pooled.alone):
+        raise ValueError(f"the rule 'members' needs 1 <= m <= {len(pooled.alone)} (the members' own decodings "
+                         f"in the pool), got {value!r}")
     chosen = {}
     for item in items:
         candidates = [one[item.item_id] for one in pooled.passes]
         if rule == "select":
             chosen[item.item_id] = candidates[mbr.choose(candidates, value, draws_from=pooled.draws_from)]
-        else:
+        elif rule == "vote":
             chosen[item.item_id] = vote([one[item.item_id] for one in pooled.voters], value, item.prev_structure)
+        else:  # more than (m - 1/2) / n of n voters: at least m of them
+            voters = [one[item.item_id] for one in pooled.alone]
+            chosen[item.item_id] = vote(voters, (value - 0.5) / len(voters), item.prev_structure)
     return chosen
 
 
@@ -143,10 +156,12 @@ def score(items: list, predictions: dict) -> dict:
 
 def choose_combination(pooled: Pool, items: list, costs: Sequence[float], thresholds: Sequence[float]) -> dict:
     """The combination of highest micro Overall F1 on `items` (val) among "select" at each of
-    `costs` and "vote" at each of `thresholds` (ties: the first): {"rule", "value", "candidates":
-    every rule tried with its scores}."""
+    `costs`, "vote" at each of `thresholds` and, with two or more members' own decodings in the
+    pool, "members" at each m from 1 to their number (ties: the first): {"rule", "value",
+    "candidates": every rule tried with its scores}."""
     rows = []
-    for rule, values in (("select", costs), ("vote", thresholds)):
+    counts = range(1, len(pooled.alone) + 1) if len(pooled.alone) >= 2 else ()
+    for rule, values in (("select", costs), ("vote", thresholds), ("members", counts)):
         for value in values:
             rows.append({"rule": rule, "value": float(value),
                          **score(items, combine(pooled, rule, float(value), items))})
