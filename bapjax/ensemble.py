@@ -4,16 +4,16 @@ scores best on val (`bapjax.training.ensemble`), then the test split decoded onc
     python -m bapjax.ensemble --runs runs/exp/agg-frame-s0,runs/exp/agg-frame-s1 --out runs/ens/agg-s0s1
     python -m bapjax.ensemble --runs runs/a,runs/b,runs/c --samples 8 --corpus @mdc --out runs/ens/abc
 
-Each `--runs` entry is a finished training workdir (its best checkpoint and its decode.json,
-as `bapjax.predict` decodes it; `--samples` and `--temperature` replace every member's number of
-draws and their temperature). The val
-split chooses among "select" at each of `--costs`, "vote" at each of `--thresholds` and
-"members" (the net actions at least m members' own decodings predict) at each m; the
-test split is decoded once. `--out` receives ensemble.json (each member's provenance and minutes,
-the choice and every rule's val scores, each member's scores decoded alone as its own run
-decodes, the minutes of each part, and `wall_minutes`: the members' runs and the ensemble's
-decoding, the whole compute of the result), final_eval.json (the evaluator's report of the test split,
-as a training run writes it) and predictions/mc_test.jsonl.gz.
+Each `--runs` entry is a finished training workdir (its best checkpoint and its decode.json, as
+`bapjax.predict` decodes it; `--samples` and `--temperature` replace every member's number of
+draws and their temperature). The val split chooses among "select" at each of `--costs`, "vote"
+at each of `--thresholds` and "members" (the net actions at least m members' own decodings
+predict) at each m; the test split is decoded once. `--out` receives ensemble.json (each
+member's provenance and minutes, the choice and every rule's val scores, each member's scores
+decoded alone as its own run decodes, the minutes of each part, and `wall_minutes`: the members'
+runs and the ensemble's decoding, the whole compute of the result), final_eval.json (the
+evaluator's report of the test split, as a training run writes it) and
+predictions/mc_test.jsonl.gz.
 """
 
 from __future__ import annotations
