@@ -42,8 +42,8 @@ def define_flags() -> None:
     cli.flag("string", "out", None, "Output folder (ensemble.json, final_eval.json, predictions/).")
     cli.flag("string", "corpus", paths.MDC, "The corpus of the val and test splits (default @mdc).")
     cli.flag("integer", "samples", None, "Draws per member (default: each member's decode.json).")
-    cli.flag("float", "temperature", None, "Temperature of the draws (default: each member's decode.json; a "
-             "member that chose greedy decoding has none, so give it with --samples).")
+    cli.flag("float", "temperature", None, "Temperature of the draws (default: each member's decode.json, or "
+             "the first of its config.eval.temperatures where it chose greedy decoding).")
     cli.flag("list", "costs", DEFAULT_COSTS.split(","), "Costs per action tried for the rule 'select'.")
     cli.flag("list", "thresholds", DEFAULT_THRESHOLDS.split(","), "Shares of the draws tried for the rule 'vote'.")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)

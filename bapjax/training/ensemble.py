@@ -129,7 +129,10 @@ def member_passes(decoder, items: list, samples: int | None = None, temperature:
                   progress: bool = False) -> list[dict]:
     """[greedy, draw 0, ...] of `items` by one member (a `RunDecoder`), decoded with its own
     settings; `samples` and `temperature` (when not None) replace its number of draws and their
-    temperature."""
+    temperature. A member that chose greedy decoding on val has no temperature of its own: its
+    draws take the first of its config.eval.temperatures."""
+    if temperature is None and decoder.settings.samples == 0:
+        temperature = float(decoder.run.config.eval.temperatures[0])
     settings = decoder.settings.replace(samples=samples, temperature=temperature)
     run = decoder.run
     return decode.candidates(run.model, run.params, items, run.vocab, decoder.feature_config, settings,
