@@ -6,14 +6,14 @@ scores best on val (`bapjax.training.ensemble`), then the test split decoded onc
 
 Each `--runs` entry is a finished training workdir (its best checkpoint and its decode.json, as
 `bapjax.predict` decodes it; `--samples` and `--temperature` replace every member's number of
-draws and their temperature). The val split chooses among "select" at each of `--costs`, "vote"
-at each of `--thresholds` and "members" (the net actions at least m members' own decodings
-predict) at each m; the test split is decoded once. `--out` receives ensemble.json (each
-member's provenance and minutes, the choice and every rule's val scores, each member's scores
-decoded alone as its own run decodes, the minutes of each part, and `wall_minutes`: the members'
-runs and the ensemble's decoding, the whole compute of the result), final_eval.json (the
-evaluator's report of the test split, as a training run writes it) and
-predictions/mc_test.jsonl.gz.
+draws and their temperature); `--corpus` is the MDC (`@mdc`) unless given. The val split chooses
+among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
+actions at least m members' own decodings predict) at each m; the test split is decoded once.
+`--out` receives ensemble.json (each member's provenance and minutes, the choice and every rule's
+val scores, each member's scores decoded alone as its own run decodes, the minutes of each part,
+and `wall_minutes`: the members' runs and the ensemble's decoding, the whole compute of the
+result), final_eval.json (the evaluator's report of the test split, as a training run writes it)
+and predictions/mc_test.jsonl.gz.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ DEFAULT_THRESHOLDS = "0.1,0.125,0.15,0.175,0.2,0.25"
 def define_flags() -> None:
     cli.flag("list", "runs", None, "Finished training workdirs, comma-separated: the members.")
     cli.flag("string", "out", None, "Output folder (ensemble.json, final_eval.json, predictions/).")
-    cli.flag("string", "corpus", paths.MDC, "The corpus of the val and test splits (default @mdc).")
+    cli.define_item_source_flags("corpus")  # the val and test splits' corpus; @mdc when not given (main)
     cli.flag("integer", "samples", None, "Draws per member (default: each member's decode.json).")
     cli.flag("float", "temperature", None, "Temperature of the draws (default: each member's decode.json, or "
              "the first of its config.eval.temperatures where it chose greedy decoding).")
@@ -92,7 +92,8 @@ def main(argv) -> int:
     start, commit = time.time(), run_checks.code_version()
     members = [run_eval.RunDecoder.load(run) for run in FLAGS.runs]
     recorded = [member_record(path, member) for path, member in zip(FLAGS.runs, members)]
-    splits = {split: load.first_items(load.load_split(FLAGS.corpus, split), FLAGS.limit) for split in ("val", "test")}
+    corpus = FLAGS.corpus or paths.MDC
+    splits = {split: load.first_items(load.load_split(corpus, split), FLAGS.limit) for split in ("val", "test")}
     minutes = {"load": (time.time() - start) / 60}
 
     alone: dict = {}  # each member decoded as it decodes alone: its scores on each split
