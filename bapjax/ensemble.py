@@ -8,7 +8,8 @@ Each `--runs` entry is a finished training workdir (its best checkpoint and its 
 `bapjax.predict` decodes it; `--samples` and `--temperature` replace every member's number of
 draws and their temperature); `--corpus` is the MDC (`@mdc`) unless given. The val split chooses
 among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
-actions at least m members' own decodings predict) at each m; the test split is decoded once.
+actions at least m members' own decodings predict) at each m, one rule for the items on an empty board and one for the others; the test
+split is decoded once.
 `--out` receives ensemble.json (each member's provenance and minutes, the choice and every rule's
 val scores, each member's scores decoded alone as its own run decodes, the minutes of each part,
 and `wall_minutes`: the members' runs and the ensemble's decoding, the whole compute of the
@@ -74,6 +75,11 @@ def member_record(path: str, decoder) -> dict:
             "wall_minutes": round(sum(float(r["wall_seconds"]) for r in runs) / 60, 2)}
 
 
+def chosen_text(choice: dict) -> str:
+    """"EB <rule> at <value>, NEB <rule> at <value>": the rules chosen on val."""
+    return ", ".join(f"{kind} {choice[kind]['rule']} at {choice[kind]['value']:g}" for kind in ensemble.BOARDS)
+
+
 def main(argv) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -118,8 +124,9 @@ def main(argv) -> int:
     for row in choice["candidates"]:
         print(f"val {row['rule']} at {row['value']:g}: micro Overall {100 * row['micro_overall']:.2f}, "
               f"{row['mean_predicted_net_actions']:.2f} net actions per item", file=sys.stderr)
-    print(f"chosen on val: {choice['rule']} at {choice['value']:g}", file=sys.stderr, flush=True)
-    predictions = ensemble.combine(pooled("test"), choice["rule"], choice["value"], splits["test"])
+    print(f"chosen on val: {chosen_text(choice)} (val micro Overall {100 * choice['micro_overall']:.2f})",
+          file=sys.stderr, flush=True)
+    predictions = ensemble.combine_chosen(pooled("test"), choice, splits["test"])
     report = evaluator.evaluate_predictions(splits["test"], predictions, drop_infeasible=False)
     (out / "predictions").mkdir(parents=True, exist_ok=True)
     jsonl.write_predictions(str(out / "predictions" / "mc_test.jsonl.gz"), predictions)
@@ -134,7 +141,7 @@ def main(argv) -> int:
               "wall_minutes": round(minutes["total"] + sum(m["wall_minutes"] for m in recorded), 2)}
     (out / "ensemble.json").write_text(json.dumps(record, indent=1) + "\n")
     print(evaluator.format_report(report, fmt="text"))
-    print(f"{len(members)} members, {choice['rule']} at {choice['value']:g} (chosen on val): MDC test micro Overall "
+    print(f"{len(members)} members, {chosen_text(choice)} (chosen on val): MDC test micro Overall "
           f"{100 * record['test']['micro_overall']:.1f}, strict {100 * record['test']['strict']:.1f}; "
           f"{minutes['total']:.1f} min here, {record['wall_minutes']:.1f} min with the members' runs; wrote {out}",
           file=sys.stderr)

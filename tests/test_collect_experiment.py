@@ -284,7 +284,9 @@ def test_an_ensemble_is_a_row_whose_minutes_are_its_members_runs_and_its_decodin
                        for k in range(4)]
             (run / "ensemble.json").write_text(json.dumps({
                 "command": "python -m bapjax.ensemble --runs ...", "commit": "def456", "members": members,
-                "choice": {"rule": "vote", "value": 0.15, "candidates": []}, "wall_minutes": 35.04}))
+                "choice": ({"rule": "vote", "value": 0.15, "candidates": []} if name == "ens-s1" else
+                           {"EB": {"rule": "select", "value": 0.1}, "NEB": {"rule": "vote", "value": 0.15},
+                            "candidates": []}), "wall_minutes": 35.04}))
         (run / "predictions").mkdir()
         jsonl.write_predictions(run / "predictions" / "mc_test.jsonl.gz", predictions)
         runs.append(str(run))
@@ -292,7 +294,8 @@ def test_an_ensemble_is_a_row_whose_minutes_are_its_members_runs_and_its_decodin
     assert collect_experiment.main([*runs, "--out", str(out), "--corpus", str(mdc_path), "--bootstrap", "200"]) == 0
     record = json.loads(out.with_suffix(".json").read_text())
     ens = record["variants"]["ens"]
-    assert ens["model"] == "ensemble of 4 (configs/cpu_ensemble.py; vote at 0.15)"
+    assert ens["model"] == "ensemble of 4 (configs/cpu_ensemble.py; EB select at 0.1, NEB vote at 0.15)"
+    assert ens["stop_rule"] == {"EB": {"rule": "select", "value": 0.1}, "NEB": {"rule": "vote", "value": 0.15}}
     assert [s["seed"] for s in ens["seeds"]] == [0, 1] and ens["seed_mean"]["wall_minutes"] == 35.0
     assert ens["train_items_seen"] == 4 * 96000 and ens["seed_mean"]["micro_overall"] == 1.0
     assert record["bootstrap"]["reference"] == "agg" and "ens - agg" in record["bootstrap"]["differences"]

@@ -145,10 +145,18 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads((out / "ensemble.json").read_text())
-    assert [(r["rule"], r["value"]) for r in record["choice"]["candidates"]] == [
+    candidates = record["choice"]["candidates"]
+    assert [(r["rule"], r["value"]) for r in candidates] == [
         ("select", 0.1), ("vote", 0.3), ("vote", 0.5), ("members", 1), ("members", 2)]
-    best = max(record["choice"]["candidates"], key=lambda r: r["micro_overall"])
-    assert (record["choice"]["rule"], record["choice"]["value"]) == (best["rule"], best["value"])
+    for row in candidates:  # the counts per kind of board add up to the row's micro F1
+        assert ensemble.micro_f1(list(row["counts"].values())) == pytest.approx(row["micro_overall"], abs=1e-9)
+    pairs = {(eb["rule"], eb["value"], neb["rule"], neb["value"]): ensemble.micro_f1([eb["counts"]["EB"],
+                                                                                       neb["counts"]["NEB"]])
+             for eb in candidates for neb in candidates}
+    best = max(pairs.values())
+    chosen = record["choice"]
+    assert pairs[(chosen["EB"]["rule"], chosen["EB"]["value"], chosen["NEB"]["rule"], chosen["NEB"]["value"])] == best
+    assert chosen["micro_overall"] == pytest.approx(best) and best >= max(r["micro_overall"] for r in candidates) - 1e-12
     assert record["val_items"] == record["test_items"] == 8 and record["minutes"]["total"] > 0
     assert [m["seed"] for m in record["members"]] == [0, 1] and all(m["items_trained"] > 0 for m in record["members"])
     assert record["wall_minutes"] == pytest.approx(

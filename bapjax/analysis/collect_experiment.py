@@ -120,19 +120,22 @@ def collect_run(run: Path) -> dict:
 def collect_ensemble(run: Path) -> dict:
     """A `python -m bapjax.ensemble` folder as a row: its ensemble.json (members with their
     minutes and items, the rule chosen on val) and final_eval.json; its seed is the name's
-    `-s<seed>` suffix (an ensemble's members have their own seeds)."""
+    `-s<seed>` suffix (an ensemble's members have their own seeds). Its rules: one for the items on
+    an empty board and one for the others, or one for all (ensembles of older code)."""
     record = json.loads((run / ENSEMBLE).read_text())
     members = record["members"]
     configs = sorted({m["command"].split("--config=")[-1].split(":")[0] for m in members})
     head, sep, tail = run.name.rpartition("-s")
     choice = record["choice"]
+    rules = {kind: choice[kind] for kind in ("EB", "NEB") if kind in choice} or {"all": choice}  # one rule: older
+    chosen = ", ".join(f"{'' if kind == 'all' else kind + ' '}{r['rule']} at {r['value']:g}" for kind, r in rules.items())
     return {
-        "model": f"ensemble of {len(members)} ({', '.join(configs)}; {choice['rule']} at {choice['value']:g})",
+        "model": f"ensemble of {len(members)} ({', '.join(configs)}; {chosen})",
         "command": record["command"], "commit": record["commit"],
         "config": {"seed": int(tail) if sep and tail.isdigit() else 0},
         "train_items_seen": sum(m["items_trained"] for m in members),
         "wall_minutes": round(record["wall_minutes"], 1), "invocations": 1,
-        "stop_rule": {"rule": choice["rule"], "value": choice["value"]},
+        "stop_rule": {kind: {"rule": r["rule"], "value": r["value"]} for kind, r in rules.items()},
         "members": members,
         "eval": json.loads((run / "final_eval.json").read_text()),
     }

@@ -23,8 +23,9 @@ The third weighs members, not draws: "members" at m keeps the net actions that a
 members' own decodings predict (`vote` among them, built the same way).
 
 With fewer than two draws in the pool (greedy-only members) the greedy passes are the draws.
-`choose_combination` scores every rule on val items and keeps the best (ties: the first tried,
-"select", "vote", "members", lower values first); `combine` applies it. The command is
+`choose_combination` scores every rule on val items and keeps the best for the items on an empty
+board and the best for the others (ties: the first tried, "select", "vote", "members", lower
+values first); `combine_chosen` applies them. The command is
 `python -m bapjax.ensemble`.
 """
 
@@ -32,6 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Sequence
+
+import numpy as np
 
 from bapjax.evaluation import evaluator
 from bapjax.training import decode, mbr
@@ -150,23 +153,61 @@ def member_alone(decoder, passes: list[dict]) -> dict[str, list[G.Action]]:
     return mbr.select(passes[:own + 1], decoder.settings.cost)
 
 
+BOARDS = ("EB", "NEB")  # items that start on an empty board, and the others: each kind chooses its own rule
+
+
+def board(item) -> str:
+    return "EB" if item.is_empty_board else "NEB"
+
+
 def score(items: list, predictions: dict) -> dict:
-    """The scores a combination is chosen by and reported with (v2 evaluator)."""
-    report = evaluator.evaluate_predictions(items, predictions, drop_infeasible=False)
+    """The scores a combination is chosen by and reported with (v2 evaluator), and its fairer
+    counts [true positives, predicted, reference net actions] per `BOARDS` kind ("counts")."""
+    report, scores, _ = evaluator.evaluate_items(items, predictions, drop_infeasible=False)
+    kinds = np.array([board(item) for item in items])
+    counts = {kind: [int(np.sum(column[kinds == kind])) for column in (scores.fair_tp, scores.n_pred, scores.n_ref)]
+              for kind in BOARDS}
     return {"micro_overall": float(report["micro"]["Overall"]["overall"]), "strict": float(report["strict_micro"]),
-            "mean_predicted_net_actions": report["counts"]["predicted_net_actions"] / max(report["counts"]["items"], 1)}
+            "mean_predicted_net_actions": report["counts"]["predicted_net_actions"] / max(report["counts"]["items"], 1),
+            "counts": counts}
+
+
+def micro_f1(counts: Sequence[Sequence[int]]) -> float:
+    """Micro F1 of summed fairer counts: 2 TP / (predicted + reference)."""
+    tp, predicted, reference = (sum(c[i] for c in counts) for i in range(3))
+    return 2 * tp / (predicted + reference) if predicted + reference else 0.0
 
 
 def choose_combination(pooled: Pool, items: list, costs: Sequence[float], thresholds: Sequence[float]) -> dict:
-    """The combination of highest micro Overall F1 on `items` (val) among "select" at each of
-    `costs`, "vote" at each of `thresholds` and, with two or more members' own decodings in the
-    pool, "members" at each m from 1 to their number (ties: the first): {"rule", "value",
-    "candidates": every rule tried with its scores}."""
+    """The rules of highest micro Overall F1 on `items` (val): "select" at each of `costs`, "vote"
+    at each of `thresholds` and, with two or more members' own decodings in the pool, "members"
+    at each m from 1 to their number, each scored once; then one rule for the items on an empty
+    board and one for the others (`BOARDS`; a vote can mix several members' placements of one
+    shape on an empty board), the pair of highest micro F1 of their summed counts (ties: the
+    first, by the order tried). {"EB": {"rule", "value"}, "NEB": {...}, "micro_overall": the
+    pair's val F1, "candidates": every rule tried with its scores}."""
     rows = []
-    counts = range(1, len(pooled.alone) + 1) if len(pooled.alone) >= 2 else ()
-    for rule, values in (("select", costs), ("vote", thresholds), ("members", counts)):
+    members = range(1, len(pooled.alone) + 1) if len(pooled.alone) >= 2 else ()
+    for rule, values in (("select", costs), ("vote", thresholds), ("members", members)):
         for value in values:
             rows.append({"rule": rule, "value": float(value),
                          **score(items, combine(pooled, rule, float(value), items))})
-    best = max(rows, key=lambda r: r["micro_overall"])  # ties: the first
-    return {"rule": best["rule"], "value": best["value"], "candidates": rows}
+    best, best_f1 = None, -1.0
+    for eb in rows:
+        for neb in rows:
+            f1 = micro_f1([eb["counts"]["EB"], neb["counts"]["NEB"]])
+            if f1 > best_f1 + 1e-12:
+                best, best_f1 = (eb, neb), f1
+    return {"EB": {"rule": best[0]["rule"], "value": best[0]["value"]},
+            "NEB": {"rule": best[1]["rule"], "value": best[1]["value"]}, "micro_overall": best_f1,
+            "candidates": rows}
+
+
+def combine_chosen(pooled: Pool, choice: dict, items: list) -> dict[str, list[G.Action]]:
+    """Predictions of `items` by the rules `choose_combination` chose for each kind of board."""
+    predictions = {}
+    for kind in BOARDS:
+        chosen = [item for item in items if board(item) == kind]
+        if chosen:
+            predictions.update(combine(pooled, choice[kind]["rule"], choice[kind]["value"], chosen))
+    return predictions
