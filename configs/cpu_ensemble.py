@@ -5,7 +5,7 @@ MDC val is its STOP rule only (the ensemble draws), and no test decode (the ense
 Command: python -m bapjax.train --config=configs/cpu_ensemble.py:<seed>   (runs/ens/agg-m<seed>), for four seeds, then
   python -m bapjax.ensemble --runs runs/ens/agg-m<s0>,...,runs/ens/agg-m<s3> --samples 8 --out runs/ens/<name>
 Runtime: 8.6-8.8 min per member, 3.1 min for the ensemble's decoding: 38.0 min in all (results/cpu_ensemble.md).
-Result: MDC test micro Overall 27.6 for seeds 10-13 (members alone 22.8-25.3): below one full agg run's 30.3, so
+Result: MDC test micro Overall 27.8 for seeds 10-13 (members alone 22.8-25.3): below one full agg run's 30.3, so
 members at half the items do not pay (docs/results.md, "Ensembles").
 
 The argument is the member's seed: it sets `config.seed` and the simulators' seed, so every member trains on its own
