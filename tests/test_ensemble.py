@@ -138,6 +138,14 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
         config.eval.final_splits = ("mc:test",) if seed == 0 else ()  # a member need not decode test itself
         runs.append(tmp_path / f"run{seed}")
         loop.train_and_evaluate(config, runs[-1])
+    # a member's draws follow the temperature asked for, not the one its compiled decoder was built with
+    from bapjax.corpus import mdc
+    from bapjax.training import run_eval
+
+    val = list(mdc.load_corpus(mdc_path).split("val"))[:8]
+    member = run_eval.RunDecoder.load(str(runs[0]))
+    cold, hot = (ensemble.member_passes(member, val, samples=2, temperature=t) for t in (1e-4, 50.0))
+    assert cold[1] == cold[2] == cold[0] and hot[1:] != cold[1:]
     env = {**os.environ, "BAPJAX_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "ens"
     command = [sys.executable, "-m", "bapjax.ensemble", f"--runs={runs[0]},{runs[1]}", f"--corpus={mdc_path}",
@@ -164,7 +172,6 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     # a member alone in the ensemble decodes as its own run does (the decoding its decode.json chose)
     own = json.loads((runs[0] / "final_eval.json").read_text())["mc_test"]["micro"]["Overall"]["overall"]
     assert record["alone"][str(runs[0])]["test"]["micro_overall"] == pytest.approx(own, abs=1e-12)
-    from bapjax.corpus import mdc
 
     items = list(mdc.load_corpus(mdc_path).split("test"))[:8]
     predictions = jsonl.read_predictions(out / "predictions" / "mc_test.jsonl.gz")
