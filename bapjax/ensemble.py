@@ -8,13 +8,12 @@ Each `--runs` entry is a finished training workdir (its best checkpoint and its 
 `bapjax.predict` decodes it; `--samples` and `--temperature` replace every member's number of
 draws and their temperature); `--corpus` is the MDC (`@mdc`) unless given. The val split chooses
 among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
-actions at least m members' own decodings predict) at each m, one rule for the items on an empty board and one for the others; the test
-split is decoded once.
-`--out` receives ensemble.json (each member's provenance and minutes, the choice and every rule's
-val scores, each member's scores decoded alone as its own run decodes, the minutes of each part,
-and `wall_minutes`: the members' runs and the ensemble's decoding, the whole compute of the
-result), final_eval.json (the evaluator's report of the test split, as a training run writes it)
-and predictions/mc_test.jsonl.gz.
+actions at least m members' own decodings predict) at each m, one rule for the items on an empty
+board and one for the others; the test split is decoded once. `--out` receives ensemble.json
+(each member's provenance and minutes, the choice and every rule's val scores, each member's
+scores decoded alone as its own run decodes, the minutes of each part, and `wall_minutes`: the
+members' runs and the ensemble's decoding, the whole compute of the result), final_eval.json (the
+evaluator's report of the test split, as a training run writes it) and predictions/mc_test.jsonl.gz.
 """
 
 from __future__ import annotations
@@ -133,8 +132,8 @@ def main(argv) -> int:
     (out / "final_eval.json").write_text(json.dumps({"mc_test": report}))
     minutes["total"] = (time.time() - start) / 60
     record = {"command": "python -m bapjax.ensemble " + " ".join(sys.argv[1:]), "commit": commit,
-              "members": recorded, "samples": FLAGS.samples,
-              "temperature": FLAGS.temperature, "alone": alone, "val_items": len(splits["val"]), "test_items": len(splits["test"]), "choice": choice,
+              "members": recorded, "samples": FLAGS.samples, "temperature": FLAGS.temperature, "alone": alone,
+              "val_items": len(splits["val"]), "test_items": len(splits["test"]), "choice": choice,
               "test": {"micro_overall": float(report["micro"]["Overall"]["overall"]),
                        "strict": float(report["strict_micro"])},
               "minutes": {k: round(v, 2) for k, v in minutes.items()},

@@ -111,6 +111,11 @@ class DecodeSettings:
         """A copy with the given fields changed; a None value keeps the field."""
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
+    def program(self) -> "DecodeSettings":
+        """These settings less what the compiled decoder does not depend on (the number of draws and
+        the selection cost): settings with equal programs share one compiled `decode_fn`."""
+        return dataclasses.replace(self, samples=0, cost=DecodeSettings.cost)
+
     def decode_fn(self, model: BuilderModel, mesh=None):
         """A jitted `(params, batch, lengths=None, sample_keys=None) -> ids [N, max_actions]`:
         `decode_pool` with these settings (greedy; forced `lengths`; drawn with `sample_keys` at

@@ -138,9 +138,8 @@ def member_passes(decoder, items: list, samples: int | None = None, temperature:
         temperature = float(decoder.run.config.eval.temperatures[0])
     settings = decoder.settings.replace(samples=samples, temperature=temperature)
     run = decoder.run
-    same_program = settings.temperature == decoder.settings.temperature  # the compiled decoder holds its temperature
     return decode.candidates(run.model, run.params, items, run.vocab, decoder.feature_config, settings,
-                             decode_fn=decoder.decode_fn if same_program else None, progress=progress)
+                             decode_fn=decoder.decode_fn_for(settings), progress=progress)
 
 
 def member_alone(decoder, passes: list[dict]) -> dict[str, list[G.Action]]:

@@ -54,7 +54,7 @@ class Evaluator:
         self._decode_fns = {}
 
     def decode_fn(self, settings: decode.DecodeSettings):
-        key = dataclasses.replace(settings, samples=0, cost=decode.DecodeSettings.cost)  # what the program depends on
+        key = settings.program()
         if key not in self._decode_fns:
             self._decode_fns[key] = settings.decode_fn(self.model, self.mesh)
         return self._decode_fns[key]
@@ -138,6 +138,7 @@ class RunDecoder:
     settings: decode.DecodeSettings
     feature_config: input_pipeline.FeatureConfig
     decode_fn: object  # the jitted decoder; it keeps its compiled programs between calls
+    other_programs: dict = dataclasses.field(default_factory=dict)  # `decode_fn_for`'s, by `DecodeSettings.program`
 
     @classmethod
     def load(cls, checkpoint, **overrides) -> "RunDecoder":
@@ -152,6 +153,17 @@ class RunDecoder:
         except ValueError as err:
             raise UserError(f"{checkpoint}: {err}") from None
         return cls(run, settings, input_pipeline.FeatureConfig.from_config(run.config), decode_fn)
+
+    def decode_fn_for(self, settings: decode.DecodeSettings):
+        """The compiled decoder of `settings`: the run's own where they compile to its program
+        (`DecodeSettings.program`: e.g. only the number of draws differs), else one compiled for
+        them once (another temperature, STOP rule, ...)."""
+        key = settings.program()
+        if key == self.settings.program():
+            return self.decode_fn
+        if key not in self.other_programs:
+            self.other_programs[key] = settings.decode_fn(self.run.model)
+        return self.other_programs[key]
 
     def predict(self, items: list, progress: bool = False) -> dict:
         """Predictions {item_id: [Action]} of `items` as the run decodes (`decode.predict`: greedy,
