@@ -106,3 +106,41 @@ def test_runs_of_different_items_are_refused():
     rng = np.random.default_rng(8)
     with pytest.raises(ValueError, match="same items"):
         bootstrap.two_level({"a": [_counts(rng, 5)], "b": [_counts(rng, 6)]}, [], samples=10)
+
+
+@pytest.mark.parametrize("seed, n, runs", [(0, 9, 2), (1, 15, 4), (3, 4, 3)])
+def test_spread_agrees_with_the_plain_python_oracle(seed, n, runs):
+    rng = np.random.default_rng(seed)
+    counts = [_counts(rng, n, quality=k) for k in range(runs)]
+    items = rng.integers(0, n, (30, n))
+    fast, slow = bootstrap.spread(counts, items), bootstrap.spread_reference(counts, items)
+    assert fast.keys() == slow.keys()
+    for key in fast:
+        assert fast[key] == pytest.approx(slow[key], abs=1e-12)
+
+
+def test_spread_of_seeds_that_differ_only_item_by_item_is_the_interaction():
+    rng = np.random.default_rng(7)
+    n = 4000
+    n_ref = rng.integers(1, 6, n)
+    n_pred = n_ref.copy()
+    # every seed gets each item right with the same probability, independently: no seed is better overall
+    runs = [{"tp": rng.binomial(n_ref, 0.3), "n_pred": n_pred, "n_ref": n_ref} for _ in range(12)]
+    result = bootstrap.spread(runs, rng.integers(0, n, (400, n)))
+    assert result["interaction_sd"] == pytest.approx(result["seed_sd"], rel=0.35)
+    # a seed better on every item adds spread beyond the interaction
+    better = [{**run, "tp": np.minimum(run["tp"] + (k % 2) * rng.binomial(1, 0.5, n), n_ref)}
+              for k, run in enumerate(runs)]
+    shifted = bootstrap.spread(better, rng.integers(0, n, (400, n)))
+    assert shifted["model_sd"] > 3 * shifted["interaction_sd"] > 0
+
+
+def test_identical_seeds_have_no_spread_and_one_run_has_none_to_split():
+    rng = np.random.default_rng(2)
+    run = _counts(rng, 50)
+    assert bootstrap.spread([run, run], rng.integers(0, 50, (20, 50))) == {
+        "seed_sd": 0.0, "interaction_sd": 0.0, "model_sd": 0.0}
+    with pytest.raises(ValueError, match="at least 2 runs"):
+        bootstrap.spread([run], rng.integers(0, 50, (20, 50)))
+    boot = bootstrap.two_level({"one": [run], "two": [run, _counts(rng, 50)]}, [], samples=50)
+    assert "spread" not in boot["variants"]["one"] and boot["variants"]["two"]["spread"]["seed_sd"] > 0

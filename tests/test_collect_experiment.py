@@ -230,13 +230,19 @@ def test_the_command_rescores_the_kept_predictions_and_gives_intervals(tmp_path,
     per_seed = [s["micro_overall"] for s in agg["seeds"]]
     assert per_seed[0] == 1.0 and per_seed[1] < 1.0
     assert low < agg["seed_mean"]["micro_overall"] < high <= 1.0 and agg["seed_sd"]["micro_overall"] > 0
-    assert variants["mc"]["seed_sd"]["micro_overall"] is None  # one seed
+    assert variants["mc"]["seed_sd"]["micro_overall"] is None and "seed_spread" not in variants["mc"]  # one seed
+    split = agg["seed_spread"]  # the seeds' SD split on the same replicates
+    assert split["seed_sd"] == pytest.approx(agg["seed_sd"]["micro_overall"], abs=1e-12)
+    assert split["interaction_sd"] > 0 and split["model_sd"] > 0  # agg-s1 loses a third of the items: both
+    assert split["seed_sd"] ** 2 == pytest.approx(split["interaction_sd"] ** 2 + split["model_sd"] ** 2, abs=1e-12)
     diff = boot["differences"]["agg - mc"]
     assert diff["interval"][0] > 0 and diff["paper"] == 0.03 and diff["models"] == ["M_agg", "M_mc"]
     markdown = out.with_suffix(".md").read_text()
     assert "| `agg` - `mc` | M_agg - M_mc | " in markdown
     assert f"| `agg` | M_agg | 2 | {100 * agg['seed_mean']['micro_overall']:.1f} [{100 * low:.1f}, {100 * high:.1f}]" \
         in markdown
+    assert (f"| {100 * split['seed_sd']:.1f} ({100 * split['interaction_sd']:.1f} / {100 * split['model_sd']:.1f}) |"
+            in markdown)
     assert "Learning curves (experiment_curves.png): not drawn, no metrics.jsonl in agg-s0, agg-s1, mc-s0." in markdown
     capsys.readouterr()
 

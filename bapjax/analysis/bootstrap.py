@@ -15,6 +15,10 @@ draws (one generator: the items first, then each variant's seeds in the variants
 the NumPy computation (`replicates`) and the plain-Python one it is tested against
 (`replicates_reference`) see the same draws. With one run per variant the seed draws are trivial
 and the bootstrap is over the items alone (`paired_bootstrap`).
+
+The seeds' spread (`spread`, with its oracle `spread_reference`) splits their standard deviation
+into the part explained by which items each seed gets right (their paired differences' variance
+over the same item draws) and the rest (seeds better or worse overall).
 """
 
 from __future__ import annotations
@@ -104,6 +108,51 @@ def replicates_reference(runs: Mapping[str, Sequence[Counts]], draws: Draws) -> 
     return out
 
 
+def spread(counts: Sequence[Counts], items: np.ndarray) -> dict:
+    """Where the spread of one variant's seeds (>= 2 runs on the same items) comes from, on the
+    resamplings `items` [samples, n_items] of the items: {"seed_sd": the standard deviation of their
+    micro F1 over seeds; "interaction_sd": the part which items each seed happens to get right
+    explains (an item x seed interaction: half the mean over pairs of seeds of the bootstrap variance
+    of their paired difference, square-rooted); "model_sd": the rest, seeds better or worse on any
+    items (square root of seed variance minus interaction variance, 0 if that is negative)}. With
+    seeds that differ only by item x seed noise, interaction_sd ~ seed_sd: it does not shrink with
+    more seeds, only with models that agree item by item (e.g. an ensemble's) or more test items."""
+    if len(counts) < 2:
+        raise ValueError("the spread of seeds needs at least 2 runs")
+    n_items = items.shape[1]
+    tp = np.stack([c["tp"] for c in counts])
+    total = np.stack([np.asarray(c["n_pred"]) + np.asarray(c["n_ref"]) for c in counts])
+    f1 = resampled_f1(tp, total, item_weights(items, n_items))  # [runs, samples]
+    runs = len(counts)
+    pair_vars = [np.var(f1[a] - f1[b]) for a in range(runs) for b in range(a + 1, runs)]
+    interaction = float(np.mean(pair_vars)) / 2
+    seed_var = statistics.variance([metrics.micro_f1(c["tp"], c["n_pred"], c["n_ref"]) for c in counts])
+    return {"seed_sd": seed_var ** 0.5, "interaction_sd": interaction ** 0.5,
+            "model_sd": max(0.0, seed_var - interaction) ** 0.5}
+
+
+def spread_reference(counts: Sequence[Counts], items: np.ndarray) -> dict:
+    """`spread` in plain Python, one replicate, pair and item at a time (the oracle of the tests)."""
+    def f1(run, picked):
+        tp = sum(int(run["tp"][i]) for i in picked)
+        total = sum(int(run["n_pred"][i]) + int(run["n_ref"][i]) for i in picked)
+        return 1.0 if total == 0 else 2.0 * tp / total
+
+    every = range(len(counts[0]["tp"]))
+    points = [f1(run, every) for run in counts]
+    mean = sum(points) / len(points)
+    seed_var = sum((p - mean) ** 2 for p in points) / (len(points) - 1)
+    pair_vars = []
+    for a in range(len(counts)):
+        for b in range(a + 1, len(counts)):
+            diffs = [f1(counts[a], picked) - f1(counts[b], picked) for picked in items.tolist()]
+            centre = sum(diffs) / len(diffs)
+            pair_vars.append(sum((d - centre) ** 2 for d in diffs) / len(diffs))
+    interaction = sum(pair_vars) / len(pair_vars) / 2
+    return {"seed_sd": seed_var ** 0.5, "interaction_sd": interaction ** 0.5,
+            "model_sd": max(0.0, seed_var - interaction) ** 0.5}
+
+
 def percentile_reference(values: Sequence[float], q: float) -> float:
     """The q-th percentile by linear interpolation between order statistics (np.percentile's
     default), in plain Python."""
@@ -122,12 +171,13 @@ def two_level(runs: Mapping[str, Sequence[Counts]], differences: Sequence[tuple[
               seed: int = 0) -> dict:
     """The two-level bootstrap of `runs` ({variant: per-run counts, the same items in the same
     order}): per variant its runs' micro F1, their mean, standard deviation (None for one run) and
-    the mean's 95% interval; per difference (a, b) of `differences` "a - b": the difference of the
+    the mean's 95% interval, and with >= 2 runs their `spread` on the same item draws; per difference (a, b) of `differences` "a - b": the difference of the
     means, its 95% interval and the share of replicates above 0."""
     n_items = len(next(iter(next(iter(runs.values()))))["tp"])
     if any(len(c[k]) != n_items for counts in runs.values() for c in counts for k in ("tp", "n_pred", "n_ref")):
         raise ValueError("every run's per-item counts must cover the same items")
-    values = replicates(runs, draw(n_items, {v: len(c) for v, c in runs.items()}, samples, seed))
+    draws = draw(n_items, {v: len(c) for v, c in runs.items()}, samples, seed)
+    values = replicates(runs, draws)
     out = {"samples": samples, "seed": seed, "items": n_items, "variants": {}, "differences": {}}
     means = {}
     for variant, counts in runs.items():
@@ -136,6 +186,8 @@ def two_level(runs: Mapping[str, Sequence[Counts]], differences: Sequence[tuple[
         out["variants"][variant] = {"runs": len(per_run), "per_run": per_run, "mean": means[variant],
                                     "sd": statistics.stdev(per_run) if len(per_run) > 1 else None,
                                     "interval": interval(values[variant])}
+        if len(counts) > 1:
+            out["variants"][variant]["spread"] = spread(counts, draws.items)
     for a, b in differences:
         diff = values[a] - values[b]
         out["differences"][f"{a} - {b}"] = {"mean": means[a] - means[b], "interval": interval(diff),

@@ -32,6 +32,8 @@ From their per-item fairer counts:
   every run, seeds resampled per variant), and ``"bootstrap"`` holds the differences of seed means
   with their intervals: every variant minus the reference (`--reference`, default the first M_agg
   variant) and the reference minus the first M_mc variant, each beside the paper's difference;
+* ``"seed_spread"`` per variant of >= 2 such seeds: its seed SD split into the item x seed part (which
+  items each seed gets right) and the rest, on the same replicates (`bapjax.analysis.bootstrap.spread`);
 * ``"mc_test_subgroups"`` per variant: micro Overall F1 of NEB test items by what the last
   instruction says and by where the build starts (`bapjax.analysis.length_ceiling.breakdown`),
   seed mean and per seed.
@@ -194,14 +196,16 @@ def seeds_table(variants: dict) -> str:
     """One row per variant: micro Overall's seed mean with its 95% interval where the variant has one,
     the seed standard deviation, every seed's figure; strict likewise without the interval."""
     lines = ["| variant | model | seeds | D_mc micro Overall, mean [95% interval] (per seed) | seed SD "
-             "| D_mc strict, mean (per seed) | strict seed SD | minutes per run |",
+             "(items x seed / model) | D_mc strict, mean (per seed) | strict seed SD | minutes per run |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for variant, row in variants.items():
         seeds, mean, sd = row["seeds"], row["seed_mean"], row["seed_sd"]
         low_high = row.get("micro_overall_interval")
         interval = f" [{_pct(low_high[0])}, {_pct(low_high[1])}]" if low_high else ""
+        split = row.get("seed_spread")
+        split = f" ({_pct(split['interaction_sd'])} / {_pct(split['model_sd'])})" if split else ""
         lines.append(f"| `{variant}` | {row['model']} | {len(seeds)} | {_pct(mean['micro_overall'])}{interval} "
-                     f"({', '.join(_pct(s['micro_overall']) for s in seeds)}) | {_pct(sd['micro_overall'])} | "
+                     f"({', '.join(_pct(s['micro_overall']) for s in seeds)}) | {_pct(sd['micro_overall'])}{split} | "
                      f"{_pct(mean['strict_micro'])} ({', '.join(_pct(s['strict_micro']) for s in seeds)}) | "
                      f"{_pct(sd['strict_micro'])} | {', '.join(str(s['wall_minutes']) for s in seeds)} |")
     return "\n".join(lines)
@@ -257,6 +261,8 @@ def add_intervals(variants: dict, counts: dict, samples: int, seed: int, referen
     for variant, result in boot["variants"].items():
         assert result["mean"] == variants[variant]["seed_mean"]["micro_overall"], variant  # the rescored counts' F1
         variants[variant]["micro_overall_interval"] = result["interval"]
+        if "spread" in result:
+            variants[variant]["seed_spread"] = result["spread"]
     for (a, b), (name, diff) in zip(pairs, boot["differences"].items()):
         paper = [paper_micro(variants[v]["model"]) for v in (a, b)]
         record["differences"][name] = {**diff, "models": [variants[a]["model"], variants[b]["model"]],
@@ -468,7 +474,10 @@ def intervals_note(boot: dict) -> str:
     return (f"; 95% intervals of the seed mean by a two-level bootstrap, {boot['samples']} replicates (seed "
             f"{boot['seed']}): each replicate draws the {boot['items']:,} test items with replacement once for every "
             "run, and each variant's seeds with replacement; its value is the mean over the drawn seeds of micro F1 "
-            "of their summed counts on the drawn items; seed SD: standard deviation over the seeds")
+            "of their summed counts on the drawn items; seed SD: standard deviation over the seeds, and in brackets "
+            "the part which items each seed gets right explains (item x seed: half the bootstrap variance of two "
+            "seeds' paired difference, over pairs) and the rest (seeds better or worse overall), "
+            "`bapjax.analysis.bootstrap.spread`")
 
 
 if __name__ == "__main__":
