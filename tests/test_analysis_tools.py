@@ -109,3 +109,33 @@ def test_the_mbr_sweep_refuses_more_draws_than_it_decodes(tmp_path):
     done = subprocess.run([sys.executable, "-m", "bapjax.analysis.mbr_sweep", str(tmp_path), "--samples", "8",
                            "--draws", "4,16"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--draws 4,16" in done.stderr, done.stderr[-1000:]
+
+
+@pytest.mark.slow  # ~1 min on a 2-core CPU: a tiny training
+def test_decode_noise_set_0_is_the_runs_own_decoding_and_the_sets_differ_only_by_their_draws(tmp_path, mdc_path,
+                                                                                          monkeypatch):
+    from bapjax.analysis import decode_noise
+    from bapjax.corpus import mdc
+    from bapjax.training import loop, mbr, run_eval
+    from tests.test_end_to_end import tiny_run_config
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    loop.train_and_evaluate(tiny_run_config(mdc_path), run)
+    items = list(mdc.load_corpus(mdc_path).split("test"))[:8]
+    decoder = run_eval.RunDecoder.load(str(run), samples=3, temperature=5.0)  # hot draws: the sets differ
+    sets = decode_noise.draw_sets(decoder, items, sets=2, samples=3)
+    assert sets[0] == decoder.predict(items)  # set 0: draws 0..2, as the run decodes with 3 draws
+    assert sets[1] == mbr.select([decoder.predict_items(items)] + [
+        decoder.predict_items(items, sample=k) for k in (3, 4, 5)], decoder.settings.cost)
+    out = tmp_path / "noise"
+    code = decode_noise.main([str(run), "--sets", "2", "--samples", "2", "--corpus", str(mdc_path), "--limit", "8",
+                              "--bootstrap", "50", "--out", str(out)])
+    record = json.loads(out.with_suffix(".json").read_text())
+    result = record["runs"]["run"]
+    assert code == 0 and len(result["sets"]) == 2 and result["samples"] == 2
+    assert set(result["spread"]) == {"seed_sd", "interaction_sd", "model_sd"}
+    assert out.with_suffix(".md").read_text().startswith(f"`{record['command']}`")
+    with pytest.raises(SystemExit) as exit_status:
+        decode_noise.main([str(run), "--sets", "1"])
+    assert exit_status.value.code == 2
