@@ -127,14 +127,13 @@ def collect_ensemble(run: Path) -> dict:
     record = json.loads((run / ENSEMBLE).read_text())
     members = record["members"]
     configs = sorted({m["command"].split("--config=")[-1].split(":")[0] for m in members})
-    head, sep, tail = run.name.rpartition("-s")
     choice = record["choice"]
     rules = {kind: choice[kind] for kind in ("EB", "NEB") if kind in choice} or {"all": choice}  # one rule: older
     chosen = ", ".join(f"{'' if kind == 'all' else kind + ' '}{r['rule']} at {r['value']:g}" for kind, r in rules.items())
     return {
         "model": f"ensemble of {len(members)} ({', '.join(configs)}; {chosen})",
         "command": record["command"], "commit": record["commit"],
-        "config": {"seed": int(tail) if sep and tail.isdigit() else 0},
+        "config": {"seed": name_parts(run.name)[1] or 0},
         "train_items_seen": sum(m["items_trained"] for m in members),
         "wall_minutes": round(record["wall_minutes"], 1), "invocations": 1,
         "stop_rule": {kind: {"rule": r["rule"], "value": r["value"]} for kind, r in rules.items()},
@@ -159,10 +158,16 @@ def model_label(config: dict) -> str:
     return label
 
 
-def variant_of(name: str) -> str:
-    """`cl-s1` -> `cl`; a name without a seed suffix is its own variant."""
+def name_parts(name: str) -> tuple[str, int | None]:
+    """A run's name as (variant, seed): `cl-s1` -> (`cl`, 1); a name without a seed suffix is its
+    own variant, of no seed."""
     head, sep, tail = name.rpartition("-s")
-    return head if sep and tail.isdigit() else name
+    return (head, int(tail)) if sep and tail.isdigit() else (name, None)
+
+
+def variant_of(name: str) -> str:
+    """`cl-s1` -> `cl` (`name_parts`)."""
+    return name_parts(name)[0]
 
 
 def seed_record(row: dict) -> dict:
