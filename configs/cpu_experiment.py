@@ -6,8 +6,10 @@ mc), a fixed item budget (`TRAIN_ITEMS`: cosine schedule, lr 2e-3, no early stop
 best decoded MDC val F1 under a weights average (ema 0.999), the STOP rule chosen on MDC val, then 32
 draws (`eval.samples`); cl: curriculum D (cl_la: L_A; cl_mc: the MDC in every stage), 10 buckets.
 Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]   (runs/exp/<variant>-<model>-s<seed>)
-Runtime: 34-43 min per run on the collection's 2-core host; agg,0 18.1 min on a faster one (results/cpu_experiment_runs.md).
-Result: MDC test micro Overall, seed means: mc 27.0, agg 30.3, cl 28.7, cl_mc 28.0, cl_la 30.1 (results/cpu_experiment.md).
+Runtime: 16.3-19.5 min per run on a 2-core host, alone (results/cpu_experiment_host2.md); 34-43 min on the earlier
+collection's slower host (results/cpu_experiment_runs.md).
+Result: MDC test micro Overall, seed means on the 2-core host: mc 27.7 (1 seed), agg 30.1 (6), cl_la 29.4 (4)
+(results/cpu_experiment_host2.md); the earlier collection: mc 27.0, agg 30.3, cl 28.7, cl_mc 28.0, cl_la 30.1.
 Evidence for each choice, and the collection's command: docs/results.md ("What the models score now").
 
 The argument: a variant of `VARIANTS` (mc: the augmented MDC training games; agg: + D_bs, D_ss, D_r,
