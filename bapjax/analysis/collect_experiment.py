@@ -201,7 +201,7 @@ def seeds_table(variants: dict) -> str:
     """One row per variant: micro Overall's seed mean with its 95% interval where the variant has one,
     the seed standard deviation, every seed's figure; strict likewise without the interval."""
     lines = ["| variant | model | seeds | D_mc micro Overall, mean [95% interval] (per seed) | seed SD "
-             "(items x seed / model) | D_mc strict, mean (per seed) | strict seed SD | minutes per run |",
+             "(item x seed / rest) | D_mc strict, mean (per seed) | strict seed SD | minutes per run |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for variant, row in variants.items():
         seeds, mean, sd = row["seeds"], row["seed_mean"], row["seed_sd"]
