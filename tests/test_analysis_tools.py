@@ -124,7 +124,7 @@ def test_decode_noise_set_0_is_the_runs_own_decoding_and_the_sets_differ_only_by
     loop.train_and_evaluate(tiny_run_config(mdc_path), run)
     items = list(mdc.load_corpus(mdc_path).split("test"))[:8]
     decoder = run_eval.RunDecoder.load(str(run), samples=3, temperature=5.0)  # hot draws: the sets differ
-    sets = decode_noise.draw_sets(decoder, items, sets=2, samples=3)
+    sets = decode_noise.draw_sets(decoder, items, sets=2)
     assert sets[0] == decoder.predict(items)  # set 0: draws 0..2, as the run decodes with 3 draws
     assert sets[1] == mbr.select([decoder.predict_items(items)] + [
         decoder.predict_items(items, sample=k) for k in (3, 4, 5)], decoder.settings.cost)

@@ -144,3 +144,15 @@ def test_identical_seeds_have_no_spread_and_one_run_has_none_to_split():
         bootstrap.spread([run], rng.integers(0, 50, (20, 50)))
     boot = bootstrap.two_level({"one": [run], "two": [run, _counts(rng, 50)]}, [], samples=50)
     assert "spread" not in boot["variants"]["one"] and boot["variants"]["two"]["spread"]["seed_sd"] > 0
+
+
+def test_two_level_is_replicates_and_spread_on_its_draws():
+    rng = np.random.default_rng(4)
+    runs = {"a": [_counts(rng, 40) for _ in range(3)], "b": [_counts(rng, 40) for _ in range(2)]}
+    boot = bootstrap.two_level(runs, [("a", "b")], samples=120, seed=6)
+    draws = bootstrap.draw(40, {"a": 3, "b": 2}, 120, 6)
+    values = bootstrap.replicates(runs, draws)
+    for variant, counts in runs.items():
+        assert boot["variants"][variant]["interval"] == bootstrap.interval(values[variant])
+        assert boot["variants"][variant]["spread"] == bootstrap.spread(counts, draws.items)
+    assert boot["differences"]["a - b"]["interval"] == bootstrap.interval(values["a"] - values["b"])

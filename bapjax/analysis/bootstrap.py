@@ -77,19 +77,23 @@ def resampled_micro_f1(counts: Counts, picks: np.ndarray) -> np.ndarray:
                         item_weights(picks, n_items))
 
 
+def runs_f1(counts: Sequence[Counts], weights: np.ndarray) -> np.ndarray:
+    """[runs, samples]: each run's micro F1 on each replicate of `weights` [samples, n_items]."""
+    tp = np.stack([c["tp"] for c in counts])
+    total = np.stack([np.asarray(c["n_pred"]) + np.asarray(c["n_ref"]) for c in counts])
+    return resampled_f1(tp, total, weights)
+
+
+def seed_means(f1: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """[samples]: per replicate, the mean over its drawn `seeds` [samples, k] of `runs_f1`'s `f1`."""
+    return np.take_along_axis(f1.T, seeds, axis=1).mean(axis=1)
+
+
 def replicates(runs: Mapping[str, Sequence[Counts]], draws: Draws) -> dict[str, np.ndarray]:
     """{variant: [samples] replicate values}: the mean over the drawn seeds of their micro F1 on the
     drawn items."""
-    n_items = draws.items.shape[1]
-    weights = item_weights(draws.items, n_items)
-    out = {}
-    for variant, counts in runs.items():
-        tp = np.stack([c["tp"] for c in counts])
-        total = np.stack([np.asarray(c["n_pred"]) + np.asarray(c["n_ref"]) for c in counts])
-        f1 = resampled_f1(tp, total, weights).T  # [samples, runs]
-        picked = np.take_along_axis(f1, draws.seeds[variant], axis=1)
-        out[variant] = picked.mean(axis=1)
-    return out
+    weights = item_weights(draws.items, draws.items.shape[1])
+    return {variant: seed_means(runs_f1(counts, weights), draws.seeds[variant]) for variant, counts in runs.items()}
 
 
 def replicates_reference(runs: Mapping[str, Sequence[Counts]], draws: Draws) -> dict[str, list[float]]:
@@ -119,14 +123,17 @@ def spread(counts: Sequence[Counts], items: np.ndarray) -> dict:
     more seeds, only with models that agree item by item (e.g. an ensemble's) or more test items."""
     if len(counts) < 2:
         raise ValueError("the spread of seeds needs at least 2 runs")
-    n_items = items.shape[1]
-    tp = np.stack([c["tp"] for c in counts])
-    total = np.stack([np.asarray(c["n_pred"]) + np.asarray(c["n_ref"]) for c in counts])
-    f1 = resampled_f1(tp, total, item_weights(items, n_items))  # [runs, samples]
-    runs = len(counts)
+    per_run = [metrics.micro_f1(c["tp"], c["n_pred"], c["n_ref"]) for c in counts]
+    return split_spread(runs_f1(counts, item_weights(items, items.shape[1])), per_run)
+
+
+def split_spread(f1: np.ndarray, per_run: Sequence[float]) -> dict:
+    """`spread` of runs with micro F1 `per_run` on every item and `f1` [runs, samples] on the
+    resampled items (`runs_f1`)."""
+    runs = len(per_run)
     pair_vars = [np.var(f1[a] - f1[b]) for a in range(runs) for b in range(a + 1, runs)]
     interaction = float(np.mean(pair_vars)) / 2
-    seed_var = statistics.variance([metrics.micro_f1(c["tp"], c["n_pred"], c["n_ref"]) for c in counts])
+    seed_var = statistics.variance(per_run)
     return {"seed_sd": seed_var ** 0.5, "interaction_sd": interaction ** 0.5,
             "model_sd": max(0.0, seed_var - interaction) ** 0.5}
 
@@ -177,17 +184,19 @@ def two_level(runs: Mapping[str, Sequence[Counts]], differences: Sequence[tuple[
     if any(len(c[k]) != n_items for counts in runs.values() for c in counts for k in ("tp", "n_pred", "n_ref")):
         raise ValueError("every run's per-item counts must cover the same items")
     draws = draw(n_items, {v: len(c) for v, c in runs.items()}, samples, seed)
-    values = replicates(runs, draws)
+    weights = item_weights(draws.items, n_items)
     out = {"samples": samples, "seed": seed, "items": n_items, "variants": {}, "differences": {}}
-    means = {}
+    means, values = {}, {}
     for variant, counts in runs.items():
         per_run = [metrics.micro_f1(c["tp"], c["n_pred"], c["n_ref"]) for c in counts]
+        f1 = runs_f1(counts, weights)
+        values[variant] = seed_means(f1, draws.seeds[variant])  # `replicates`, the resampling shared with `spread`
         means[variant] = sum(per_run) / len(per_run)
         out["variants"][variant] = {"runs": len(per_run), "per_run": per_run, "mean": means[variant],
                                     "sd": statistics.stdev(per_run) if len(per_run) > 1 else None,
                                     "interval": interval(values[variant])}
         if len(counts) > 1:
-            out["variants"][variant]["spread"] = spread(counts, draws.items)
+            out["variants"][variant]["spread"] = split_spread(f1, per_run)
     for a, b in differences:
         diff = values[a] - values[b]
         out["differences"][f"{a} - {b}"] = {"mean": means[a] - means[b], "interval": interval(diff),

@@ -27,18 +27,15 @@ from bapjax.analysis import bootstrap, finish
 from bapjax.corpus import load, mdc
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import mbr, run_eval
+from bapjax.training import run_eval
 
 
-def draw_sets(decoder: run_eval.RunDecoder, items: list, sets: int, samples: int) -> list[dict]:
-    """The run's predictions of `items` with each of `sets` disjoint sets of `samples` draws: set s
-    chooses (`mbr.select` at the run's cost) among the greedy pass and draws s*K .. s*K + K - 1."""
-    greedy = decoder.predict_items(items)
-    out = []
-    for s in range(sets):
-        draws = [decoder.predict_items(items, sample=k) for k in range(s * samples, (s + 1) * samples)]
-        out.append(mbr.select([greedy, *draws], decoder.settings.cost))
-    return out
+def draw_sets(decoder: run_eval.RunDecoder, items: list, sets: int) -> list[dict]:
+    """The run's predictions of `items` with each of `sets` disjoint sets of its K draws
+    (`decoder.settings.samples`): set s chooses (`mbr.select` at the run's cost) among the greedy
+    pass and draws s*K .. s*K + K - 1; set 0 is the run's own decoding."""
+    samples = decoder.settings.samples
+    return [decoder.predict(items, first_draw=s * samples) for s in range(sets)]
 
 
 def noise_of_run(run_dir: str, items: list, sets: int, samples: int | None, replicates: int, seed: int) -> dict:
@@ -47,7 +44,7 @@ def noise_of_run(run_dir: str, items: list, sets: int, samples: int | None, repl
     if samples < 1:
         raise UserError(f"{run_dir}: the run decodes greedily (decode.json samples 0): give --samples K >= 1")
     counts, per_set = [], []
-    for predictions in draw_sets(decoder, items, sets, samples):
+    for predictions in draw_sets(decoder, items, sets):
         report, scores, _ = evaluator.evaluate_items(items, predictions)
         counts.append({"tp": scores.fair_tp, "n_pred": scores.n_pred, "n_ref": scores.n_ref})
         per_set.append({"micro_overall": report["micro"]["Overall"]["overall"], "strict": report["strict_micro"]})

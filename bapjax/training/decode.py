@@ -450,32 +450,33 @@ def _world_actions(item, ids: np.ndarray, grid: np.ndarray, builder_frame: bool)
 
 
 def candidates(model: BuilderModel, params, items: list, vocab, feature_config, settings: DecodeSettings, *,
-               decode_fn=None, mesh=None, features=None, progress: bool = False) -> list[dict]:
-    """[greedy, draw 0, ..., draw K-1] (K = `settings.samples`), each {item_id: [Action]}: the
-    greedy decoding with the settings' STOP rule, then draw k with the keys of `sample_keys(k, item
-    ids)` at `settings.temperature`, so every item's draws are reproducible and the same whichever
-    items are decoded with it."""
+               decode_fn=None, mesh=None, features=None, progress: bool = False, first_draw: int = 0) -> list[dict]:
+    """[greedy, draw f, ..., draw f+K-1] (f = `first_draw`, K = `settings.samples`), each {item_id:
+    [Action]}: the greedy decoding with the settings' STOP rule, then draw k with the keys of
+    `sample_keys(k, item ids)` at `settings.temperature`, so every item's draws are reproducible and
+    the same whichever items are decoded with it (another `first_draw`: another set of draws)."""
     decode_fn = decode_fn or settings.decode_fn(model, mesh)
     if features is None:
         features = input_pipeline.featurize_items(items, vocab, feature_config)
     passes = []
-    for sample in [None] + list(range(settings.samples)):
+    for sample in [None] + list(range(first_draw, first_draw + settings.samples)):
         passes.append(predict_items(model, params, items, vocab, feature_config, settings, sample=sample,
                                     decode_fn=decode_fn, mesh=mesh, features=features,
                                     progress=progress and sample is None))
         if progress and sample is not None:
-            print(f"decode: draw {sample + 1}/{settings.samples} of {len(items)} items", flush=True)
+            print(f"decode: draw {sample - first_draw + 1}/{settings.samples} of {len(items)} items", flush=True)
     return passes
 
 
 def predict(model: BuilderModel, params, items: list, vocab, feature_config, settings: DecodeSettings, *,
-            decode_fn=None, mesh=None, features=None, progress: bool = False) -> dict[str, list[G.Action]]:
+            decode_fn=None, mesh=None, features=None, progress: bool = False,
+            first_draw: int = 0) -> dict[str, list[G.Action]]:
     """Predictions {item_id: [Action]} decoded as `settings` say: greedy (`predict_items`) when
     `settings.samples` is 0, else the minimum-Bayes-risk selection at `settings.cost` among the
-    greedy decoding and the draws (`candidates`, `bapjax.training.mbr.select`)."""
+    greedy decoding and the draws from `first_draw` on (`candidates`, `bapjax.training.mbr.select`)."""
     if settings.samples == 0:
         return predict_items(model, params, items, vocab, feature_config, settings, decode_fn=decode_fn, mesh=mesh,
                              features=features, progress=progress)
     passes = candidates(model, params, items, vocab, feature_config, settings, decode_fn=decode_fn, mesh=mesh,
-                        features=features, progress=progress)
+                        features=features, progress=progress, first_draw=first_draw)
     return mbr.select(passes, settings.cost)

@@ -165,12 +165,12 @@ class RunDecoder:
             self.other_programs[key] = settings.decode_fn(self.run.model)
         return self.other_programs[key]
 
-    def predict(self, items: list, progress: bool = False) -> dict:
+    def predict(self, items: list, progress: bool = False, first_draw: int = 0) -> dict:
         """Predictions {item_id: [Action]} of `items` as the run decodes (`decode.predict`: greedy,
-        or chosen among draws)."""
+        or chosen among draws, from draw `first_draw` on)."""
         run = self.run
         return decode.predict(run.model, run.params, items, run.vocab, self.feature_config, self.settings,
-                              decode_fn=self.decode_fn, progress=progress)
+                              decode_fn=self.decode_fn, progress=progress, first_draw=first_draw)
 
     def predict_items(self, items: list, *, lengths: dict[str, int] | None = None,
                       sample: int | None = None) -> dict:
