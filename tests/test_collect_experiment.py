@@ -133,12 +133,14 @@ def test_ablation_rows_name_the_model_feature_and_optimizer_settings_that_differ
                       metrics) for name in ("base", "variant")]
     config = configs.load("configs/cpu_experiment.py:mc")
     config.model.world.features, config.features.max_text_tokens, config.train.learning_rate = 32, 64, 3e-3
+    config.curriculum.metric = "L_A"
     (runs[1] / "config.json").write_text(config.to_json())
     reference = json.loads((runs[0] / "config.json").read_text())
-    rows = [collect_ablation.ablation_row(run, reference["model"], reference["train"], reference["features"])
-            for run in runs]
+    rows = [collect_ablation.ablation_row(run, reference["model"], reference["train"], reference["features"],
+                                          reference["curriculum"]) for run in runs]
     assert rows[0]["options"] == {}
-    assert rows[1]["options"] == {"world.features": 32, "train.learning_rate": 3e-3, "features.max_text_tokens": 64}
+    assert rows[1]["options"] == {"world.features": 32, "train.learning_rate": 3e-3, "features.max_text_tokens": 64,
+                                  "curriculum.metric": "L_A"}
     assert rows[1]["mc_val_micro_overall"] == 1.0 and rows[1]["best_val_loss"] == 3.1
 
 

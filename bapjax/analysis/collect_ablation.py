@@ -14,10 +14,11 @@ rates with `benchmarks/bench_train.py --compare_config`, not with this column).
 From each run's MDC val predictions (predictions/mc_val.jsonl) also: micro Overall F1 of NEB
 items by what the last instruction says and by where the build starts
 (`bapjax.analysis.length_ceiling.breakdown`), predicted / reference net actions. Runs with the
-same options (seeds) form an option set: its row holds the seed means, and a paired bootstrap
-over the val items (`bootstrap.paired_bootstrap`'s resampling, the seeds' F1 averaged per
-resample) gives the 95% interval of its difference to the first run's set. Writes OUT.json and
-OUT.md.
+same options (seeds) form an option set: its row holds the seed means, and the two-level
+bootstrap of `bootstrap.two_level` (the val items resampled, paired across runs, and each set's
+seeds resampled) gives the 95% interval of its difference to the first run's set. An option is a
+model, feature, optimizer (`TRAIN_FIELDS`) or curriculum field that differs from the first run's.
+Writes OUT.json and OUT.md.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from bapjax import paths
-from bapjax.analysis import length_ceiling
-from bapjax.analysis.bootstrap import resampled_micro_f1
+from bapjax.analysis import bootstrap, length_ceiling
 from bapjax.analysis.collect_experiment import collect_run, entry_per_line
 from bapjax.corpus import mdc
 from bapjax.data.input_pipeline import feature_defaults
@@ -54,7 +54,7 @@ def dotted(section: dict, prefix: str = "") -> dict:
 
 
 def ablation_row(run: Path, reference_model: dict | None, reference_train: dict | None = None,
-                 reference_features: dict | None = None) -> dict:
+                 reference_features: dict | None = None, reference_curriculum: dict | None = None) -> dict:
     record = collect_run(run)
     model = record["config"]["model"]
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -77,6 +77,9 @@ def ablation_row(run: Path, reference_model: dict | None, reference_train: dict 
     for key, value in record["config"].get("features", {}).items():  # e.g. features.max_text_tokens
         if reference_features is not None and reference_features.get(key, feature_fields.get(key)) != value:
             changed[f"features.{key}"] = value
+    for key, value in record["config"].get("curriculum", {}).items():  # e.g. curriculum.metric: "L_A"
+        if reference_curriculum is not None and reference_curriculum.get(key) != value:
+            changed[f"curriculum.{key}"] = value
     return {"options": changed, "command": record["command"], "commit": record["commit"],
             "train_items_seen": record["train_items_seen"], "wall_minutes": record["wall_minutes"],
             "stop_rule": record["stop_rule"],
@@ -115,15 +118,13 @@ def option_sets(rows: dict) -> dict:
 
 def compare_sets(rows: dict, per_item: dict, samples: int, seed: int = 0) -> dict:
     """Per option set: seed means of the row's figures, and with `samples` > 0 the 95% interval of
-    its seed-mean micro Overall F1 minus the first set's, over paired resamplings of the items."""
+    its seed-mean micro Overall F1 minus the first set's by the two-level bootstrap
+    (`bootstrap.two_level`: the val items resampled once per replicate for every run, each set's
+    seeds resampled; with one seed per set, over the items alone)."""
     sets = option_sets(rows)
-    n = len(next(iter(per_item.values()))["tp"])
-    picks = np.random.default_rng(seed).integers(0, n, (samples, n)) if samples else None
-
-    def resampled(names):  # [samples]: the seeds' mean micro F1 on each resampling
-        return np.mean([resampled_micro_f1(per_item[name], picks) for name in names], axis=0)
-
-    reference = resampled(next(iter(sets.values()))) if samples else None
+    first = next(iter(sets))
+    boot = (bootstrap.two_level({label: [per_item[name] for name in names] for label, names in sets.items()},
+                                [(label, first) for label in sets], samples, seed) if samples else None)
     out = {}
     for label, names in sets.items():
         mean = lambda key: float(np.mean([rows[name][key] for name in names]))  # noqa: E731
@@ -133,17 +134,15 @@ def compare_sets(rows: dict, per_item: dict, samples: int, seed: int = 0) -> dic
                  "subgroups": {short: float(np.mean([rows[name]["subgroups"][key]["micro_overall"] for name in names]))
                                for key, short in SUBGROUPS}}
         if samples:
-            diff = resampled(names) - reference
-            entry["difference_to_first"] = {
-                "interval": [float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))],
-                "share_above_0": float((diff > 0).mean())}
+            diff = boot["differences"][f"{label} - {first}"]
+            entry["difference_to_first"] = {key: diff[key] for key in ("interval", "share_above_0")}
         out[label] = entry
     return out
 
 
 def sets_markdown(sets: dict, samples: int) -> str:
     out = ["| options (vs the first run) | seeds | MDC val micro Overall F1 (seed mean) | vs first: 95% interval "
-           f"({samples} paired resamplings) | Location | strict | " + " | ".join(s for _, s in SUBGROUPS)
+           f"({samples} resamplings of the items, paired, and the seeds) | Location | strict | " + " | ".join(s for _, s in SUBGROUPS)
            + " | predicted / reference net |",
            "|---|---|---:|---|---:|---:|" + "---:|" * len(SUBGROUPS) + "---:|"]
     for label, e in sets.items():
@@ -173,7 +172,7 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", default="results/cpu_ablation")
     parser.add_argument("--corpus", default="@mdc", help="the MDC the runs were validated on")
-    parser.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap resamplings (0: none)")
+    parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0: none)")
     args = parser.parse_args()
     items = mdc.load_corpus(paths.mdc_path(args.corpus)).split("val")
     rows, per_item, reference = {}, {}, None
@@ -181,7 +180,8 @@ def main() -> None:
         config = json.loads((run / "config.json").read_text())
         if reference is None:
             reference = config
-        rows[run.name] = ablation_row(run, reference["model"], reference["train"], reference.get("features"))
+        rows[run.name] = ablation_row(run, reference["model"], reference["train"], reference.get("features"),
+                                     reference.get("curriculum", {}))
         rows[run.name]["seed"] = config.get("seed")
         found = val_breakdown(run, items)
         per_item[run.name] = found["per_item"]
