@@ -316,6 +316,32 @@ def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, fie
     assert not (tmp_path / "run").exists()
 
 
+def test_the_initialization_has_its_own_seed_that_defaults_to_the_runs(tmp_path):
+    """`init_seed` -1 is `seed`; another value sets the initialization alone; it is run-defining
+    (a run written before the field existed has -1) and below -1 it is refused."""
+    from bapjax.training import loop, run_config
+
+    config = load_config("quickstart")
+    config.seed = 3
+    assert run_config.init_seed(config) == 3
+    config.init_seed = 5
+    assert run_config.init_seed(config) == 5 and config.seed == 3
+    run = tmp_path / "run"
+    run.mkdir()
+    older = json.loads(load_config("quickstart").to_json_best_effort())
+    del older["init_seed"]
+    (run / "config.json").write_text(json.dumps(older))
+    assert run_checks.check_resume_config(load_config("quickstart"), paths.workdir_path(run)) is True
+    changed = load_config("quickstart")
+    changed.init_seed = 2
+    with pytest.raises(run_checks.ConfigError, match=r"init_seed=2 \(the run has -1\)"):
+        run_checks.check_resume_config(changed, paths.workdir_path(run))
+    changed.init_seed = -2
+    with pytest.raises(run_checks.ConfigError, match="init_seed=-2"):
+        loop.train_and_evaluate(changed, tmp_path / "other")
+    assert not (tmp_path / "other").exists()
+
+
 def test_a_refused_resume_leaves_the_workdir_untouched(tmp_path):
     """A config that contradicts the run's config.json (model width, batch size) is refused,
     naming the fields, and every file of the workdir stays byte-identical."""

@@ -40,6 +40,7 @@ from bapjax.text.vocab import Vocabulary
 from bapjax.training import checkpoints, decode, peer_watch, preemption, run_checks, run_eval, sharding, workdir_claim
 from bapjax.training.metric_writer import MetricWriter, plot_learning_curves, report_scalars
 from bapjax.training.optimizer import make_optimizer, update_ema
+from bapjax.training.run_config import init_seed
 from bapjax.world.items import BapItem
 
 # ------------------------------------------------------------------------------------------------
@@ -304,8 +305,8 @@ class TrainingRun:
         self.model = builder.build_model(config.model, self.vocab.size)
         optimizer = make_optimizer(tc, self.steps_total)
         self.trainer = Trainer(self.model, optimizer, self.mesh, int(tc.pack_multiple), float(tc.ema_decay))
-        state = create_state(self.model, optimizer, jax.random.PRNGKey(int(config.seed)), embedding_matrix,
-                             float(tc.ema_decay))
+        state = create_state(self.model, optimizer, jax.random.PRNGKey(init_seed(config)),
+                             embedding_matrix, float(tc.ema_decay))
         self.state = sharding.replicate(state, self.mesh)
         self.ckpts = checkpoints.Checkpoints(workdir)
         self.meta = {"iterator": self.train_iter.get_state(), **EarlyStopping.initial()}

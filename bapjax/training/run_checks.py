@@ -28,7 +28,7 @@ from bapjax.world.items import SPLITS
 RUN_LOG = "runs.jsonl"  # one line per invocation of train on a workdir (the command, code, items, time)
 # What fixes a run: changing any of these makes the checkpoints, the vocabulary or the data order of
 # an existing workdir meaningless, so a resume with other values is refused before anything is written.
-RUN_DEFINING_FIELDS = ("seed", "model", "features", "data.sources", "data.vocab_path", "data.min_count",
+RUN_DEFINING_FIELDS = ("seed", "init_seed", "model", "features", "data.sources", "data.vocab_path", "data.min_count",
                        "curriculum", "train.glove", "train.batch_size", "train.schedule", "train.warmup_steps",
                        "train.select_by", "train.ema_decay")
 
@@ -85,6 +85,8 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
         except (ValueError, TypeError) as err:
             raise ConfigError(f"--config.{section}: {err}") from None
     checks = [
+        ("seed", config.seed, int(config.seed) >= 0, ">= 0"),
+        ("init_seed", config.init_seed, int(config.init_seed) >= -1, ">= 0, or -1 (config.seed)"),
         ("train.batch_size", tc.batch_size, int(tc.batch_size) >= 1, ">= 1"),
         ("train.num_epochs", tc.num_epochs, int(tc.num_epochs) >= 1, ">= 1"),
         ("train.max_steps", tc.max_steps, int(tc.max_steps) >= 0, ">= 0 (0: no cap)"),

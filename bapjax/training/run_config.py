@@ -84,7 +84,8 @@ def paper_model() -> ml_collections.ConfigDict:
 def base_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
     config.workdir = "runs/baseline"
-    config.seed = 0
+    config.seed = 0  # the data order, the curriculum's shuffles and, where init_seed is -1, the initialization
+    config.init_seed = -1  # the parameters' initialization alone (-1: config.seed), to tell the two apart
 
     config.data = ml_collections.ConfigDict()
     config.data.sources = ml_collections.ConfigDict()
@@ -296,3 +297,8 @@ def upgrade(values: dict) -> dict:
     if isinstance(model, dict) and not any(isinstance(model.get(part), dict) for part in builder.SECTIONS):
         values["model"] = _upgrade_model(model)
     return values
+
+
+def init_seed(config: ml_collections.ConfigDict) -> int:
+    """The seed of the parameters' initialization: `config.init_seed`, or `config.seed` where it is -1."""
+    return int(config.seed) if int(config.get("init_seed", -1)) == -1 else int(config.init_seed)
