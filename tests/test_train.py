@@ -188,6 +188,45 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypat
     assert invocations[0]["commit"] is None or len(invocations[0]["commit"].split("+")[0]) == 40
 
 
+@pytest.mark.slow  # two short runs with compilation: ~1 min on an idle 2-core CPU
+def test_a_run_starts_from_another_runs_weights_with_its_vocabulary(tmp_path, mdc_path, monkeypatch):
+    """`train.init_from`: the branch's weights start at the trunk's evaluation weights (one step at
+    a negligible learning rate later they are still those), its vocabulary is the trunk's although
+    its own training items differ; a trunk of another model or no run at all is refused in one
+    line naming the flag and the field."""
+    from bapjax.training import loop
+
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    config = tiny_config("unused")
+    config.data.sources.mc.corpus = str(mdc_path)
+    loop.train_and_evaluate(config, tmp_path / "trunk")
+    trunk_params, _ = checkpoints.load_params(tmp_path / "trunk")
+
+    branch = config.copy_and_resolve_references()
+    branch.train.init_from = str(tmp_path / "trunk")
+    branch.train.learning_rate = 1e-9
+    branch.data.sources.mc.max_train_items = 16  # another vocabulary if it were built from these items
+    with monkeypatch.context() as patch:
+        preempted_after(patch, 1)
+        with pytest.raises(preemption.Preempted):
+            loop.train_and_evaluate(branch, tmp_path / "branch")
+    branch_params, step = latest_params(tmp_path / "branch")
+    assert step == 1
+    for a, b in zip(jax.tree_util.tree_leaves(trunk_params), jax.tree_util.tree_leaves(branch_params), strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-6)
+    assert (tmp_path / "branch" / "vocab.json").read_text() == (tmp_path / "trunk" / "vocab.json").read_text()
+
+    wider = branch.copy_and_resolve_references()
+    wider.model.world.features = 16
+    with pytest.raises(run_checks.ConfigError, match=r"init_from=.*model\.world\.features is 8, this run's 16"):
+        loop.train_and_evaluate(wider, tmp_path / "wider")
+    assert not (tmp_path / "wider").exists()  # refused before anything is written
+    nowhere = branch.copy_and_resolve_references()
+    nowhere.train.init_from = str(tmp_path / "nosuch")
+    with pytest.raises(run_checks.ConfigError, match=r"--config\.train\.init_from="):
+        loop.train_and_evaluate(nowhere, tmp_path / "nowhere")
+
+
 def test_checkpoint_save_replaces_a_same_step_checkpoint(tmp_path):
     import jax.numpy as jnp
 

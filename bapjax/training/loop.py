@@ -60,6 +60,8 @@ def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath
         vocab = run_checks.run_vocabulary(workdir)
     elif config.data.vocab_path:
         vocab = Vocabulary.load(resolve_path(config.data.vocab_path))
+    elif config.train.init_from:  # the weights it starts from index this vocabulary
+        vocab = run_checks.run_vocabulary(checkpoints.find_run_dir(config.train.init_from))
     else:
         vocab = Vocabulary.build(train_items, min_count=int(config.data.min_count))
     if jax.process_index() == 0 and not vocab_path.exists():
@@ -85,6 +87,51 @@ def create_state(model, optimizer, rng, embedding_matrix, ema_decay: float = 0.0
     if ema_decay:
         state["ema_params"] = jax.tree_util.tree_map(jnp.copy, params)  # own buffers: the state is donated
     return state
+
+
+def start_from(state: dict, params, optimizer) -> dict:
+    """`state` (of `create_state`) with `params` (another run's weights, the same tree and shapes) as
+    its weights and their moving average, and the optimizer's state initialized for them."""
+    params = jax.tree_util.tree_map(jnp.asarray, params)
+    mine = jax.tree_util.tree_map(jnp.shape, state["params"])
+    theirs = jax.tree_util.tree_map(jnp.shape, params)
+    if mine != theirs:
+        raise ValueError("its parameters have other names or shapes than this run's model")
+    new = {**state, "params": params, "opt_state": optimizer.init(params)}
+    if "ema_params" in state:
+        new["ema_params"] = jax.tree_util.tree_map(jnp.copy, params)
+    return new
+
+
+def check_init_from(config) -> None:
+    """Refuses (ConfigError naming the flag) a `config.train.init_from` that holds no run, or a run
+    whose model fields differ from this config's (naming the first); reads only."""
+    source = config.train.init_from
+    try:
+        run_dir = checkpoints.find_run_dir(source)
+    except checkpoints.CheckpointError as err:
+        raise run_checks.ConfigError(f"--config.train.init_from={source!r}: {err}") from None
+    trained = run_checks.with_defaults(run_checks.read_run_file(run_dir, "config.json"))
+    theirs = dict(run_checks.flatten(json.loads(trained.model.to_json()), "model."))
+    mine = dict(run_checks.flatten(json.loads(config.model.to_json()), "model."))
+    differing = [key for key in sorted(set(theirs) | set(mine)) if theirs.get(key) != mine.get(key)]
+    if differing:
+        key = differing[0]
+        raise run_checks.ConfigError(f"--config.train.init_from={source!r}: its {key} is {theirs.get(key)!r}, "
+                                     f"this run's {mine.get(key)!r}")
+
+
+def initial_weights(config, optimizer, state: dict) -> dict:
+    """`state` started from `config.train.init_from`'s evaluation weights (`start_from`; the run is
+    checked by `check_init_from` first)."""
+    source = config.train.init_from
+    try:
+        params, _ = checkpoints.load_params(source)
+        return start_from(state, params, optimizer)
+    except checkpoints.CheckpointError as err:
+        raise run_checks.ConfigError(f"--config.train.init_from={source!r}: {err}") from None
+    except ValueError as err:
+        raise run_checks.ConfigError(f"--config.train.init_from={source!r}: {err} (another vocabulary?)") from None
 
 
 def device_loss_sums(model, num_packed: int, params, batch):
@@ -257,6 +304,8 @@ class TrainingRun:
         self.mesh = sharding.data_mesh()
         run_checks.validate_config(config, self.mesh)
         self.resuming = run_checks.check_resume_config(config, workdir)
+        if config.train.init_from and not self.resuming:
+            check_init_from(config)
         self.last_saved_step = None  # the newest step in checkpoints/latest (set at restore and save)
 
     def setup(self) -> None:
@@ -316,6 +365,9 @@ class TrainingRun:
             self.train_iter.set_state(self.meta["iterator"])
             log("resumed from step %d", self.step)
             self.last_saved_step = self.step
+        elif tc.init_from:
+            self.state = sharding.replicate(initial_weights(config, optimizer, state), self.mesh)
+            log("weights from %s", tc.init_from)
         self.first_step = self.step
         self.writer = MetricWriter(workdir, self.is_main)
         self.evaluator = run_eval.Evaluator(self.model, self.vocab, self.feature_config)

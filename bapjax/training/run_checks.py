@@ -30,7 +30,7 @@ RUN_LOG = "runs.jsonl"  # one line per invocation of train on a workdir (the com
 # an existing workdir meaningless, so a resume with other values is refused before anything is written.
 RUN_DEFINING_FIELDS = ("seed", "init_seed", "model", "features", "data.sources", "data.vocab_path", "data.min_count",
                        "curriculum", "train.glove", "train.batch_size", "train.schedule", "train.warmup_steps",
-                       "train.select_by", "train.ema_decay")
+                       "train.select_by", "train.ema_decay", "train.init_from")
 
 
 class ConfigError(UserError):
@@ -142,10 +142,11 @@ def select_by_source(config: ml_collections.ConfigDict) -> str | None:
     return allowed[select_by]
 
 
-def _flatten(tree, prefix=""):
+def flatten(tree, prefix=""):
+    """(dotted key, value) of every leaf of a nested dict, each key after `prefix`."""
     if isinstance(tree, dict):
         for key, value in tree.items():
-            yield from _flatten(value, f"{prefix}{key}.")
+            yield from flatten(value, f"{prefix}{key}.")
     else:
         yield prefix[:-1], tree
 
@@ -165,7 +166,7 @@ def check_resume_config(config: ml_collections.ConfigDict, workdir: epath.Path) 
         for part in field.split("."):
             old = old.get(part) if isinstance(old, dict) else None
             new = new.get(part) if isinstance(new, dict) else None
-        old_flat, new_flat = dict(_flatten(old, f"{field}.")), dict(_flatten(new, f"{field}."))
+        old_flat, new_flat = dict(flatten(old, f"{field}.")), dict(flatten(new, f"{field}."))
         for key in sorted(set(old_flat) | set(new_flat)):
             if old_flat.get(key) != new_flat.get(key):
                 differences.append(f"{key}={new_flat.get(key)!r} (the run has {old_flat.get(key)!r})")

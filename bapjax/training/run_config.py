@@ -123,6 +123,10 @@ def base_config() -> ml_collections.ConfigDict:
     config.train.log_every_steps = 50
     config.train.pack_multiple = 32
     config.train.time_budget_minutes = 0.0  # >0: stop training after this long, then the final eval
+    # a finished run (its workdir or a checkpoints dir) whose evaluation weights start this run, with a fresh
+    # optimizer and schedule: fine-tuning, or branches of one trunk; its model fields must be this run's, and
+    # its vocabulary is this run's unless data.vocab_path names another ("": initialize from init_seed)
+    config.train.init_from = ""
 
     config.eval = ml_collections.ConfigDict()
     config.eval.batch_size = 64
