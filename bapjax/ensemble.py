@@ -9,11 +9,13 @@ Each `--runs` entry is a finished training workdir (its best checkpoint and its 
 draws and their temperature); `--corpus` is the MDC (`@mdc`) unless given. The val split chooses
 among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
 actions at least m members' own decodings predict) at each m, one rule for the items on an empty
-board and one for the others; the test split is decoded once. `--out` receives ensemble.json
-(each member's provenance and minutes, the choice and every rule's val scores, each member's
-scores decoded alone as its own run decodes, the minutes of each part, and `wall_minutes`: the
-members' runs and the ensemble's decoding, the whole compute of the result), final_eval.json (the
-evaluator's report of the test split, as a training run writes it) and predictions/mc_test.jsonl.gz.
+board and one for the others; the test split is decoded once (`--notest`: not at all). `--out`
+receives ensemble.json (each member's provenance and minutes, and those of the runs its weights
+started from, `train.init_from`; the choice and every rule's val scores, each member's scores
+decoded alone as its own run decodes, the minutes of each part, and `wall_minutes`: every run
+behind the members, each once, and the ensemble's decoding, the whole compute of the result),
+final_eval.json (the evaluator's report of the test split, as a training run writes it) and
+predictions/mc_test.jsonl.gz.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def define_flags() -> None:
     cli.flag("list", "costs", DEFAULT_COSTS.split(","), "Costs per action tried for the rule 'select'.")
     cli.flag("list", "thresholds", DEFAULT_THRESHOLDS.split(","), "Shares of the draws tried for the rule 'vote'.")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
+    cli.flag("bool", "test", True, "Decode the test split with the rule chosen on val; --notest: stop after the "
+             "choice (ensemble.json only), to compare ensembles on val with the test split untouched.")
 
 
 def floats(name: str) -> list[float]:
@@ -59,19 +63,44 @@ def floats(name: str) -> list[float]:
     return values
 
 
-def member_record(path: str, decoder) -> dict:
-    """What ensemble.json keeps of a member, so the ensemble's cost and provenance need no other
-    file: its checkpoint step and seed, the command and commit that trained it, its training items
-    and minutes (training and its own decoding, from its runs.jsonl)."""
-    runs = run_checks.invocations(decoder.run.run_dir)
+def provenance(path: str, what: str) -> dict:
+    """A finished training run's command, commit, training items and minutes (training and its own
+    decoding), from its runs.jsonl; `what` names it in an error ("--runs X", "the trunk ... of ...")."""
+    runs = run_checks.invocations(paths.workdir_path(path))
     if not runs or not runs[-1].get("finished"):
-        raise UserError(f"--runs {path}: the run has not finished (its runs.jsonl)")
+        raise UserError(f"{what}: the run has not finished (its runs.jsonl)")
     commits = sorted({str(r.get("commit")) for r in runs})
-    return {"run": path, "step": decoder.run.step, "seed": int(decoder.run.config.seed),
-            "command": "python -m bapjax.train " + " ".join(runs[0]["argv"][1:]),
+    return {"run": path, "command": "python -m bapjax.train " + " ".join(runs[0]["argv"][1:]),
             "commit": commits[0] if len(commits) == 1 else commits,
             "items_trained": sum(int(r["items_trained"]) for r in runs),
             "wall_minutes": round(sum(float(r["wall_seconds"]) for r in runs) / 60, 2)}
+
+
+def member_record(path: str, decoder) -> dict:
+    """What ensemble.json keeps of a member, so the ensemble's cost and provenance need no other
+    file: its checkpoint step and seed, its `provenance`, and under "init_from" that of the run its
+    weights started from (`train.init_from`), and of that run's, nearest first."""
+    record = {"run": path, "step": decoder.run.step, "seed": int(decoder.run.config.seed),
+              **provenance(path, f"--runs {path}")}
+    record["init_from"], config = [], decoder.run.config
+    while config.train.get("init_from"):
+        trunk = config.train.init_from
+        if not Path(trunk).exists():
+            raise UserError(f"--runs {path}: the run its weights started from ({trunk}, train.init_from) is not "
+                            "found, so its minutes cannot be counted; run from the folder it was trained in")
+        record["init_from"].append(provenance(trunk, f"--runs {path}: the run it started from, {trunk}"))
+        config = run_checks.with_defaults(run_checks.read_run_file(paths.workdir_path(trunk), "config.json"))
+    return record
+
+
+def whole_minutes(recorded: list[dict]) -> float:
+    """The training and decoding minutes of every run behind the members: each member's and each run
+    its weights started from, a run counted once however many members share it (e.g. one trunk)."""
+    runs = {}
+    for member in recorded:
+        for run in [member, *member["init_from"]]:
+            runs.setdefault(Path(run["run"]).resolve(), run["wall_minutes"])
+    return sum(runs.values())
 
 
 def chosen_text(choice: dict) -> str:
@@ -92,13 +121,14 @@ def main(argv) -> int:
         raise UserError(f"--temperature is {FLAGS.temperature}; expected a number > 0")
     load.check_limit(FLAGS.limit)
     out = Path(FLAGS.out)
-    if out.exists() and (out / "final_eval.json").exists():
-        raise UserError(f"--out {out}: holds a finished ensemble (final_eval.json); choose another folder")
+    if (out / "ensemble.json").exists():
+        raise UserError(f"--out {out}: holds a finished ensemble (ensemble.json); choose another folder")
     start, commit = time.time(), run_checks.code_version()
     members = [run_eval.RunDecoder.load(run) for run in FLAGS.runs]
     recorded = [member_record(path, member) for path, member in zip(FLAGS.runs, members)]
     corpus = FLAGS.corpus or paths.MDC
-    splits = {split: load.first_items(load.load_split(corpus, split), FLAGS.limit) for split in ("val", "test")}
+    splits = {split: load.first_items(load.load_split(corpus, split), FLAGS.limit)
+              for split in (("val", "test") if FLAGS.test else ("val",))}
     minutes = {"load": (time.time() - start) / 60}
 
     alone: dict = {}  # each member decoded as it decodes alone: its scores on each split
@@ -125,25 +155,33 @@ def main(argv) -> int:
               f"{row['mean_predicted_net_actions']:.2f} net actions per item", file=sys.stderr)
     print(f"chosen on val: {chosen_text(choice)} (val micro Overall {100 * choice['micro_overall']:.2f})",
           file=sys.stderr, flush=True)
-    predictions = ensemble.combine_chosen(pooled("test"), choice, splits["test"])
-    report = evaluator.evaluate_predictions(splits["test"], predictions, drop_infeasible=False)
-    (out / "predictions").mkdir(parents=True, exist_ok=True)
-    jsonl.write_predictions(str(out / "predictions" / "mc_test.jsonl.gz"), predictions)
-    (out / "final_eval.json").write_text(json.dumps({"mc_test": report}))
+    report = None
+    out.mkdir(parents=True, exist_ok=True)
+    if FLAGS.test:
+        predictions = ensemble.combine_chosen(pooled("test"), choice, splits["test"])
+        report = evaluator.evaluate_predictions(splits["test"], predictions, drop_infeasible=False)
+        (out / "predictions").mkdir(exist_ok=True)
+        jsonl.write_predictions(str(out / "predictions" / "mc_test.jsonl.gz"), predictions)
+        (out / "final_eval.json").write_text(json.dumps({"mc_test": report}))
     minutes["total"] = (time.time() - start) / 60
     record = {"command": "python -m bapjax.ensemble " + " ".join(sys.argv[1:]), "commit": commit,
               "members": recorded, "samples": FLAGS.samples, "temperature": FLAGS.temperature, "alone": alone,
-              "val_items": len(splits["val"]), "test_items": len(splits["test"]), "choice": choice,
-              "test": {"micro_overall": float(report["micro"]["Overall"]["overall"]),
-                       "strict": float(report["strict_micro"])},
+              "val_items": len(splits["val"]), "test_items": len(splits.get("test", ())), "choice": choice,
+              "test": None if report is None else {"micro_overall": float(report["micro"]["Overall"]["overall"]),
+                                                   "strict": float(report["strict_micro"])},
               "minutes": {k: round(v, 2) for k, v in minutes.items()},
-              "wall_minutes": round(minutes["total"] + sum(m["wall_minutes"] for m in recorded), 2)}
+              "wall_minutes": round(minutes["total"] + whole_minutes(recorded), 2)}
     (out / "ensemble.json").write_text(json.dumps(record, indent=1) + "\n")
+    if report is None:
+        print(f"{len(members)} members, {chosen_text(choice)}: MDC val micro Overall {100 * choice['micro_overall']:.1f} "
+              f"(the test split not decoded); {minutes['total']:.1f} min here, {record['wall_minutes']:.1f} min with "
+              f"the runs behind the members; wrote {out}", file=sys.stderr)
+        return 0
     print(evaluator.format_report(report, fmt="text"))
     print(f"{len(members)} members, {chosen_text(choice)} (chosen on val): MDC test micro Overall "
           f"{100 * record['test']['micro_overall']:.1f}, strict {100 * record['test']['strict']:.1f}; "
-          f"{minutes['total']:.1f} min here, {record['wall_minutes']:.1f} min with the members' runs; wrote {out}",
-          file=sys.stderr)
+          f"{minutes['total']:.1f} min here, {record['wall_minutes']:.1f} min with the runs behind the members; "
+          f"wrote {out}", file=sys.stderr)
     return 0
 
 

@@ -136,6 +136,8 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
         config = tiny_run_config(mdc_path)
         config.seed = seed
         config.eval.final_splits = ("mc:test",) if seed == 0 else ()  # a member need not decode test itself
+        if seed == 1:
+            config.train.init_from = str(runs[0])  # a branch of the first member: its minutes count once
         runs.append(tmp_path / f"run{seed}")
         loop.train_and_evaluate(config, runs[-1])
     # a member's draws follow the temperature asked for, not the one its compiled decoder was built with
@@ -167,6 +169,8 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     assert chosen["micro_overall"] == pytest.approx(best) and best >= max(r["micro_overall"] for r in candidates) - 1e-12
     assert record["val_items"] == record["test_items"] == 8 and record["minutes"]["total"] > 0
     assert [m["seed"] for m in record["members"]] == [0, 1] and all(m["items_trained"] > 0 for m in record["members"])
+    assert record["members"][0]["init_from"] == [] and [t["run"] for t in record["members"][1]["init_from"]] == [
+        str(runs[0])] and record["members"][1]["init_from"][0]["wall_minutes"] == record["members"][0]["wall_minutes"]
     assert record["wall_minutes"] == pytest.approx(
         record["minutes"]["total"] + sum(m["wall_minutes"] for m in record["members"]), abs=0.02)
     # a member alone in the ensemble decodes as its own run does (the decoding its decode.json chose)
@@ -180,3 +184,11 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
         json.dumps(report["micro"]))
     again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 2 and again.stderr.strip().splitlines()[-1].startswith(f"error: --out {out}: holds")
+    # --notest: the choice on val alone, the same as with the test split, which stays untouched
+    on_val = tmp_path / "ens_val"
+    done = subprocess.run([*command[:-1], f"--out={on_val}", "--notest"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    val_record = json.loads((on_val / "ensemble.json").read_text())
+    assert val_record["test"] is None and val_record["test_items"] == 0 and not (on_val / "final_eval.json").exists()
+    assert val_record["choice"] == record["choice"]
