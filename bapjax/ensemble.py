@@ -21,6 +21,7 @@ predictions/mc_test.jsonl.gz.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ from bapjax import cli, paths
 from bapjax.corpus import load
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import ensemble, run_checks, run_eval
+from bapjax.training import checkpoints, ensemble, run_checks, run_eval
 from bapjax.world import jsonl
 
 FLAGS = flags.FLAGS
@@ -63,14 +64,14 @@ def floats(name: str) -> list[float]:
     return values
 
 
-def provenance(path: str, what: str) -> dict:
+def provenance(run_dir, what: str) -> dict:
     """A finished training run's command, commit, training items and minutes (training and its own
-    decoding), from its runs.jsonl; `what` names it in an error ("--runs X", "the trunk ... of ...")."""
-    runs = run_checks.invocations(paths.workdir_path(path))
+    decoding), from the runs.jsonl of its workdir `run_dir`; `what` names it in an error."""
+    runs = run_checks.invocations(run_dir)
     if not runs or not runs[-1].get("finished"):
         raise UserError(f"{what}: the run has not finished (its runs.jsonl)")
     commits = sorted({str(r.get("commit")) for r in runs})
-    return {"run": path, "command": "python -m bapjax.train " + " ".join(runs[0]["argv"][1:]),
+    return {"command": "python -m bapjax.train " + " ".join(runs[0]["argv"][1:]),
             "commit": commits[0] if len(commits) == 1 else commits,
             "items_trained": sum(int(r["items_trained"]) for r in runs),
             "wall_minutes": round(sum(float(r["wall_seconds"]) for r in runs) / 60, 2)}
@@ -81,15 +82,18 @@ def member_record(path: str, decoder) -> dict:
     file: its checkpoint step and seed, its `provenance`, and under "init_from" that of the run its
     weights started from (`train.init_from`), and of that run's, nearest first."""
     record = {"run": path, "step": decoder.run.step, "seed": int(decoder.run.config.seed),
-              **provenance(path, f"--runs {path}")}
-    record["init_from"], config = [], decoder.run.config
+              **provenance(decoder.run.run_dir, f"--runs {path}"), "init_from": []}
+    config = decoder.run.config
     while config.train.get("init_from"):
         trunk = config.train.init_from
-        if not Path(trunk).exists():
-            raise UserError(f"--runs {path}: the run its weights started from ({trunk}, train.init_from) is not "
-                            "found, so its minutes cannot be counted; run from the folder it was trained in")
-        record["init_from"].append(provenance(trunk, f"--runs {path}: the run it started from, {trunk}"))
-        config = run_checks.with_defaults(run_checks.read_run_file(paths.workdir_path(trunk), "config.json"))
+        what = f"--runs {path}: the run its weights started from ({trunk}, train.init_from)"
+        try:
+            run_dir = checkpoints.find_run_dir(trunk)
+        except checkpoints.CheckpointError:
+            raise UserError(f"{what} is not found, so its minutes cannot be counted; run from the folder it was "
+                            "trained in") from None
+        record["init_from"].append({"run": trunk, **provenance(run_dir, what)})
+        config = run_checks.with_defaults(run_checks.read_run_file(run_dir, "config.json"))
     return record
 
 
@@ -99,7 +103,7 @@ def whole_minutes(recorded: list[dict]) -> float:
     runs = {}
     for member in recorded:
         for run in [member, *member["init_from"]]:
-            runs.setdefault(Path(run["run"]).resolve(), run["wall_minutes"])
+            runs.setdefault(os.path.abspath(str(checkpoints.find_run_dir(run["run"]))), run["wall_minutes"])
     return sum(runs.values())
 
 
