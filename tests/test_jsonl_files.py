@@ -109,10 +109,9 @@ def test_evaluate_reads_gzip_predictions_as_plain_ones(tmp_path, mdc_path):
 def test_kept_predictions_rescore_to_their_runs_final_eval(mdc_corpus):
     """Every results/**/predictions/<source>_<split>.jsonl.gz scores exactly what its run's
     final_eval.json recorded for that split."""
-    items = mdc_corpus.split("test")
     for path in KEPT_PREDICTIONS:
-        split = path.name.removesuffix(".jsonl.gz")
-        assert split == "mc_test", path
-        recorded = json.loads((path.parent.parent / "final_eval.json").read_text())[split]
-        rescored = evaluator.evaluate_predictions(items, jsonl.read_predictions(path))
+        key = path.name.removesuffix(".jsonl.gz")
+        assert key in ("mc_test", "mc_val"), path  # the MDC's test split, or its val split (val-only runs)
+        recorded = json.loads((path.parent.parent / "final_eval.json").read_text())[key]
+        rescored = evaluator.evaluate_predictions(mdc_corpus.split(key.removeprefix("mc_")), jsonl.read_predictions(path))
         assert json.loads(json.dumps(rescored)) == recorded, path
