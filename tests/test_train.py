@@ -137,6 +137,18 @@ def latest_params(workdir):
     return params, step
 
 
+def train_until_preempted(monkeypatch, config, workdir, last_step: int):
+    """Train `config` in `workdir` until it is preempted after `last_step` steps (`preempted_after`);
+    the (params, step) it saved."""
+    from bapjax.training import loop
+
+    with monkeypatch.context() as patch:
+        preempted_after(patch, last_step)
+        with pytest.raises(preemption.Preempted):
+            loop.train_and_evaluate(config, workdir)
+    return latest_params(workdir)
+
+
 def preempted_after(monkeypatch, last_step: int) -> None:
     """The run is told to stop after `last_step` steps, as by a SIGTERM (the real preemption path:
     save that step, raise `preemption.Preempted`)."""
@@ -163,11 +175,7 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, mdc_path, monkeypat
 
     killed = config.copy_and_resolve_references()
     killed.train.num_epochs = 3  # not run-defining (max_steps still ends the run at step 6)
-    with monkeypatch.context() as patch:
-        preempted_after(patch, 4)
-        with pytest.raises(preemption.Preempted):
-            loop.train_and_evaluate(killed, tmp_path / "resumed")
-    _, step = latest_params(tmp_path / "resumed")
+    _, step = train_until_preempted(monkeypatch, killed, tmp_path / "resumed", 4)
     assert step == 4
     loop.train_and_evaluate(config, tmp_path / "resumed")  # picks up from step 4
     resumed, step = latest_params(tmp_path / "resumed")
@@ -206,11 +214,7 @@ def test_a_run_starts_from_another_runs_weights_with_its_vocabulary(tmp_path, md
     branch.train.init_from = str(tmp_path / "trunk")
     branch.train.learning_rate = 1e-9
     branch.data.sources.mc.max_train_items = 16  # another vocabulary if it were built from these items
-    with monkeypatch.context() as patch:
-        preempted_after(patch, 1)
-        with pytest.raises(preemption.Preempted):
-            loop.train_and_evaluate(branch, tmp_path / "branch")
-    branch_params, step = latest_params(tmp_path / "branch")
+    branch_params, step = train_until_preempted(monkeypatch, branch, tmp_path / "branch", 1)
     assert step == 1
     for a, b in zip(jax.tree_util.tree_leaves(trunk_params), jax.tree_util.tree_leaves(branch_params), strict=True):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-6)
@@ -469,10 +473,7 @@ def test_frozen_text_builder_trains_resumes_and_decodes(tmp_path, mdc_path, monk
     assert 0.0 <= report["mc_test"]["micro"]["Overall"]["overall"] <= 1.0
     assert report["mc_test"]["counts"]["items"] == 8
     assert list((tmp_path / "cache" / "text_states").rglob("*.npy"))  # turn states cached on disk
-    with monkeypatch.context() as patch:
-        preempted_after(patch, 4)
-        with pytest.raises(preemption.Preempted):
-            loop.train_and_evaluate(config, tmp_path / "resumed")
+    train_until_preempted(monkeypatch, config, tmp_path / "resumed", 4)
     loop.train_and_evaluate(config, tmp_path / "resumed")
     resumed, step = latest_params(tmp_path / "resumed")
     assert step == 6

@@ -112,13 +112,12 @@ def check_init_from(config) -> None:
     except checkpoints.CheckpointError as err:
         raise run_checks.ConfigError(f"--config.train.init_from={source!r}: {err}") from None
     trained = run_checks.with_defaults(run_checks.read_run_file(run_dir, "config.json"))
-    theirs = dict(run_checks.flatten(json.loads(trained.model.to_json()), "model."))
-    mine = dict(run_checks.flatten(json.loads(config.model.to_json()), "model."))
-    differing = [key for key in sorted(set(theirs) | set(mine)) if theirs.get(key) != mine.get(key)]
+    differing = run_checks.differing_fields(json.loads(trained.model.to_json()), json.loads(config.model.to_json()),
+                                            "model.")
     if differing:
-        key = differing[0]
-        raise run_checks.ConfigError(f"--config.train.init_from={source!r}: its {key} is {theirs.get(key)!r}, "
-                                     f"this run's {mine.get(key)!r}")
+        key, theirs, mine = differing[0]
+        raise run_checks.ConfigError(f"--config.train.init_from={source!r}: its {key} is {theirs!r}, "
+                                     f"this run's {mine!r}")
 
 
 def initial_weights(config, optimizer, state: dict) -> dict:

@@ -151,6 +151,14 @@ def flatten(tree, prefix=""):
         yield prefix[:-1], tree
 
 
+def differing_fields(old, new, prefix: str = "") -> list[tuple[str, object, object]]:
+    """(dotted key, old value, new value) of every leaf where two nested dicts differ, in key order
+    (a leaf only one of them has: None on the other side)."""
+    old_flat, new_flat = dict(flatten(old, prefix)), dict(flatten(new, prefix))
+    return [(key, old_flat.get(key), new_flat.get(key)) for key in sorted(set(old_flat) | set(new_flat))
+            if old_flat.get(key) != new_flat.get(key)]
+
+
 def check_resume_config(config: ml_collections.ConfigDict, workdir: epath.Path) -> bool:
     """True when `workdir` already holds a run. Refuses (ConfigError) a config whose run-defining
     fields differ from the run's config.json (both completed with the defaults, so a field added
@@ -166,10 +174,8 @@ def check_resume_config(config: ml_collections.ConfigDict, workdir: epath.Path) 
         for part in field.split("."):
             old = old.get(part) if isinstance(old, dict) else None
             new = new.get(part) if isinstance(new, dict) else None
-        old_flat, new_flat = dict(flatten(old, f"{field}.")), dict(flatten(new, f"{field}."))
-        for key in sorted(set(old_flat) | set(new_flat)):
-            if old_flat.get(key) != new_flat.get(key):
-                differences.append(f"{key}={new_flat.get(key)!r} (the run has {old_flat.get(key)!r})")
+        for key, was, now in differing_fields(old, new, f"{field}."):
+            differences.append(f"{key}={now!r} (the run has {was!r})")
     if differences:
         shown = "; ".join(differences[:4]) + (f"; and {len(differences) - 4} more" if len(differences) > 4 else "")
         raise ConfigError(f"{workdir} holds a run with another configuration: {shown}. "
