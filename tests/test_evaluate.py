@@ -203,3 +203,18 @@ def test_group_without_items_is_null(test_items):
     assert all(v is None for v in report["macro"]["EB"].values())
     assert report["counts"]["EB"] == 0 and report["counts"]["multiple"] == 0
     assert "EB               -" in evaluator.format_report(report, "text")
+
+
+
+def test_headline_reads_micro_overall_strict_and_predicted_actions_per_item(test_items):
+    items = test_items[:20]
+    oracle = trivial.predict("oracle", items)
+    whole = evaluator.headline(evaluator.evaluate_predictions(items, oracle))
+    assert whole["micro_overall"] == whole["strict"] == 1.0
+    one_empty = {**oracle, items[0].item_id: []}
+    report = evaluator.evaluate_predictions(items, one_empty)
+    headline = evaluator.headline(report)
+    assert headline["micro_overall"] == report["micro"]["Overall"]["overall"] < 1.0
+    assert headline["strict"] == report["strict_micro"] < 1.0
+    assert headline["mean_predicted_net_actions"] == report["counts"]["predicted_net_actions"] / 20 \
+        < whole["mean_predicted_net_actions"]

@@ -119,6 +119,17 @@ def test_choose_agrees_with_a_plain_rule_on_random_candidates():
         assert mbr.choose(candidates, cost) == _plain_choice(candidates, cost), (candidates, cost)
 
 
+def test_select_is_greedy_without_samples_and_the_choice_among_the_first_draws_with_them():
+    rng = np.random.default_rng(1)
+    passes = [{"x": [_a(int(v)) for v in rng.choice(6, size=rng.integers(0, 5), replace=False)]} for _ in range(9)]
+    greedy = decode.DecodeSettings(max_actions=5, min_actions=0, slots=4)
+    assert decode.select(passes, greedy) is passes[0]
+    for samples in (1, 4, 8):
+        settings = greedy.replace(samples=samples, cost=0.15)
+        assert decode.select(passes, settings) == mbr.select(passes[:samples + 1], 0.15)
+        assert decode.select(passes[:1], settings) is passes[0]
+
+
 def test_predictions_are_greedy_without_samples_and_the_chosen_candidate_with_them(mdc_corpus):
     from bapjax.data import input_pipeline
     from bapjax.text.vocab import Vocabulary
@@ -166,11 +177,11 @@ def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch)
         return {"chosen": (passes[0]["greedy"][0], decoded[-1][2], cost)}
 
     def fake_report(items, predictions, drop_infeasible):
-        return {"micro": {"Overall": {"overall": scores[next(iter(predictions.values()))]}},
+        return {"micro": {"Overall": {"overall": scores[next(iter(predictions.values()))]}}, "strict_micro": 0.0,
                 "counts": {"predicted_net_actions": 4, "items": 2}}
 
     monkeypatch.setattr(evaluator, "candidates", fake_candidates)
-    monkeypatch.setattr(run_eval.mbr, "select", fake_select)
+    monkeypatch.setattr(mbr, "select", fake_select)
     monkeypatch.setattr(run_eval.evaluator, "evaluate_predictions", fake_report)
     chosen = evaluator.choose_decoding(None, [1, 2], config.eval, log_fn=lambda *a: None)
     assert not (tmp_path / "decode.json").exists()  # the caller writes it

@@ -108,6 +108,14 @@ def evaluate_predictions(items: Sequence[BapItem], predictions: Mapping[str, Seq
     return evaluate_items(items, predictions, multiple, drop_infeasible, allow_missing)[0]
 
 
+def headline(report: Mapping) -> dict:
+    """A report's headline numbers: micro Overall (fairer) F1, legacy strict micro F1, and the mean
+    number of predicted net actions per item."""
+    counts = report["counts"]
+    return {"micro_overall": float(report["micro"]["Overall"]["overall"]), "strict": float(report["strict_micro"]),
+            "mean_predicted_net_actions": counts["predicted_net_actions"] / max(counts["items"], 1)}
+
+
 def per_item_records(items: Sequence[BapItem], scores: metrics.ItemScores, details: dict):
     """One JSON-able record per item: F1s, set sizes, and the alignments chosen."""
     f1 = scores.per_item()

@@ -479,4 +479,14 @@ def predict(model: BuilderModel, params, items: list, vocab, feature_config, set
                              features=features, progress=progress)
     passes = candidates(model, params, items, vocab, feature_config, settings, decode_fn=decode_fn, mesh=mesh,
                         features=features, progress=progress, first_draw=first_draw)
-    return mbr.select(passes, settings.cost)
+    return select(passes, settings)
+
+
+def select(passes: list[dict], settings: DecodeSettings) -> dict[str, list[G.Action]]:
+    """What `predict` returns from [greedy, draw 1, ...] (`candidates`, at `settings`' STOP rule and
+    temperature): the greedy pass when `settings.samples` is 0 (or only it was decoded), else the
+    minimum-Bayes-risk selection at `settings.cost` among the greedy pass and the first
+    `settings.samples` draws."""
+    if settings.samples == 0 or len(passes) == 1:
+        return passes[0]
+    return mbr.select(passes[:settings.samples + 1], settings.cost)

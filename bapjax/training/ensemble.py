@@ -143,14 +143,10 @@ def member_passes(decoder, items: list, samples: int | None = None, temperature:
 
 
 def member_alone(decoder, passes: list[dict]) -> dict[str, list[G.Action]]:
-    """A member's predictions from its `member_passes`, as it decodes alone (`decode.predict`): the
-    greedy pass when its own settings have no draws, else the selection at its cost among the
-    greedy pass and its first `samples` draws (draw k is the same whatever the number of draws,
-    so this is exactly its own decoding when the passes hold at least that many, at its temperature)."""
-    own = decoder.settings.samples
-    if own == 0 or len(passes) == 1:
-        return passes[0]
-    return mbr.select(passes[:own + 1], decoder.settings.cost)
+    """A member's predictions from its `member_passes`, as it decodes alone (`decode.select` at its
+    own settings; draw k is the same whatever the number of draws, so this is exactly its own
+    decoding when the passes hold at least its number of draws, at its temperature)."""
+    return decode.select(passes, decoder.settings)
 
 
 BOARDS = ("EB", "NEB")  # items that start on an empty board, and the others: each kind chooses its own rule
@@ -167,9 +163,7 @@ def score(items: list, predictions: dict) -> dict:
     kinds = np.array([board(item) for item in items])
     counts = {kind: [int(np.sum(column[kinds == kind])) for column in (scores.fair_tp, scores.n_pred, scores.n_ref)]
               for kind in BOARDS}
-    return {"micro_overall": float(report["micro"]["Overall"]["overall"]), "strict": float(report["strict_micro"]),
-            "mean_predicted_net_actions": report["counts"]["predicted_net_actions"] / max(report["counts"]["items"], 1),
-            "counts": counts}
+    return {**evaluator.headline(report), "counts": counts}
 
 
 def micro_f1(counts: Sequence[Sequence[int]]) -> float:

@@ -14,7 +14,7 @@ import jax
 from bapjax.data import input_pipeline
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import checkpoints, decode, mbr, run_checks, sharding
+from bapjax.training import checkpoints, decode, run_checks, sharding
 from bapjax.world import jsonl
 
 DECODE_SETTINGS = "decode.json"  # in a run's workdir: the decoding chosen on val (`Evaluator.choose_decoding`)
@@ -112,7 +112,7 @@ class Evaluator:
             passes = self.candidates(params, val_items, sampled)
             for cost in eval_config.costs:
                 settings = sampled.replace(cost=float(cost))
-                score(settings, mbr.select(passes, settings.cost))
+                score(settings, decode.select(passes, settings))
         best = max(rows, key=lambda r: r["val_overall_micro_f1"])  # ties: the first
         fields = CHOICE_FIELDS + (SAMPLING_FIELDS if best["samples"] else ())
         return {**{key: best[key] for key in fields}, "chosen_on": chosen_on, "val_items": len(val_items),
@@ -122,10 +122,11 @@ class Evaluator:
 def _val_row(settings: decode.DecodeSettings, report: dict) -> dict:
     """A decoding tried on val, as decode.json's "candidates" list it: its settings and scores."""
     sampled = {"temperature": settings.temperature, "cost": settings.cost} if settings.samples else {}
+    headline = evaluator.headline(report)
     return {"stop_rule": settings.stop_rule, "stop_threshold": settings.stop_threshold,
             "samples": settings.samples, **sampled,
-            "val_overall_micro_f1": float(report["micro"]["Overall"]["overall"]),
-            "mean_predicted_net_actions": report["counts"]["predicted_net_actions"] / max(report["counts"]["items"], 1)}
+            "val_overall_micro_f1": headline["micro_overall"],
+            "mean_predicted_net_actions": headline["mean_predicted_net_actions"]}
 
 
 @dataclasses.dataclass
