@@ -1,30 +1,41 @@
-"""Members of a CPU ensemble: M_agg of `configs/cpu_experiment.py` on half its items, for `python -m bapjax.ensemble`.
+"""Members of a CPU ensemble: M_agg of `configs/cpu_experiment.py` without what only a run decoded alone needs,
+for `python -m bapjax.ensemble`.
 
-Differs from cpu_experiment.py:agg: 96,000 training items (3,000 steps of 32, two evals), the member's own choice on
-MDC val is its STOP rule only (the ensemble draws), and no test decode (the ensemble decodes test with every member).
-Command: python -m bapjax.train --config=configs/cpu_ensemble.py:<seed>   (runs/ens/agg-m<seed>), for four seeds, then
-  python -m bapjax.ensemble --runs runs/ens/agg-m<s0>,...,runs/ens/agg-m<s3> --samples 8 --out runs/ens/<name>
-Runtime: 8.6-8.9 min per member, 3.4 min for the ensemble's decoding: 38.4 min in all (results/cpu_experiment_runs.md).
-Result: MDC test micro Overall 30.5 for seeds 10-13 (members alone 22.8-25.3; one full agg run 29.9 on the same host,
-two full runs together 32.0 in 39.9 min) (docs/results.md, "Ensembles").
+Differs from cpu_experiment.py:agg: the member's own choice on MDC val is its STOP rule only (the ensemble draws),
+and no test decode (the ensemble decodes test with every member). ":<seed>" trains half the items (96,000: 3,000
+steps of 32, two evals); ":<seed>,full" trains exactly as cpu_experiment.py:agg,<seed> (192,000 items, its five
+evals and checkpoint choice: the same weights), so an ensemble of full members decodes as one of those runs would,
+given their draws (`--samples 32 --temperature 0.5`, what those runs choose on val).
+Command: python -m bapjax.train --config=configs/cpu_ensemble.py:<seed>[,full]   (runs/ens/agg-m<seed>,
+  runs/ens/agg-full-m<seed>), for each member's seed, then
+  python -m bapjax.ensemble --runs runs/ens/agg-full-m<s0>,runs/ens/agg-full-m<s1> --samples 32 --temperature 0.5
+  --out runs/ens/<name>   (four half members: --samples 8)
+Runtime: half 8.6-8.9 min per member, 3.4 min for four members' ensemble decoding: 38.4 min in all; full: see
+results/cpu_experiment_runs.md ("Members of configs/cpu_ensemble.py").
+Result: MDC test micro Overall 30.5 for four half members, seeds 10-13 (members alone 22.8-25.3); two full agg
+runs together: docs/results.md, "Ensembles".
 
-The argument is the member's seed: it sets `config.seed` and the simulators' seed, so every member trains on its own
-simulated items in its own order from its own initialization.
+The seed sets `config.seed` and the simulators' seed, so every member trains on its own simulated items in its own
+order from its own initialization.
 """
 
 from configs import cpu_experiment
 
-TRAIN_ITEMS = 96_000
+TRAIN_ITEMS = {"half": 96_000, "full": 192_000}  # the first is the default
+WORKDIRS = {"half": "runs/ens/agg-m{seed}", "full": "runs/ens/agg-full-m{seed}"}
 
 
 def get_config(arg: str = "0"):
-    if not arg.isdigit():
-        raise ValueError(f"configs/cpu_ensemble.py:{arg}: expected a seed (an integer >= 0)")
-    config = cpu_experiment.get_config(f"agg,{arg}")
-    config.workdir = f"runs/ens/agg-m{arg}"
-    max_steps = TRAIN_ITEMS // config.train.batch_size
-    config.train.max_steps = max_steps
-    config.train.eval_every_steps = max_steps // 2
+    seed, *rest = arg.split(",")
+    if not seed.isdigit() or len(rest) > 1 or any(r not in TRAIN_ITEMS for r in rest):
+        raise ValueError(f"configs/cpu_ensemble.py:{arg}: expected <seed>[,full] with a seed (an integer >= 0)")
+    budget = rest[0] if rest else next(iter(TRAIN_ITEMS))
+    config = cpu_experiment.get_config(f"agg,{seed}")
+    config.workdir = WORKDIRS[budget].format(seed=seed)
+    if budget == "half":
+        max_steps = TRAIN_ITEMS[budget] // config.train.batch_size
+        config.train.max_steps = max_steps
+        config.train.eval_every_steps = max_steps // 2
     config.eval.samples = 0
     config.eval.final_splits = ()
     return config

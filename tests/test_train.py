@@ -581,3 +581,17 @@ def test_the_experiment_models_differ_only_in_their_options():
     assert {k: v for k, v in frame.model.to_dict().items() if k != "length"} == once.model.to_dict()
     assert {k for k in once.features if once.features[k] != frame.features[k]} == {"builder_frame"}
     assert frame.workdir == "runs/exp/mc-frame-s0" and frame.train.max_steps == once.train.max_steps
+
+
+def test_a_full_ensemble_member_trains_as_the_experiment_run_of_its_seed():
+    """configs/cpu_ensemble.py:<seed>,full differs from cpu_experiment.py:agg,<seed> only in what a run decoded
+    alone needs (its draws on val, the test decode) and its workdir, so it trains the same weights; the default
+    member trains half the items."""
+    member, run = load_config("cpu_ensemble:7,full").to_dict(), load_config("cpu_experiment:agg,7").to_dict()
+    assert member["train"] == run["train"] and member["data"] == run["data"] and member["model"] == run["model"]
+    assert {k for k in run["eval"] if member["eval"][k] != run["eval"][k]} == {"samples", "final_splits"}
+    assert {k for k in run if member[k] != run[k]} == {"eval", "workdir"}
+    half = load_config("cpu_ensemble:7")
+    assert half.train.max_steps == run["train"]["max_steps"] // 2 and half.workdir == "runs/ens/agg-m7"
+    with pytest.raises(ValueError, match="cpu_ensemble.py:7,fll"):
+        load_config("cpu_ensemble:7,fll")
