@@ -248,7 +248,15 @@ def test_the_command_rescores_the_kept_predictions_and_gives_intervals(tmp_path,
     assert "Learning curves (experiment_curves.png): not drawn, no metrics.jsonl in agg-s0, agg-s1, mc-s0." in markdown
     capsys.readouterr()
 
+    assert collect_experiment.main([*args, "--reference", "mc", "--baseline", "agg"]) == 0  # either way round
+    swapped = json.loads(out.with_suffix(".json").read_text())["bootstrap"]
+    assert (swapped["reference"], swapped["baseline"], list(swapped["differences"])) == ("mc", "agg", ["mc - agg"])
+    assert swapped["differences"]["mc - agg"]["mean"] == pytest.approx(-diff["mean"], abs=1e-12)
+    capsys.readouterr()
+
     for wrong, line in (([*args, "--reference", "cl"], "error: --reference cl: not a variant of these runs (agg, mc)"),
+                        ([*args, "--baseline", "cl"], "error: --baseline cl: not a variant of these runs (agg, mc)"),
+                        ([*args, "--reference", "agg", "--baseline", "agg"], "error: --baseline agg: the reference"),
                         ([*args[:-2], "--bootstrap", "-1"], "error: --bootstrap -1: the number of replicates is 0"),
                         ([str(tmp_path), *args[1:]], f"error: {tmp_path}: neither a training workdir (runs.jsonl) "
                                                      "nor an ensemble (ensemble.json)")):
@@ -302,7 +310,13 @@ def test_an_ensemble_is_a_row_whose_minutes_are_its_members_runs_and_its_decodin
     assert collect_experiment.main([*runs, "--out", str(out), "--corpus", str(mdc_path), "--bootstrap", "200"]) == 0
     record = json.loads(out.with_suffix(".json").read_text())
     ens = record["variants"]["ens"]
-    assert ens["model"] == "ensemble of 4 (configs/cpu_ensemble.py; EB select at 0.1, NEB vote at 0.15)"
+    assert ens["model"] == "ensemble of 4 (configs/cpu_ensemble.py)"  # the variant's; the rules are each seed's
+    assert ens["rules"] == "EB select at 0.1, NEB vote at 0.15"
+    assert "| ensemble of 4 (configs/cpu_ensemble.py); vote at 0.15 (`ens-s1`) |" in out.with_suffix(".md").read_text()
+    assert collect_experiment.member_config("python -m bapjax.train --config=configs/cpu_experiment.py:agg,3") == \
+        "configs/cpu_experiment.py:agg"
+    assert collect_experiment.member_config("python -m bapjax.train --config=configs/x.py:0,full --config.a=1") == \
+        "configs/x.py:full"
     assert ens["stop_rule"] == {"EB": {"rule": "select", "value": 0.1}, "NEB": {"rule": "vote", "value": 0.15}}
     assert [s["seed"] for s in ens["seeds"]] == [0, 1] and ens["seed_mean"]["wall_minutes"] == 35.0
     assert ens["train_items_seen"] == 4 * 96000 and ens["seed_mean"]["micro_overall"] == 1.0

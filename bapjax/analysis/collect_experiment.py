@@ -1,7 +1,7 @@
 """Rebuild the experiment's results (JSON, markdown tables, learning curves) from run directories.
 
     python -m bapjax.analysis.collect_experiment runs/exp/mc-s{0,1,2} runs/exp/agg-s{0,1,2,3} runs/exp/cl-s{0,1} \
-        [--out results/cpu_experiment] [--corpus @mdc] [--bootstrap 2000] [--seed 0] [--reference VARIANT]
+        [--out results/cpu_experiment] [--corpus @mdc] [--bootstrap 2000] [--seed 0] [--reference VARIANT] [--baseline VARIANT]
 
 Each run directory is a finished `python -m bapjax.train` workdir or a `python -m bapjax.ensemble`
 folder (its ensemble.json names the members, their minutes and items, and the rule chosen on
@@ -31,7 +31,8 @@ From their per-item fairer counts:
   by the two-level bootstrap of `bapjax.analysis.bootstrap` (items resampled once per replicate for
   every run, seeds resampled per variant), and ``"bootstrap"`` holds the differences of seed means
   with their intervals: every variant minus the reference (`--reference`, default the first M_agg
-  variant) and the reference minus the first M_mc variant, each beside the paper's difference;
+  variant) and the reference minus the baseline (`--baseline`, default the first M_mc variant), each
+  beside the paper's difference;
 * ``"seed_spread"`` per variant of >= 2 such seeds: its seed SD split into the item x seed part (which
   items each seed gets right) and the rest, on the same replicates (`bapjax.analysis.bootstrap.spread`);
 * ``"mc_test_subgroups"`` per variant: micro Overall F1 of NEB test items by what the last
@@ -126,12 +127,12 @@ def collect_ensemble(run: Path) -> dict:
     an empty board and one for the others, or one for all (ensembles of older code)."""
     record = json.loads((run / ENSEMBLE).read_text())
     members = record["members"]
-    configs = sorted({m["command"].split("--config=")[-1].split(":")[0] for m in members})
+    configs = sorted({member_config(m["command"]) for m in members})
     choice = record["choice"]
     rules = {kind: choice[kind] for kind in ("EB", "NEB") if kind in choice} or {"all": choice}  # one rule: older
     chosen = ", ".join(f"{'' if kind == 'all' else kind + ' '}{r['rule']} at {r['value']:g}" for kind, r in rules.items())
     return {
-        "model": f"ensemble of {len(members)} ({', '.join(configs)}; {chosen})",
+        "model": f"ensemble of {len(members)} ({', '.join(configs)})", "rules": chosen,
         "command": record["command"], "commit": record["commit"],
         "config": {"seed": name_parts(run.name)[1] or 0},
         "train_items_seen": sum(m["items_trained"] for m in members),
@@ -140,6 +141,14 @@ def collect_ensemble(run: Path) -> dict:
         "members": members,
         "eval": json.loads((run / "final_eval.json").read_text()),
     }
+
+
+def member_config(command: str) -> str:
+    """The config an ensemble member's training command names, less its seed: `... --config=configs/x.py:agg,3`
+    -> `configs/x.py:agg` (an argument of digits only is a seed: `configs/x.py:3` -> `configs/x.py`)."""
+    path, _, arg = command.split("--config=")[-1].split()[0].partition(":")
+    kept = [token for token in arg.split(",") if token and not token.isdigit()]
+    return f"{path}:{','.join(kept)}" if kept else path
 
 
 def model_label(config: dict) -> str:
@@ -235,23 +244,29 @@ def rescored_counts(runs: dict[str, Path], results: dict, items: list) -> dict[s
     return counts
 
 
-def compared_variants(variants: dict, reference: str | None = None) -> tuple[str, str | None]:
+def compared_variants(variants: dict, reference: str | None = None,
+                      baseline: str | None = None) -> tuple[str, str | None]:
     """(the reference: `reference`, else the first M_agg variant, else the first variant; the
-    baseline: the first M_mc variant other than the reference, or None)."""
-    if reference is not None and reference not in variants:
-        raise UserError(f"--reference {reference}: not a variant of these runs ({', '.join(variants)})")
+    baseline: `baseline`, else the first M_mc variant other than the reference, or None)."""
+    for flag, name in (("--reference", reference), ("--baseline", baseline)):
+        if name is not None and name not in variants:
+            raise UserError(f"{flag} {name}: not a variant of these runs ({', '.join(variants)})")
+    if baseline is not None and baseline == reference:
+        raise UserError(f"--baseline {baseline}: the reference itself")
     plain = lambda row: row["model"].replace("'", "")  # noqa: E731 (M'_agg is compared like M_agg)
     if reference is None:
         reference = next((v for v, row in variants.items() if plain(row) == "M_agg"), next(iter(variants)))
-    baseline = next((v for v, row in variants.items() if plain(row) == "M_mc" and v != reference), None)
+    if baseline is None:
+        baseline = next((v for v, row in variants.items() if plain(row) == "M_mc" and v != reference), None)
     return reference, baseline
 
 
-def add_intervals(variants: dict, counts: dict, samples: int, seed: int, reference: str | None) -> dict:
+def add_intervals(variants: dict, counts: dict, samples: int, seed: int, reference: str | None,
+                  baseline: str | None = None) -> dict:
     """The two-level bootstrap of the variants whose every seed kept its predictions: sets their
     "micro_overall_interval" and returns OUT.json's "bootstrap" record (the differences of seed
     means: the reference minus the baseline, every other variant minus the reference)."""
-    reference, baseline = compared_variants(variants, reference)
+    reference, baseline = compared_variants(variants, reference, baseline)
     complete = {v: [counts[s["run"]] for s in row["seeds"]] for v, row in variants.items()
                 if all(s["run"] in counts for s in row["seeds"])}
     pairs = [(reference, baseline)] if baseline else []
@@ -316,7 +331,8 @@ def table(results: dict) -> str:
         counts = mc.get("counts", {})
         synthetic = [_pct(ev[s]["micro"]["Overall"]["overall"]) if s in ev else "-" for s in SETS[1:]]
         lines.append(
-            f"| {row['model']} (`{name}`) | {row['train_items_seen']:,} | {_pct(mc.get('micro', {}).get('Overall', {}).get('overall'))} | "
+            f"| {row['model']}{'; ' + row['rules'] if 'rules' in row else ''} (`{name}`) | {row['train_items_seen']:,} | "
+            f"{_pct(mc.get('micro', {}).get('Overall', {}).get('overall'))} | "
             f"{_pct(mc.get('macro', {}).get('Overall', {}).get('overall'))} | "
             f"{_pct(mc.get('micro', {}).get('Overall', {}).get('location'))} | {_pct(mc.get('strict_micro'))} | "
             + " | ".join(synthetic)
@@ -418,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed")
     parser.add_argument("--reference", default=None,
                         help="the variant the others are compared with (default: the first M_agg variant)")
+    parser.add_argument("--baseline", default=None,
+                        help="the variant the reference is compared with (default: the first M_mc variant)")
     args = parser.parse_args(argv)
     command = " ".join(["python", "-m", "bapjax.analysis.collect_experiment",
                         *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
@@ -439,13 +457,13 @@ def collect(args: argparse.Namespace, command: str) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     variants = by_variant(results)
-    compared_variants(variants, args.reference)  # a wrong --reference is refused before any work
+    compared_variants(variants, args.reference, args.baseline)  # a wrong --reference or --baseline: refused first
     counts = {}
     if any(jsonl.stored(run / "predictions" / PREDICTIONS).exists() for run in runs.values()):
         items = mdc.load_corpus(paths.mdc_path(args.corpus)).split("test")
         counts = rescored_counts(runs, results, items)
         add_subgroups(variants, runs, items)
-    boot = add_intervals(variants, counts, args.bootstrap, args.seed, args.reference)
+    boot = add_intervals(variants, counts, args.bootstrap, args.seed, args.reference, args.baseline)
     out.with_suffix(".json").write_text(entry_per_line({"command": command, "bootstrap": boot, "variants": variants}, levels=3))
     kept = (f"the MDC test predictions of {len(counts)} of the {len(runs)} runs rescore to them exactly (checked by "
             "this command)" if counts else "no run kept its MDC test predictions: nothing was rescored")
