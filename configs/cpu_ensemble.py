@@ -10,10 +10,12 @@ Command: python -m bapjax.train --config=configs/cpu_ensemble.py:<seed>[,full]  
   runs/ens/agg-full-m<seed>), for each member's seed, then
   python -m bapjax.ensemble --runs runs/ens/agg-full-m<s0>,runs/ens/agg-full-m<s1> --samples 32 --temperature 0.5
   --out runs/ens/<name>   (four half members: --samples 8)
-Runtime: half 8.6-8.9 min per member, 3.4 min for four members' ensemble decoding: 38.4 min in all; full: see
-results/cpu_experiment_runs.md ("Members of configs/cpu_ensemble.py").
-Result: MDC test micro Overall 30.5 for four half members, seeds 10-13 (members alone 22.8-25.3); two full agg
-runs together: docs/results.md, "Ensembles".
+Runtime: half 8.6-8.9 min per member, 3.4 min for four members' ensemble decoding: 38.4 min in all; full 15.2 and
+15.5 min per member (seeds 7, 8), 4.4 min for two members' ensemble decoding: 35.0 min in all
+(results/cpu_experiment_runs.md).
+Result: MDC test micro Overall 30.5 for four half members, seeds 10-13 (members alone 22.8-25.3); 33.3 for full
+members 7 and 8 (the test predictions of cpu_experiment.py:agg,7 and agg,8 decoded together, byte for byte);
+pairs of full agg runs, four seeds: 32.8 (docs/results.md, "Ensembles").
 
 The seed sets `config.seed` and the simulators' seed, so every member trains on its own simulated items in its own
 order from its own initialization.
