@@ -4,12 +4,12 @@ for `python -m bapjax.ensemble`.
 Differs from cpu_experiment.py:agg: the member's own choice on MDC val is its STOP rule only (the ensemble draws),
 and no test decode (the ensemble decodes test with every member). ":<seed>" trains half the items (96,000: 3,000
 steps of 32, two evals); ":<seed>,full" trains exactly as cpu_experiment.py:agg,<seed> (192,000 items, its five
-evals and checkpoint choice: the same weights), so an ensemble of full members decodes as one of those runs would,
-given their draws (`--samples 32 --temperature 0.5`, what those runs choose on val).
+evals and checkpoint choice: the same weights), so full members decoded together give what those runs decoded
+together give, with their draws (`--samples 32 --temperature 0.5`, what those runs choose on val).
 Command: python -m bapjax.train --config=configs/cpu_ensemble.py:<seed>[,full]   (runs/ens/agg-m<seed>,
   runs/ens/agg-full-m<seed>), for each member's seed, then
   python -m bapjax.ensemble --runs runs/ens/agg-full-m<s0>,runs/ens/agg-full-m<s1> --samples 32 --temperature 0.5
-  --out runs/ens/<name>   (four half members: --samples 8)
+  --out runs/ens/<name>   (four half members: --samples 8 --temperature 0.5)
 Runtime: half 8.6-8.9 min per member, 3.4 min for four members' ensemble decoding: 38.4 min in all; full 15.2 and
 15.5 min per member (seeds 7, 8), 4.4 min for two members' ensemble decoding: 35.0 min in all
 (results/cpu_experiment_runs.md).
