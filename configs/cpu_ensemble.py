@@ -23,21 +23,20 @@ order from its own initialization.
 
 from configs import cpu_experiment
 
-TRAIN_ITEMS = {"half": 96_000, "full": 192_000}  # the first is the default
-WORKDIRS = {"half": "runs/ens/agg-m{seed}", "full": "runs/ens/agg-full-m{seed}"}
+# the member's budget: half of cpu_experiment.py's training items (the default, the first) or all of them; its workdir
+BUDGETS = {"half": "runs/ens/agg-m{seed}", "full": "runs/ens/agg-full-m{seed}"}
 
 
 def get_config(arg: str = "0"):
     seed, *rest = arg.split(",")
-    if not seed.isdigit() or len(rest) > 1 or any(r not in TRAIN_ITEMS for r in rest):
+    if not seed.isdigit() or len(rest) > 1 or any(r not in BUDGETS for r in rest):
         raise ValueError(f"configs/cpu_ensemble.py:{arg}: expected <seed>[,full] with a seed (an integer >= 0)")
-    budget = rest[0] if rest else next(iter(TRAIN_ITEMS))
+    budget = rest[0] if rest else next(iter(BUDGETS))
     config = cpu_experiment.get_config(f"agg,{seed}")
-    config.workdir = WORKDIRS[budget].format(seed=seed)
+    config.workdir = BUDGETS[budget].format(seed=seed)
     if budget == "half":
-        max_steps = TRAIN_ITEMS[budget] // config.train.batch_size
-        config.train.max_steps = max_steps
-        config.train.eval_every_steps = max_steps // 2
+        config.train.max_steps //= 2
+        config.train.eval_every_steps = config.train.max_steps // 2
     config.eval.samples = 0
     config.eval.final_splits = ()
     return config
