@@ -370,6 +370,63 @@ def enable_compilation_cache() -> str:
     return str(root)
 
 
+class CompileTally:
+    """What this process compiled, read from `jax.monitoring`'s events: `programs` handed to the backend (XLA
+    compiled each, or read it from the persistent compilation cache: `from_cache`), the backend's seconds
+    (`compile_seconds`; a cache read counts its reading time), the seconds of tracing and lowering to MLIR
+    before it (`trace_seconds`), and the functions that took most of the backend's time (`costliest`: name,
+    programs, seconds). `compile_tally()` is the process's one tally; a part of a program (a training run)
+    records `since(snapshot)`."""
+
+    EVENTS = {"/jax/core/compile/backend_compile_duration": "compile_seconds",
+              "/jax/core/compile/jaxpr_trace_duration": "trace_seconds",
+              "/jax/core/compile/jaxpr_to_mlir_module_duration": "trace_seconds"}
+    SHOWN = 8  # functions listed in `costliest`
+
+    def __init__(self):
+        self.totals = {"programs": 0, "from_cache": 0, "compile_seconds": 0.0, "trace_seconds": 0.0}
+        self.functions: dict[str, list] = {}  # name: [programs, backend seconds]
+        jax.monitoring.register_event_duration_secs_listener(self._duration)
+        jax.monitoring.register_event_listener(self._event)
+
+    def _duration(self, event: str, seconds: float, **kwargs) -> None:
+        key = self.EVENTS.get(event)
+        if key is None:
+            return
+        self.totals[key] += float(seconds)
+        if key == "compile_seconds":
+            self.totals["programs"] += 1
+            entry = self.functions.setdefault(str(kwargs.get("fun_name", "?")), [0, 0.0])
+            entry[0], entry[1] = entry[0] + 1, entry[1] + float(seconds)
+
+    def _event(self, event: str, **_) -> None:
+        self.totals["from_cache"] += event == "/jax/compilation_cache/cache_hits"
+
+    def snapshot(self) -> dict:
+        return {**self.totals, "functions": {k: list(v) for k, v in self.functions.items()}}
+
+    def since(self, snapshot: dict) -> dict:
+        """The totals since `snapshot` (seconds rounded to 0.1) and its `costliest` functions."""
+        out = {k: (round(v - snapshot[k], 1) if isinstance(v, float) else v - snapshot[k]) for k, v in self.totals.items()}
+        before = snapshot["functions"]
+        grown = {name: (n - before.get(name, [0, 0.0])[0], t - before.get(name, [0, 0.0])[1])
+                 for name, (n, t) in self.functions.items()}
+        ranked = sorted(((name, n, t) for name, (n, t) in grown.items() if n), key=lambda r: -r[2])
+        out["costliest"] = [[name, n, round(t, 1)] for name, n, t in ranked[:self.SHOWN]]
+        return out
+
+
+_TALLY: CompileTally | None = None
+
+
+def compile_tally() -> CompileTally:
+    """The process's CompileTally (its listeners registered on the first call)."""
+    global _TALLY
+    if _TALLY is None:
+        _TALLY = CompileTally()
+    return _TALLY
+
+
 class ConfigOverrideError(UserError):
     """A `--config.<field>=value` override that names no field of the config or does not fit it."""
 

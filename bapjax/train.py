@@ -40,6 +40,8 @@ def define_flags() -> None:
     cli.flag("string", "workdir", None, "Overrides config.workdir.")
     cli.flag("bool", "wait", False, "When another run holds the workdir, wait for it to end (else exit 2).")
     cli.flag("bool", "print_config", False, "Print the resolved config (with the library's defaults) and exit.")
+    cli.flag("bool", "compilation_cache", True, "Reuse compiled programs across runs and a run's restarts "
+             "(on disk under $BAPJAX_CACHE/jax).")
     cli.flag("bool", "redo_final_eval", False, "On a finished run: choose the STOP rule and evaluate the test "
              "splits again (otherwise a finished run is left as it is).")
 
@@ -53,6 +55,8 @@ def main(argv) -> int:
     if FLAGS.print_config:
         print(run_checks.with_defaults(config).to_json_best_effort(indent=1))
         return 0
+    if FLAGS.compilation_cache:
+        cli.enable_compilation_cache()
     workdir = workdir_path(FLAGS.workdir or config.workdir)
     if not FLAGS.redo_final_eval and run_checks.finished_run(config, workdir) is not None:
         if jax.process_index() == 0:

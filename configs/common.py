@@ -47,6 +47,15 @@ def cpu_once_model(length_head: bool = False) -> ml_collections.ConfigDict:
     return model
 
 
+def wide_frame_model() -> ml_collections.ConfigDict:
+    """"wide": `cpu_frame_model`'s architecture and parts (once, FiLM, 3 CNN layers, the length head) at the
+    paper's widths, every width 300 (the library's defaults), unchunked: the chosen CPU model sized for an
+    accelerator."""
+    model = run_config.model_section("once", length_head=True)
+    model.world.film = True
+    return model
+
+
 def cpu_frame_model() -> ml_collections.ConfigDict:
     """"frame": `cpu_once_model` with a length head (`config.model.length`): a head over [text
     summary ; pooled start-world features] predicts each item's action count, and decoding may take

@@ -152,3 +152,26 @@ def test_progress_measures_after_the_first_line(monkeypatch):
     assert rule.measure(20) == (1.0, 980.0)
     assert [cli.eta_text(s) for s in (5, 89, 90, 3600, 5400, 7200)] == ["5 s", "89 s", "1.5 min", "60.0 min",
                                                                        "1.5 h", "2.0 h"]
+
+
+def test_the_compile_tally_counts_each_shape_a_function_is_compiled_for():
+    import jax
+    import jax.numpy as jnp
+
+    tally = cli.compile_tally()
+    zeros = {n: jnp.zeros(n, jnp.float32) for n in (3, 4)}
+
+    def double_plus_one(x):
+        return 2 * x + 1
+
+    double = jax.jit(double_plus_one)
+    before = tally.snapshot()
+    for n in (3, 4, 3):
+        double(zeros[n]).block_until_ready()
+    grown = tally.since(before)
+    assert grown["programs"] == 2 and grown["from_cache"] == 0
+    assert grown["costliest"] == [["jit(double_plus_one)", 2, grown["costliest"][0][2]]]
+    again = tally.snapshot()
+    double(zeros[4]).block_until_ready()
+    assert tally.since(again) == {"programs": 0, "from_cache": 0, "compile_seconds": 0.0, "trace_seconds": 0.0,
+                                  "costliest": []}

@@ -89,8 +89,9 @@ def test_a_finished_run_ends_with_its_summary_and_a_rerun_leaves_it_alone(tmp_pa
     assert not LIBRARY_LOG_LINE.search(output), LIBRARY_LOG_LINE.search(output).group(0)
     lines = done.stdout.strip().splitlines()
     assert json.loads(lines[-1]).keys() == {"mc_test"}  # the final evaluation, last
-    summary = "\n".join(lines[-9:-1])
+    summary = "\n".join(lines[-10:-1])
     assert f"run finished: {run}" in summary and "trained 3 steps (24 items)" in summary
+    assert re.search(r"compiled \d+ programs in \d+\.\d min, tracing included \(\d+ read from the persistent", summary)
     assert "STOP rule" in summary and "micro Overall F1 (test): mc " in summary
     for command in ("bapjax.predict", "bapjax.report", "bapjax.play"):
         assert f"python -m {command} --checkpoint {run}" in summary
@@ -103,7 +104,9 @@ def test_a_finished_run_ends_with_its_summary_and_a_rerun_leaves_it_alone(tmp_pa
 
     redo = train(run, "--config.train.max_steps=3", "--redo_final_eval")
     assert redo.returncode == 0 and "run finished" in redo.stdout
-    assert len((run / "runs.jsonl").read_text().splitlines()) == 2
+    first, second = [json.loads(line) for line in (run / "runs.jsonl").read_text().splitlines()]
+    assert first["compiled"]["programs"] > 0 and first["compiled"]["costliest"]
+    assert second["compiled"]["from_cache"] > 0  # the evaluation's programs, compiled by the first invocation
 
 
 def test_a_diverging_run_stops_at_its_first_non_finite_loss(tmp_path):

@@ -583,6 +583,23 @@ def test_the_experiment_models_differ_only_in_their_options():
     assert frame.workdir == "runs/exp/mc-frame-s0" and frame.train.max_steps == once.train.max_steps
 
 
+def test_the_wide_model_is_the_frame_model_at_the_papers_widths():
+    """cpu_experiment.py's "wide" model differs from "frame" only in its widths (the library's defaults, the
+    paper's 300) and the CPU's chunking; the run is otherwise the same."""
+    wide, frame = load_config("cpu_experiment:agg,3,wide"), load_config("cpu_experiment:agg,3")
+    paper = run_config.model_section("once", length_head=True).to_dict()
+    widths = {("text", "hidden"), ("world", "features"), ("decoder", "action_embedding"), ("decoder", "hidden"),
+              ("heads", "hidden"), ("world", "encode_chunk"), ("world", "step_chunk")}
+    for part, fields in frame.model.to_dict().items():
+        for field, value in (fields.items() if isinstance(fields, dict) else [(None, fields)]):
+            got = wide.model[part][field] if field else wide.model[part]
+            want = paper[part][field] if (part, field) in widths else value
+            assert got == want, (part, field)
+    assert wide.model.world.features == 300 and frame.model.world.film and wide.model.world.film
+    assert wide.features == frame.features and wide.train == frame.train and wide.data == frame.data
+    assert wide.workdir == "runs/exp/agg-wide-s3"
+
+
 def test_a_full_ensemble_member_trains_as_the_experiment_run_of_its_seed():
     """configs/cpu_ensemble.py:<seed>,full differs from cpu_experiment.py:agg,<seed> only in what a run decoded
     alone needs (its draws on val, the test decode) and its workdir, so it trains the same weights; the default

@@ -295,6 +295,7 @@ class TrainingRun:
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: epath.Path):
         self.started, self.commit = time.time(), run_checks.code_version()
+        self.compiles = cli.compile_tally().snapshot()  # what this invocation compiles: recorded in runs.jsonl
         self.config, self.workdir = config, workdir
         sharding.maybe_initialize_distributed(config.distributed)
         host = str(config.distributed.get("coordinator_address", "") or "localhost").rsplit(":", 1)[0]
@@ -560,7 +561,8 @@ class TrainingRun:
         self.release()
         run_checks.record_invocation(self.workdir, self.started, self.commit, self.first_step, self.step,
                                      int(self.config.train.batch_size), finished=finished,
-                                     config_sha256=run_checks.config_digest(self.config))
+                                     config_sha256=run_checks.config_digest(self.config),
+                                     compiled=cli.compile_tally().since(self.compiles))
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike, wait: bool = False) -> dict:

@@ -197,16 +197,18 @@ def code_version() -> str | None:
 
 
 def record_invocation(workdir: epath.Path, started: float, commit: str | None, first_step: int, last_step: int,
-                      batch_size: int, finished: bool, config_sha256: str | None = None) -> None:
+                      batch_size: int, finished: bool, config_sha256: str | None = None,
+                      compiled: dict | None = None) -> None:
     """Append what this invocation did to <workdir>/runs.jsonl (host 0); `commit` is the code
-    version read when the invocation started (commits made while it ran are not its code)."""
+    version read when the invocation started (commits made while it ran are not its code);
+    `compiled`: what it compiled (`cli.CompileTally.since`)."""
     if jax.process_index() != 0:
         return
     entry = {"argv": sys.argv, "commit": commit, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)),
              "wall_seconds": round(time.time() - started, 1), "first_step": first_step, "last_step": last_step,
              "items_trained": (last_step - first_step) * batch_size, "finished": finished,
              "devices": jax.device_count(), "platform": jax.devices()[0].platform,
-             "config_sha256": config_sha256}
+             "config_sha256": config_sha256, "compiled": compiled}
     with (workdir / RUN_LOG).open("a") as out:
         out.write(json.dumps(entry) + "\n")
 

@@ -55,6 +55,12 @@ def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[s
              f"kept {kept}",
              f"  STOP rule {rule}",
              f"  micro Overall F1 (test): {scores or 'no test split evaluated'}"]
+    compiled = [r["compiled"] for r in records if r.get("compiled")]
+    if compiled:
+        programs, cached = sum(c["programs"] for c in compiled), sum(c["from_cache"] for c in compiled)
+        seconds = sum(c["compile_seconds"] + c["trace_seconds"] for c in compiled)
+        lines.append(f"  compiled {programs} programs in {seconds / 60:.1f} min, tracing included"
+                     f" ({cached} read from the persistent compilation cache)")
     first = next(iter(results), None)
     if first:
         name, _, split = first.rpartition("_")
