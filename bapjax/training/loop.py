@@ -450,7 +450,7 @@ class TrainingRun:
         try:
             while step < self.steps_total and not self.meta["stopped_early"]:
                 if budget_s and time.time() - t0 > budget_s:
-                    log("time budget of %.0f min reached at step %d: final evaluation", budget_s / 60, step)
+                    log("time budget of %g min reached at step %d: final evaluation", budget_s / 60, step)
                     verify()
                     if step % self.eval_every:  # not evaluated at this step yet
                         self.evaluate(step)
