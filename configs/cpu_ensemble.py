@@ -5,17 +5,19 @@ Differs from cpu_experiment.py:agg: the member's own choice on MDC val is its ST
 and no test decode (the ensemble decodes test with every member). ":<seed>" trains half the items (96,000: 3,000
 steps of 32, two evals); ":<seed>,full" trains exactly as cpu_experiment.py:agg,<seed> (192,000 items, its five
 evals and checkpoint choice: the same weights), so full members decoded together give what those runs decoded
-together give, with their draws (`--samples 32 --temperature 0.5`, what those runs choose on val).
+together give with the same draws; at temperature 0.8 (chosen on MDC val over 0.5, what the runs choose alone,
+1.0 and 64 draws) they score higher.
 Command: python -m bapjax.train --config=configs/cpu_ensemble.py:<seed>[,full]   (runs/ens/agg-m<seed>,
   runs/ens/agg-full-m<seed>), for each member's seed, then
-  python -m bapjax.ensemble --runs runs/ens/agg-full-m<s0>,runs/ens/agg-full-m<s1> --samples 32 --temperature 0.5
+  python -m bapjax.ensemble --runs runs/ens/agg-full-m<s0>,runs/ens/agg-full-m<s1> --samples 32 --temperature 0.8
   --out runs/ens/<name>   (four half members: --samples 8 --temperature 0.5)
-Runtime: half 8.6-8.9 min per member, 3.4 min for four members' ensemble decoding: 38.4 min in all; full 15.2 and
-15.5 min per member (seeds 7, 8), 4.4 min for two members' ensemble decoding: 35.0 min in all
-(results/cpu_experiment_runs.md).
-Result: MDC test micro Overall 30.5 for four half members, seeds 10-13 (members alone 22.8-25.3); 33.3 for full
-members 7 and 8 (the test predictions of cpu_experiment.py:agg,7 and agg,8 decoded together, byte for byte);
-pairs of full agg runs, four seeds: 32.8 (docs/results.md, "Ensembles").
+Runtime: full 13.2-15.5 min per member (seeds 0-2, 4-8), 4.6-5.3 min for two members' ensemble decoding: 33.0-35.7
+min in all per pair; half 8.6-8.9 min per member, 3.4 min for four members' ensemble decoding: 38.4 min in all
+(docs/results.md, "Ensembles"; results/cpu_experiment_runs.md).
+Result: MDC test micro Overall, pairs of full members at T 0.8 (seeds 0+4, 1+2, 5+6, 7+8): 33.1 [31.4, 34.9]
+(33.6, 32.4, 32.7, 33.5), strict 28.9 (docs/results.md, "Ensembles"); at T 0.5: 32.8, and 33.3 for members 7 and 8
+(the test predictions of cpu_experiment.py:agg,7 and agg,8 decoded together, byte for byte); four half members,
+seeds 10-13: 30.5 (members alone 22.8-25.3).
 
 The seed sets `config.seed` and the simulators' seed, so every member trains on its own simulated items in its own
 order from its own initialization.
