@@ -360,6 +360,12 @@ class Progress:
         return f"{done}/{self.total} {self.unit} ({rate:.1f} {self.unit}/s, ETA {eta_text(left)})"
 
 
+def define_compilation_cache_flag() -> None:
+    """``--[no]compilation_cache`` (default on): the commands that compile call `enable_compilation_cache` with it."""
+    flag("bool", "compilation_cache", True, "Reuse compiled programs across runs and a run's restarts "
+         "(on disk under $BAPJAX_CACHE/jax).")
+
+
 def enable_compilation_cache() -> str:
     """Keep compiled XLA programs on disk (``<cache root>/jax``), so later runs of a command skip
     compilation (the evaluator compiles a handful of padded shapes, training a few steps)."""

@@ -42,8 +42,7 @@ def define_flags() -> None:
              enum_values=["text", "json", "markdown"])
     cli.flag("bool", "allow_missing", False, "Score items without a prediction as empty predictions.")
     cli.flag("bool", "drop_infeasible", False, "Drop infeasible predicted actions (counted) instead of failing.")
-    cli.flag("bool", "compilation_cache", True, "Reuse compiled programs across runs "
-             "(on disk under $BAPJAX_CACHE/jax).")
+    cli.define_compilation_cache_flag()
     cli.flag("string", "per_item", None, "Optional JSONL file for per-item F1s and alignments.")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
 

@@ -40,8 +40,7 @@ def define_flags() -> None:
     cli.flag("string", "workdir", None, "Overrides config.workdir.")
     cli.flag("bool", "wait", False, "When another run holds the workdir, wait for it to end (else exit 2).")
     cli.flag("bool", "print_config", False, "Print the resolved config (with the library's defaults) and exit.")
-    cli.flag("bool", "compilation_cache", True, "Reuse compiled programs across runs and a run's restarts "
-             "(on disk under $BAPJAX_CACHE/jax).")
+    cli.define_compilation_cache_flag()
     cli.flag("bool", "redo_final_eval", False, "On a finished run: choose the STOP rule and evaluate the test "
              "splits again (otherwise a finished run is left as it is).")
 

@@ -26,9 +26,10 @@ from configs import common
 VARIANTS = ("mc", "agg", "cl", "cl_la", "cl_mc")
 MODELS = {"frame": common.cpu_frame_model, "once": common.cpu_once_model, "film": common.cpu_film_model,
           "wide": common.wide_frame_model}  # the first is the default; "wide": frame at the paper's widths (accelerators)
-FEATURES = {"frame": {"builder_frame": True}, "wide": {"builder_frame": True}}  # beside the newest 128 tokens
-# items per variant and model (the same for every variant): frame, wide and once 6,000 steps of 32; film 1,500 steps
-TRAIN_ITEMS = {"frame": 192_000, "once": 192_000, "film": 48_000, "wide": 192_000}
+FEATURES = {"frame": {"builder_frame": True}}  # a model's feature settings beside the newest 128 tokens
+# items per variant and model (the same for every variant): frame and once 6,000 steps of 32; film 1,500 steps
+TRAIN_ITEMS = {"frame": 192_000, "once": 192_000, "film": 48_000}
+FEATURES["wide"], TRAIN_ITEMS["wide"] = FEATURES["frame"], TRAIN_ITEMS["frame"]  # the frame model at other widths
 
 
 def get_config(arg: str = "cl"):

@@ -53,8 +53,7 @@ def define_flags() -> None:
              "(items repeat across stages; each line gets 'stage').")
     cli.flag("list", "length_formats", list(llm_formats.FORMATS), "finetune-set: formats of the "
              "prompt-length report (empty: no report).")
-    cli.flag("bool", "compilation_cache", True, "Reuse compiled programs across runs "
-             "(on disk under $BAPJAX_CACHE/jax).")
+    cli.define_compilation_cache_flag()
     cli.define_config_flag("finetune-set: the training config:")
 
 
