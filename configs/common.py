@@ -37,23 +37,26 @@ def cpu_film_model() -> ml_collections.ConfigDict:
     return model
 
 
+def _once_model(length_head: bool) -> ml_collections.ConfigDict:
+    """The once architecture with a FiLM-conditioned world CNN, every width at the library's default (the paper's)."""
+    model = run_config.model_section("once", length_head=length_head)
+    model.world.film = True
+    return model
+
+
 def cpu_once_model(length_head: bool = False) -> ml_collections.ConfigDict:
     """"once": the once architecture (`bapjax.models.once`) with `cpu_film_model`'s parts: the CNN
     encodes each item's start world once, FiLM-conditioned on the text summary, and each step adds
     a sparse convolution of what its actions changed since."""
-    model = _cpu_sizes(run_config.model_section("once", length_head=length_head))
-    model.world.film = True
+    model = _cpu_sizes(_once_model(length_head))
     model.world.step_chunk = 8  # the packed steps' head in chunks of 8 (the step 2.4x faster than all at once)
     return model
 
 
 def wide_frame_model() -> ml_collections.ConfigDict:
-    """"wide": `cpu_frame_model`'s architecture and parts (once, FiLM, 3 CNN layers, the length head) at the
-    paper's widths, every width 300 (the library's defaults), unchunked: the chosen CPU model sized for an
-    accelerator."""
-    model = run_config.model_section("once", length_head=True)
-    model.world.film = True
-    return model
+    """"wide": `cpu_frame_model` before its CPU sizes and chunking, every width 300 (the paper's): the chosen
+    CPU model sized for an accelerator."""
+    return _once_model(length_head=True)
 
 
 def cpu_frame_model() -> ml_collections.ConfigDict:
