@@ -188,6 +188,25 @@ def test_pack_steps_matches_python_and_packed_size_covers_targets():
             assert k == max(4, -(-int(blocks.max()) // 4) * 4)
 
 
+def test_power_of_two_packs_are_the_smallest_bucket_that_holds_the_targets():
+    rng = np.random.default_rng(5)
+    sizes = {"multiple": set(), "power_of_two": set()}
+    for _ in range(200):
+        mask = rng.random((16, 12)) < rng.random()
+        weight = (rng.random(16) < 0.9).astype(np.float32)
+        needed = int((mask & (weight[:, None] > 0)).sum())
+        buckets = [4 * 2 ** k for k in range(8)]  # the plain statement: 4, 8, 16, ..., capped at the 192 rows
+        expected = min(next(b for b in buckets if b >= max(needed, 1)), 192)
+        k = builder.packed_size(mask, weight, multiple=4, rounding="power_of_two")
+        assert k == expected and k >= needed
+        sizes["power_of_two"].add(k)
+        sizes["multiple"].add(builder.packed_size(mask, weight, multiple=4))
+    assert sizes["power_of_two"] <= {4, 8, 16, 32, 64, 128, 192}
+    assert len(sizes["power_of_two"]) < len(sizes["multiple"])
+    with pytest.raises(ValueError, match="pack rounding 'pow2'"):
+        builder.packed_size(mask, weight, multiple=4, rounding="pow2")
+
+
 def test_balanced_order_evens_out_the_device_blocks():
     from bapjax.training import sharding
 

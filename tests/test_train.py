@@ -346,6 +346,7 @@ def test_the_budget_line_names_stages_and_the_passes_after():
                                           ("train.select_by", "mc_val_location_f1"),
                                           ("train.select_by", "nosuch_val_overall_micro_f1"),
                                           ("train.ema_decay", 1.0), ("train.ema_decay", -0.1),
+                                          ("train.pack_rounding", "pow2"),
                                           ("eval.val_decode_sources", ("mc", "nosuch")),
                                           ("eval.stop_rule", "length"), ("eval.length_quantiles", (0.5, 0.0))])
 def test_out_of_range_config_is_refused_before_anything_is_written(tmp_path, field, value):

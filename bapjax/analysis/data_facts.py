@@ -82,13 +82,14 @@ def encodings_per_item(items, config, seed: int = 0) -> dict:
     feature_config = input_pipeline.FeatureConfig.from_config(config)
     features = input_pipeline.featurize_items(items, vocab, feature_config)
     batch_size, multiple = int(config.train.batch_size), int(config.train.pack_multiple)
+    rounding = str(config.train.pack_rounding)
     iterator = input_pipeline.DataIterator(features, None, feature_config, batch_size, seed=seed, num_epochs=1)
     rows = targets = seen = 0
     for batch in iterator:
-        rows += builder.packed_size(batch["action_mask"], batch["weight"], multiple)
+        rows += builder.packed_size(batch["action_mask"], batch["weight"], multiple, rounding=rounding)
         targets += int(builder.targets_per_row(batch["action_mask"], batch["weight"]).sum())
         seen += int((batch["weight"] > 0).sum())
-    return {"batch_size": batch_size, "pack_multiple": multiple, "items": seen,
+    return {"batch_size": batch_size, "pack_multiple": multiple, "pack_rounding": rounding, "items": seen,
             "packed_rows_per_item": rows / seen, "targets_per_item": targets / seen,
             "truncated_items": int(features.truncated_actions)}
 

@@ -35,6 +35,7 @@ from bapjax.models.common import (  # noqa: F401
     ACTION_FEATURES,
     CHUNK_FIELDS,
     LENGTH_CLASSES,
+    PACK_ROUNDINGS,
     START,
     BuilderModel,
     action_features,

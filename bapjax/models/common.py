@@ -232,15 +232,26 @@ def targets_per_row(action_mask: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return (np.asarray(action_mask) & (np.asarray(weight)[:, None] > 0)).sum(axis=1)
 
 
-def packed_size(action_mask: np.ndarray, weight: np.ndarray, multiple: int = 32, shards: int = 1) -> int:
+PACK_ROUNDINGS = ("multiple", "power_of_two")
+
+
+def packed_size(action_mask: np.ndarray, weight: np.ndarray, multiple: int = 32, shards: int = 1,
+                rounding: str = "multiple") -> int:
     """Host-side: the pack size per shard for a batch split into `shards` equal row blocks (one
-    per device): the largest block's target count rounded up to a multiple of `multiple`, so a
-    batch of B rows x T steps compiles at most B*T/(shards*multiple) shapes."""
+    per device): the largest block's target count rounded up to a multiple of `multiple`
+    (`rounding` "multiple": a batch of B rows x T steps compiles at most B*T/(shards*multiple)
+    shapes) or to `multiple` x a power of two ("power_of_two": at most log2 of that plus one
+    shapes, each pack less than twice its targets), never above the block's rows rounded up to
+    `multiple`."""
+    if rounding not in PACK_ROUNDINGS:
+        raise ValueError(f"pack rounding {rounding!r}: expected one of {', '.join(PACK_ROUNDINGS)}")
     counts = targets_per_row(action_mask, weight)
     needed = int(counts.reshape(shards, -1).sum(axis=1).max()) if counts.size else 0
     rows_per_shard = np.asarray(action_mask).size // max(shards, 1)
-    size = max(multiple, -(-needed // multiple) * multiple)
-    return min(size, max(multiple, -(-rows_per_shard // multiple) * multiple))
+    units = max(1, -(-needed // multiple))
+    if rounding == "power_of_two":
+        units = 1 << (units - 1).bit_length()
+    return min(units * multiple, max(multiple, -(-rows_per_shard // multiple) * multiple))
 
 
 def length_targets(action_mask: jax.Array, actions: jax.Array) -> jax.Array:

@@ -172,11 +172,14 @@ class Trainer:
 
     Each host balances its rows over its devices (by target count, so the per-device packs are
     even; the loss is a sum, so row order does not change it) and picks the per-device pack size:
-    a multiple of `pack_multiple / devices` (and of the model's `packed_chunk`), agreed over hosts.
+    a multiple of `pack_multiple / devices` (and of the model's `packed_chunk`), or that times a power
+    of two with `pack_rounding` "power_of_two" (fewer compiled shapes, more padding), agreed over hosts.
     """
 
-    def __init__(self, model, optimizer, mesh, pack_multiple: int = 32, ema_decay: float = 0.0):
+    def __init__(self, model, optimizer, mesh, pack_multiple: int = 32, ema_decay: float = 0.0,
+                 pack_rounding: str = "multiple"):
         self.model, self.optimizer, self.mesh = model, optimizer, mesh
+        self.pack_rounding = pack_rounding
         chunk = max(1, int(getattr(model, "packed_chunk", 0) or 1))
         per_device = max(1, int(pack_multiple) // mesh.size)
         self.pack_multiple = -(-per_device // chunk) * chunk
@@ -193,7 +196,7 @@ class Trainer:
         order = sharding.balanced_order(counts, self.local_devices)
         local_batch = {k: np.asarray(v)[order] for k, v in local_batch.items()}
         size = builder.packed_size(local_batch["action_mask"], local_batch["weight"], self.pack_multiple,
-                                   shards=self.local_devices)
+                                   shards=self.local_devices, rounding=self.pack_rounding)
         return local_batch, sharding.global_max(size)
 
     def compile_train(self, state, local_batch):
@@ -353,7 +356,8 @@ class TrainingRun:
 
         self.model = builder.build_model(config.model, self.vocab.size)
         optimizer = make_optimizer(tc, self.steps_total)
-        self.trainer = Trainer(self.model, optimizer, self.mesh, int(tc.pack_multiple), float(tc.ema_decay))
+        self.trainer = Trainer(self.model, optimizer, self.mesh, int(tc.pack_multiple), float(tc.ema_decay),
+                               str(tc.pack_rounding))
         state = create_state(self.model, optimizer, jax.random.PRNGKey(init_seed(config)),
                              embedding_matrix, float(tc.ema_decay))
         self.state = sharding.replicate(state, self.mesh)
