@@ -167,6 +167,14 @@ def eval_step(model, mesh, params, batch, num_packed: int):
     return sharding.per_device(functools.partial(device_loss_sums, model, num_packed), mesh)(params, batch)
 
 
+def pack_unit(model, pack_multiple: int, devices: int) -> int:
+    """The per-device pack sizes' unit: `pack_multiple / devices`, rounded up to a multiple of the
+    model's `packed_chunk`."""
+    chunk = max(1, int(getattr(model, "packed_chunk", 0) or 1))
+    per_device = max(1, int(pack_multiple) // devices)
+    return -(-per_device // chunk) * chunk
+
+
 class Trainer:
     """Holds the compiled steps for one model, optimizer and mesh.
 
@@ -180,9 +188,7 @@ class Trainer:
                  pack_rounding: str = "multiple"):
         self.model, self.optimizer, self.mesh = model, optimizer, mesh
         self.pack_rounding = pack_rounding
-        chunk = max(1, int(getattr(model, "packed_chunk", 0) or 1))
-        per_device = max(1, int(pack_multiple) // mesh.size)
-        self.pack_multiple = -(-per_device // chunk) * chunk
+        self.pack_multiple = pack_unit(model, pack_multiple, mesh.size)
         self.local_devices = sharding.local_device_count(mesh)
         repl, data = sharding.replicated(mesh), sharding.batch_sharding(mesh)
         self._train = jax.jit(functools.partial(train_step, model, optimizer, mesh, float(ema_decay)), static_argnums=(2,),
