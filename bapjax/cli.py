@@ -361,9 +361,15 @@ class Progress:
 
 
 def define_compilation_cache_flag() -> None:
-    """``--[no]compilation_cache`` (default on): the commands that compile call `enable_compilation_cache` with it."""
+    """``--[no]compilation_cache`` (default on): the commands that compile read it with `apply_compilation_cache_flag`."""
     flag("bool", "compilation_cache", True, "Reuse compiled programs across runs and a run's restarts "
          "(on disk under $BAPJAX_CACHE/jax).")
+
+
+def apply_compilation_cache_flag() -> None:
+    """`enable_compilation_cache` unless ``--nocompilation_cache`` (`define_compilation_cache_flag`)."""
+    if FLAGS.compilation_cache:
+        enable_compilation_cache()
 
 
 def enable_compilation_cache() -> str:

@@ -92,8 +92,7 @@ def run(argv_flags=FLAGS) -> dict:
 
 def main(argv: Sequence[str]) -> int:
     logging.set_verbosity(logging.WARNING)
-    if FLAGS.compilation_cache:
-        cli.enable_compilation_cache()
+    cli.apply_compilation_cache_flag()
     if len(argv) > 1:
         raise EvaluationError(f"unexpected arguments: {' '.join(argv[1:])}")
     run()

@@ -54,8 +54,7 @@ def main(argv) -> int:
     if FLAGS.print_config:
         print(run_checks.with_defaults(config).to_json_best_effort(indent=1))
         return 0
-    if FLAGS.compilation_cache:
-        cli.enable_compilation_cache()
+    cli.apply_compilation_cache_flag()
     workdir = workdir_path(FLAGS.workdir or config.workdir)
     if not FLAGS.redo_final_eval and run_checks.finished_run(config, workdir) is not None:
         if jax.process_index() == 0:

@@ -47,8 +47,7 @@ def noise_of_run(run_dir: str, items: list, sets: int, samples: int | None, repl
     for predictions in draw_sets(decoder, items, sets):
         report, scores, _ = evaluator.evaluate_items(items, predictions)
         counts.append({"tp": scores.fair_tp, "n_pred": scores.n_pred, "n_ref": scores.n_ref})
-        headline = evaluator.headline(report)
-        per_set.append({key: headline[key] for key in ("micro_overall", "strict")})
+        per_set.append(evaluator.headline_f1(report))
     draws = bootstrap.draw(len(items), {}, replicates, seed)
     settings = decoder.settings
     return {"stop_rule": [settings.stop_rule, settings.stop_threshold], "samples": samples,

@@ -192,8 +192,7 @@ def main(argv: Sequence[str]) -> int:
     if len(argv) != 2 or argv[1] not in COMMANDS:
         extra = f" (got {' '.join(argv[1:])})" if len(argv) > 1 else ""
         raise UserError(f"give one command: {', '.join(COMMANDS)}{extra}; {USAGE}")
-    if FLAGS.compilation_cache:
-        cli.enable_compilation_cache()
+    cli.apply_compilation_cache_flag()
     {"export": export, "score": score, "finetune-set": finetune_set}[argv[1]]()
     return 0
 
