@@ -11,11 +11,12 @@ Command: python -m bapjax.train --config=configs/cpu_ensemble.py:<seed>[,full]  
   runs/ens/agg-full-m<seed>), for each member's seed, then
   python -m bapjax.ensemble --runs runs/ens/agg-full-m<s0>,runs/ens/agg-full-m<s1> --samples 32 --temperature 0.8
   --out runs/ens/<name>   (four half members: --samples 8 --temperature 0.5)
-Runtime: full 13.2-15.5 min per member (seeds 0-2, 4-8), 4.6-5.3 min for two members' ensemble decoding: 33.0-35.7
+Runtime: full 12.9-15.9 min per member (seeds 0-2, 4-16), 4.3-5.3 min for two members' ensemble decoding: 31.3-35.7
 min in all per pair; half 8.6-8.9 min per member, 3.4 min for four members' ensemble decoding: 38.4 min in all
 (docs/results.md, "Ensembles"; results/cpu_experiment_runs.md).
-Result: MDC test micro Overall, pairs of full members at T 0.8 (seeds 0+4, 1+2, 5+6, 7+8): 33.1 [31.4, 34.9]
-(33.6, 32.4, 32.7, 33.5), strict 28.9 (docs/results.md, "Ensembles"); at T 0.5: 32.8, and 33.3 for members 7 and 8
+Result: MDC test micro Overall, pairs of full members at T 0.8 (seeds 0+4, 1+2, 5+6, 7+8, 9+10, 11+12, 13+14,
+15+16): 32.9 [31.3, 34.6] (33.6, 32.4, 32.7, 33.5, 32.2, 32.9, 33.7, 32.1), strict 28.7 (docs/results.md, "The best
+CPU builder within 40 minutes"; results/cpu_best_pair.md); the first four pairs at T 0.5: 32.8, and 33.3 for members 7 and 8
 (the test predictions of cpu_experiment.py:agg,7 and agg,8 decoded together, byte for byte); four half members,
 seeds 10-13: 30.5 (members alone 22.8-25.3).
 
