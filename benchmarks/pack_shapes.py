@@ -62,10 +62,7 @@ def main(argv=None):
     train_iter = input_pipeline.DataIterator(train_items, vocab, feature_config, int(tc.batch_size),
                                              seed=int(config.seed), shuffle=True, schedule=schedule,
                                              drop_remainder=True, cache_dir=cache)
-    num_passes = (len(schedule) - 1 if schedule else 0) + int(tc.num_epochs)
-    steps = loop.total_steps(train_iter, num_passes)
-    if int(tc.max_steps):
-        steps = min(steps, int(tc.max_steps))
+    _, steps = loop.training_budget(train_iter, schedule, tc)
     unit = loop.pack_unit(builder.build_model(config.model, vocab.size), int(tc.pack_multiple), 1)
     result = {"config": args.config, "batch_size": int(tc.batch_size), "steps": steps,
               "eval_batch_size": int(ec.batch_size), "pack_unit": unit}
@@ -73,9 +70,7 @@ def main(argv=None):
     train_batches = (batch for _, batch in zip(range(steps), train_iter))
     targets = {"train": walk(train_batches, unit, counts["train"])}
     val_features = input_pipeline.featurize_items_cached(val_items, vocab, feature_config, cache)
-    val_iter = input_pipeline.DataIterator(val_features, None, feature_config, int(ec.batch_size), seed=0,
-                                           shuffle=False, drop_remainder=False, num_epochs=1)
-    targets["val"] = walk(val_iter, unit, counts["val"])
+    targets["val"] = walk(loop.eval_batches(val_features, feature_config, int(ec.batch_size)), unit, counts["val"])
     for split in ("train", "val"):
         result[split] = {r: summary(counts[split][r], targets[split]) for r in builder.PACK_ROUNDINGS}
     result["seconds"] = round(time.perf_counter() - start, 1)

@@ -239,6 +239,25 @@ def total_steps(iterator: input_pipeline.DataIterator, num_passes: int) -> int:
     return sum(iterator.batches_in_pass(p) for p in range(num_passes))
 
 
+def eval_batches(features, feature_config, batch_size: int) -> input_pipeline.DataIterator:
+    """One pass over featurized val items in order, this process's share, the last batch padded: what
+    an eval's val loss reads."""
+    return input_pipeline.DataIterator(features, None, feature_config, batch_size, seed=0, shuffle=False,
+                                       process_index=jax.process_index(), process_count=jax.process_count(),
+                                       drop_remainder=False, num_epochs=1)
+
+
+def training_budget(iterator: input_pipeline.DataIterator, schedule, train_config) -> tuple[int, int]:
+    """(passes, steps) of a run: the curriculum `schedule`'s stages before its last (none without
+    one), then `train.num_epochs` passes over all the data; the steps are those passes' batches,
+    at most `train.max_steps` (0: no cap)."""
+    num_passes = (len(schedule) - 1 if schedule else 0) + int(train_config.num_epochs)
+    steps = total_steps(iterator, num_passes)
+    if int(train_config.max_steps):
+        steps = min(steps, int(train_config.max_steps))
+    return num_passes, steps
+
+
 def describe_budget(iterator: input_pipeline.DataIterator, steps: int, num_stages: int) -> str:
     """What `steps` cover: the `num_stages` curriculum stages, then passes over all the data
     (fractions where the step budget ends one)."""
@@ -350,10 +369,7 @@ class TrainingRun:
             drop_remainder=True, cache_dir=feature_cache)
         self.val_features = (input_pipeline.featurize_items_cached(self.val_items, self.vocab, self.feature_config,
                                                                    feature_cache) if self.val_items else None)
-        num_passes = (len(schedule) - 1 if schedule else 0) + int(tc.num_epochs)
-        self.steps_total = total_steps(self.train_iter, num_passes)
-        if int(tc.max_steps):
-            self.steps_total = min(self.steps_total, int(tc.max_steps))
+        num_passes, self.steps_total = training_budget(self.train_iter, schedule, tc)
         self.eval_every = int(tc.eval_every_steps) or self.train_iter.batches_in_pass(num_passes - 1)
         self.checkpoint_every = int(tc.checkpoint_every_steps) or self.eval_every
         log("training %d steps (%s), batch %d over %d devices, eval every %d steps", self.steps_total,
@@ -433,10 +449,7 @@ class TrainingRun:
             log("early stopping at step %d (no %s improvement in %d evals)", step, tc.select_by, int(tc.patience))
 
     def val_iterator(self):
-        ec = self.config.eval
-        return input_pipeline.DataIterator(self.val_features, None, self.feature_config, int(ec.batch_size), seed=0,
-                                           shuffle=False, process_index=jax.process_index(),
-                                           process_count=jax.process_count(), drop_remainder=False, num_epochs=1)
+        return eval_batches(self.val_features, self.feature_config, int(self.config.eval.batch_size))
 
     def train(self) -> None:
         """Steps until the item budget, early stopping or the time budget; raises
