@@ -55,6 +55,40 @@ def test_draws_are_feasible_reproducible_and_independent_of_the_slots():
             _check_feasible(grid, row)
 
 
+@pytest.mark.parametrize("fields,stop_rule", [({}, "argmax"),
+                                               ({"world_encoding": "once", "world_film": True, "length_head": True},
+                                                "length")])
+def test_draws_decoded_together_equal_each_draw_decoded_alone(fields, stop_rule):
+    """Keys [N, K, 2]: K draws per row in one pool reading the row's one encoding give, draw by
+    draw, the sequences of keys [N, 2] alone, whatever the slots; the padding rows (weight 0, last)
+    are left undecoded; forced lengths hold for every draw."""
+    rng = np.random.default_rng(4)
+    model = flat_model(**TINY, **fields)
+    params = _biased_params(model, 4, 0)
+    params["stop_out"]["bias"] = params["stop_out"]["bias"] + 6.0  # a mix of lengths
+    batch = _batch((_grids(rng) * 2)[:6], rng)
+    batch["weight"] = np.array([1, 1, 1, 1, 1, 0], np.float32)
+    keys = np.stack([_keys(batch, k) for k in (0, 3, 9)], axis=1)
+    settings = decode.DecodeSettings(6, 1, 8, stop_rule, temperature=1.0)
+    alone = np.stack([np.asarray(settings.decode_fn(model)(params, batch, sample_keys=keys[:, k])) for k in range(3)],
+                     axis=1)
+    assert len({alone[:5, k].tobytes() for k in range(3)}) == 3  # the draws differ
+    for slots in (8, 5, 2):
+        together = np.asarray(settings.replace(slots=slots).decode_fn(model)(params, batch, sample_keys=keys))
+        assert together.shape == (6, 3, 6)
+        np.testing.assert_array_equal(together[:5], alone[:5])
+        assert (together[5] == G.STOP).all()
+    lengths = np.array([1, 3, 0, 2, 4, 0], np.int32)
+    forced = np.asarray(settings.decode_fn(model)(params, batch, lengths=lengths, sample_keys=keys))
+    for k in range(3):
+        np.testing.assert_array_equal(
+            forced[:5, k], np.asarray(settings.decode_fn(model)(params, batch, lengths=lengths,
+                                                                sample_keys=keys[:, k]))[:5])
+    model_params = (model, params)
+    with pytest.raises(ValueError, match="several draws"):
+        decode.decode_pool(*model_params, batch, settings, sample_keys=keys, return_logits=True)
+
+
 def test_a_near_zero_temperature_draws_the_greedy_argmax_sequence():
     model, params, batch = _model_params_batch(seed=1)
     greedy = np.asarray(decode.DecodeSettings(6, 1, 8).decode_fn(model)(params, batch))
@@ -249,6 +283,12 @@ def test_draws_on_four_devices_equal_one_device():
         keys = rows.pop("keys")
         four = np.asarray(settings.decode_fn(model, mesh)(sharding.replicate(params, mesh), rows, sample_keys=keys))
         np.testing.assert_array_equal(one, four)
+        keys3 = np.stack([_keys(batch, k) for k in (7, 8)], axis=1)  # two draws per row, decoded together
+        one3 = np.asarray(settings.decode_fn(model)(params, batch, sample_keys=keys3))
+        four3 = settings.decode_fn(model, mesh)(sharding.replicate(params, mesh), rows,
+                                                 sample_keys=sharding.host_batch_to_global({"k": keys3}, mesh)["k"])
+        np.testing.assert_array_equal(one3, np.asarray(four3))
+        np.testing.assert_array_equal(one3[:, 0], one)
         print("OK")
     ''')
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")

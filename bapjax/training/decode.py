@@ -118,9 +118,10 @@ class DecodeSettings:
 
     def decode_fn(self, model: BuilderModel, mesh=None):
         """A jitted `(params, batch, lengths=None, sample_keys=None) -> ids [N, max_actions]`:
-        `decode_pool` with these settings (greedy; forced `lengths`; drawn with `sample_keys` at
-        `temperature`). With a `mesh`, the rows (of the batch, lengths and keys) are split over its
-        'data' axis and each device decodes its rows with `slots / devices` slots."""
+        `decode_pool` with these settings (greedy; forced `lengths`; drawn with `sample_keys` [N, 2]
+        at `temperature`, or K draws per row with `sample_keys` [N, K, 2]: ids [N, K, max_actions]).
+        With a `mesh`, the rows (of the batch, lengths and keys) are split over its 'data' axis and
+        each device decodes its rows with `slots / devices` slots."""
         check_stop_rule(self.stop_rule, self.stop_threshold, model)
         devices = 1 if mesh is None else mesh.size
         per_device = self.replace(slots=max(1, self.slots // devices))
@@ -205,6 +206,9 @@ def decode_pool(model: BuilderModel, params, batch: dict, settings: DecodeSettin
       is drawn too; the STOP masks of `min_actions` and forced lengths hold); row i's draw at step t
       uses `fold_in(sample_keys[i], t)`, so it depends on neither the slots nor the devices
       (`sample_actions`; `sample_keys(sample, item_ids)` builds the keys of draw number `sample`).
+      `sample_keys` [N, K, 2] draws K sequences per row in one pool, each row's text and start
+      world encoded once for all K (ids [N, K, max_actions]); draw k of row i is the sequence
+      `sample_keys[i, k]` alone would give.
     - teacher forced: `teacher_actions` [N, >= max_actions] ids are followed instead of the
       model's choice (e.g. to score a gold sequence); with `return_logits` also return the
       per-step logits [N, max_actions, 7624] (before masking).
@@ -213,7 +217,16 @@ def decode_pool(model: BuilderModel, params, batch: dict, settings: DecodeSettin
     masked row), as forced lengths always have.
     """
     check_stop_rule(settings.stop_rule, settings.stop_threshold, model)
-    pool = _Pool(model, params, batch, settings)
+    draws = 1
+    if sample_keys is not None:
+        sample_keys = jnp.asarray(sample_keys)
+        if sample_keys.ndim == 3:  # K draws per row: rows i * K + k of the pool
+            draws = sample_keys.shape[1]
+            sample_keys = sample_keys.reshape(-1, 2)
+    if draws > 1 and (teacher_actions is not None or return_logits):
+        raise ValueError("decode_pool: several draws per row (sample_keys [N, K, 2]) take no teacher_actions "
+                         "and return no logits")
+    pool = _Pool(model, params, batch, settings, draws)
     lengths = pool.stop_lengths(lengths)
     carry = pool.first_carry(return_logits)
 
@@ -228,21 +241,26 @@ def decode_pool(model: BuilderModel, params, batch: dict, settings: DecodeSettin
     final = jax.lax.while_loop(lambda c: jnp.any(c["item"] >= 0), body, carry)
     if return_logits:
         return final["out"][:pool.n], final["logits"][:pool.n]
-    return final["out"][:pool.n]
+    out = final["out"][:pool.n]
+    return out if draws == 1 else out.reshape(pool.n // draws, draws, -1)
 
 
 class _Pool:
-    """One `decode_pool` call: its N rows encoded once before the loop, and the parts of a step
-    (the slots' logits, the choice of their actions, their advance and refill)."""
+    """One `decode_pool` call: its rows' inputs encoded once before the loop, and the parts of a
+    step (the slots' logits, the choice of their actions, their advance and refill). With `draws`
+    K > 1 the pool decodes K rows per batch row (row i * K + k: draw k of batch row i), all K
+    reading that batch row's one encoding (`source`)."""
 
-    def __init__(self, model: BuilderModel, params, batch: dict, settings: DecodeSettings):
+    def __init__(self, model: BuilderModel, params, batch: dict, settings: DecodeSettings, draws: int = 1):
         self.model, self.variables, self.settings = model, {"params": params}, settings
         self.M = type(model)  # the architecture's methods (bapjax.models.builder.MODELS)
         batch = {k: jnp.asarray(v) for k, v in batch.items()}
+        self.draws = draws
         self.text_mask = batch["text_mask"]
-        self.n = batch[model.text_key].shape[0]
+        self.n = batch[model.text_key].shape[0] * draws  # the pool's rows
         self.slots = max(1, min(int(settings.slots), self.n))
-        self.num_items = (batch["weight"] > 0).sum().astype(jnp.int32) if "weight" in batch else jnp.int32(self.n)
+        self.num_items = ((batch["weight"] > 0).sum().astype(jnp.int32) if "weight" in batch
+                          else jnp.int32(self.n // draws)) * draws  # rows to decode: the first ones
         self.token_states, self.summary = self.apply(batch[model.text_key], self.text_mask, method=self.M.encode_text)
         self.starts = world_input.start_world(batch)
         self.encoded = None
@@ -252,21 +270,26 @@ class _Pool:
     def apply(self, *args, method):
         return self.model.apply(self.variables, *args, method=method)
 
+    def source(self, row: jax.Array) -> jax.Array:
+        """The batch rows [S] whose encoding the pool rows `row` [S] read."""
+        return row if self.draws == 1 else row // self.draws
+
     def stop_lengths(self, lengths: jax.Array | None) -> jax.Array | None:
-        """The rows' forced lengths [N] (0: none), with the STOP rule "length"'s quantile of the
-        length head (computed once per row) for every row without one; None: no row has one."""
+        """The pool rows' forced lengths (0: none) from the batch rows' `lengths` [N], with the
+        STOP rule "length"'s quantile of the length head (computed once per batch row) for every
+        row without one; None: no row has one."""
         s = self.settings
         if lengths is not None:
             lengths = jnp.asarray(lengths)
-        if s.stop_rule != "length":
-            return lengths
-        length_logits = self.apply(self.summary, self.starts, self.encoded, method=self.M.length_logits)
-        predicted = jnp.minimum(length_quantile(length_logits, s.stop_threshold), s.max_actions)
-        return predicted if lengths is None else jnp.where(lengths > 0, lengths, predicted)
+        if s.stop_rule == "length":
+            length_logits = self.apply(self.summary, self.starts, self.encoded, method=self.M.length_logits)
+            predicted = jnp.minimum(length_quantile(length_logits, s.stop_threshold), s.max_actions)
+            lengths = predicted if lengths is None else jnp.where(lengths > 0, lengths, predicted)
+        return lengths if lengths is None or self.draws == 1 else jnp.repeat(lengths, self.draws)
 
     def fresh(self, item):
-        """Decoder state and world of the items `item` [S] (index -1: a slot with nothing left)."""
-        idx = jnp.maximum(item, 0)
+        """Decoder state and world of the pool rows `item` [S] (index -1: a slot with nothing left)."""
+        idx = self.source(jnp.maximum(item, 0))
         dec = self.apply(self.summary[idx], self.token_states[idx], self.text_mask[idx], self.settings.max_actions,
                          method=self.M.init_decoder)
         return dec, jax.tree_util.tree_map(lambda x: x[idx], self.starts)
@@ -289,7 +312,7 @@ class _Pool:
 
     def step_logits(self, c: dict):
         """The slots' decoder step and their action logits [S, 7624] on their current worlds."""
-        idx = self.row_item(c)
+        idx = self.source(self.row_item(c))
         dec, dec_out = self.apply(c["dec"], c["t"], c["prev"], self.token_states[idx], self.text_mask[idx],
                                   method=self.M.decoder_step)
         if self.encoded is not None:
@@ -396,7 +419,8 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
     """One decoding pass of BapItems, {item_id: [Action]}: greedy with `settings`' STOP rule; with
     `lengths` {item_id: k}, exactly k actions for those items (`decode_pool`'s forced lengths);
     with `sample` (a draw number), each item's draw at `settings.temperature` (`sample_keys`).
-    `settings.samples` plays no part here (`predict` chooses among draws).
+    `settings.samples` plays no part here (`predict` chooses among draws; `predict_draws` decodes
+    several draws in one pass over the items).
 
     `settings.slots` items decode at once (the pool's slots); each compiled call takes up to
     `items_per_call` items (default 16 x slots); the last call is padded only up to a multiple of
@@ -405,14 +429,47 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
     With `feature_config.builder_frame` the items are decoded in their Builder's frame and the
     predictions turned back: they are always in the items' (world) coordinates.
     """
+    draws = None if sample is None else [sample]
+    passes = _decode(model, params, items, vocab, feature_config, settings, lengths=lengths, draws=draws,
+                     decode_fn=decode_fn, mesh=mesh, features=features, items_per_call=items_per_call,
+                     progress=progress)
+    return passes[0]
+
+
+def predict_draws(model: BuilderModel, params, items: list, vocab, feature_config, settings: DecodeSettings,
+                  draws: Sequence[int], *, decode_fn=None, mesh=None, features=None, items_per_call: int = 0,
+                  progress: bool = False) -> list[dict[str, list[G.Action]]]:
+    """The passes of draw numbers `draws`, [{item_id: [Action]}] in that order: each what
+    `predict_items(..., sample=k)` gives, decoded together, each item's text and start world
+    encoded once for all its draws (`decode_pool` with keys [N, K, 2]). `items_per_call` (default
+    16 x slots / K, at least one slot's worth) bounds the items of one compiled call, so a call
+    decodes about as many sequences as a single pass's."""
+    draws = [int(k) for k in draws]
+    if not draws:
+        return []
+    per_call = items_per_call or max(settings.slots, 16 * settings.slots // len(draws))
+    return _decode(model, params, items, vocab, feature_config, settings, lengths=None, draws=draws,
+                   decode_fn=decode_fn, mesh=mesh, features=features, items_per_call=per_call, progress=progress)
+
+
+def _decode(model: BuilderModel, params, items: list, vocab, feature_config, settings: DecodeSettings, *,
+            lengths: dict[str, int] | None, draws: list[int] | None, decode_fn, mesh, features, items_per_call: int,
+            progress: bool) -> list[dict[str, list[G.Action]]]:
+    """`predict_items` (`draws` None: greedy or forced lengths, one pass; one draw number: that
+    draw, keys [N, 2]) and `predict_draws` (several: keys [N, K, 2]): one pass per draw."""
     devices = 1 if mesh is None else mesh.size
     decode_fn = decode_fn or settings.decode_fn(model, mesh)
-    keys = None if sample is None else sample_keys(sample, [item.item_id for item in items])
+    keys = None
+    if draws is not None:
+        ids = [item.item_id for item in items]
+        keys = np.stack([sample_keys(k, ids) for k in draws], axis=1)  # [items, K, 2]
+        if len(draws) == 1:
+            keys = keys[:, 0]
     if features is None:
         features = input_pipeline.featurize_items(items, vocab, feature_config)
     unit = settings.slots * devices  # call sizes are multiples of this (equal rows per device)
     full_call = -(-(items_per_call or 16 * settings.slots) // unit) * unit
-    predictions: dict[str, list[G.Action]] = {}
+    passes: list[dict[str, list[G.Action]]] = [{} for _ in range(len(draws) if draws else 1)]
     rule = cli.Progress(len(items))
     for lo in range(0, len(items), full_call):
         rows = np.arange(lo, min(lo + full_call, len(items)))
@@ -427,17 +484,20 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
             call["lengths"] = np.zeros(call_size, np.int32)
             call["lengths"][positions] = [int(lengths.get(items[row].item_id, 0)) for row in rows]
         if keys is not None:
-            call["sample_keys"] = np.zeros((call_size, 2), np.uint32)
+            call["sample_keys"] = np.zeros((call_size,) + keys.shape[1:], np.uint32)
             call["sample_keys"][positions] = keys[rows]
         if mesh is not None:
             batch, call = sharding.host_batch_to_global(batch, mesh), sharding.host_batch_to_global(call, mesh)
         ids = np.asarray(decode_fn(params, batch, **call))
+        if ids.ndim == 2:
+            ids = ids[:, None]
         for row, position in zip(rows, positions):
-            predictions[items[row].item_id] = _world_actions(items[row], ids[position], expanded["grid"][position],
-                                                             feature_config.builder_frame)
+            for one, sequence in zip(passes, ids[position]):
+                one[items[row].item_id] = _world_actions(items[row], sequence, expanded["grid"][position],
+                                                         feature_config.builder_frame)
         if progress:
             print(f"decode {rule.line(int(rows[-1]) + 1)}", flush=True)
-    return predictions
+    return passes
 
 
 def _world_actions(item, ids: np.ndarray, grid: np.ndarray, builder_frame: bool) -> list[G.Action]:
@@ -458,14 +518,14 @@ def candidates(model: BuilderModel, params, items: list, vocab, feature_config, 
     decode_fn = decode_fn or settings.decode_fn(model, mesh)
     if features is None:
         features = input_pipeline.featurize_items(items, vocab, feature_config)
-    passes = []
-    for sample in [None] + list(range(first_draw, first_draw + settings.samples)):
-        passes.append(predict_items(model, params, items, vocab, feature_config, settings, sample=sample,
-                                    decode_fn=decode_fn, mesh=mesh, features=features,
-                                    progress=progress and sample is None))
-        if progress and sample is not None:
-            print(f"decode: draw {sample - first_draw + 1}/{settings.samples} of {len(items)} items", flush=True)
-    return passes
+    greedy = predict_items(model, params, items, vocab, feature_config, settings, decode_fn=decode_fn, mesh=mesh,
+                           features=features, progress=progress)
+    if progress and settings.samples:
+        print(f"decode: {settings.samples} draws of {len(items)} items", flush=True)
+    draws = predict_draws(model, params, items, vocab, feature_config, settings,
+                          range(first_draw, first_draw + settings.samples), decode_fn=decode_fn, mesh=mesh,
+                          features=features, progress=progress)
+    return [greedy] + draws
 
 
 def predict(model: BuilderModel, params, items: list, vocab, feature_config, settings: DecodeSettings, *,
