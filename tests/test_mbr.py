@@ -96,21 +96,48 @@ def test_a_near_zero_temperature_draws_the_greedy_argmax_sequence():
     np.testing.assert_array_equal(np.asarray(cold(params, batch, sample_keys=_keys(batch, 5))), greedy)
 
 
-def test_draws_follow_the_softmax_of_the_feasible_logits():
+@pytest.mark.parametrize("sampler", decode.SAMPLERS)
+def test_draws_follow_the_softmax_of_the_feasible_logits(sampler):
     """`sample_actions` on one row, many keys: frequencies within a few standard errors of the
-    softmax over the feasible columns at the temperature; masked columns are never drawn."""
+    softmax over the feasible columns at the temperature; masked columns (inside and at the end)
+    are never drawn, whatever the uniform number."""
     import jax
 
-    logits = np.array([[1.0, 0.0, 2.0, -1.0, 3.0]], np.float32)
-    feasible = np.array([[True, True, True, False, False]])
+    logits = np.array([[1.0, 0.0, 2.0, -1.0, 3.0, 0.5]], np.float32)
+    feasible = np.array([[True, True, True, False, True, False]])
     draws = 4000
     keys = np.asarray(jax.vmap(lambda i: jax.random.fold_in(jax.random.PRNGKey(0), i))(np.arange(draws)))
-    got = np.asarray(jax.vmap(lambda k: decode.sample_actions(k[None], np.zeros(1, np.int32), logits, feasible, 2.0))(
-        keys))[:, 0]
-    want = np.exp(logits[0, :3] / 2.0) / np.exp(logits[0, :3] / 2.0).sum()
-    counts = np.bincount(got, minlength=5) / draws
-    assert counts[3] == counts[4] == 0
-    np.testing.assert_allclose(counts[:3], want, atol=4 * np.sqrt(0.25 / draws))
+    got = np.asarray(jax.vmap(lambda k: decode.sample_actions(k[None], np.zeros(1, np.int32), logits, feasible, 2.0,
+                                                              sampler))(keys))[:, 0]
+    weights = np.where(feasible[0], np.exp(logits[0] / 2.0), 0.0)
+    counts = np.bincount(got, minlength=6) / draws
+    assert counts[3] == counts[5] == 0
+    np.testing.assert_allclose(counts, weights / weights.sum(), atol=4 * np.sqrt(0.25 / draws))
+
+
+def test_the_inverse_cdf_sampler_agrees_with_a_plain_rule():
+    """"inverse_cdf" against plain NumPy: the first feasible column whose cumulative weight
+    exceeds u times the total, u the key's uniform number; no feasible column: action 0."""
+    import jax
+
+    rng = np.random.default_rng(5)
+    logits = rng.normal(size=(40, 50)).astype(np.float32) * 3
+    feasible = rng.random((40, 50)) < 0.2
+    feasible[7] = False
+    keys = np.asarray(jax.vmap(lambda i: jax.random.fold_in(jax.random.PRNGKey(3), i))(np.arange(40)))
+    steps = rng.integers(0, 5, 40).astype(np.int32)
+    got = np.asarray(decode.sample_actions(keys, steps, logits, feasible, 0.7, "inverse_cdf"))
+    for row in range(40):
+        key = jax.random.fold_in(keys[row], steps[row])
+        u = float(jax.random.uniform(key, (), np.float32))
+        if not feasible[row].any():
+            assert got[row] == 0
+            continue
+        scaled = np.where(feasible[row], logits[row].astype(np.float64) / 0.7, -np.inf)
+        cumulative = np.cumsum(np.exp(scaled - scaled.max()))
+        want = int(np.searchsorted(cumulative, u * cumulative[-1], side="right"))
+        assert feasible[row, got[row]]
+        assert abs(got[row] - want) <= 1 and (got[row] == want or np.isclose(cumulative[want - 1] / cumulative[-1], u))
 
 
 def _a(x, color=1, kind=G.PLACE):
@@ -221,13 +248,14 @@ def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch)
     assert not (tmp_path / "decode.json").exists()  # the caller writes it
     run_eval.write_decode_choice(tmp_path, chosen)
     assert json.loads((tmp_path / "decode.json").read_text()) == chosen
+    assert chosen["sampler"] == decode.SAMPLERS[0]  # recorded, so the run's draws stay the ones it chose with
     assert decoded == [("argmax", 0, 1.0), ("mass", 0, 1.0), ("mass", 3, 0.5), ("mass", 3, 1.0)]
     assert {k: chosen[k] for k in ("stop_rule", "samples", "temperature", "cost")} == {
         "stop_rule": "mass", "samples": 3, "temperature": 0.5, "cost": 0.2}
     assert len(chosen["candidates"]) == 6
     settings = run_eval.run_decode_settings(tmp_path, config)
-    assert (settings.stop_rule, settings.stop_threshold, settings.samples, settings.temperature, settings.cost) == (
-        "mass", 0.3, 3, 0.5, 0.2)
+    assert (settings.stop_rule, settings.stop_threshold, settings.samples, settings.temperature, settings.cost,
+            settings.sampler) == ("mass", 0.3, 3, 0.5, 0.2, decode.SAMPLERS[0])
     assert "best of greedy and 3 draws at temperature 0.5 (cost 0.2 per action)" in settings.describe()
     scores[("mass", 0.5, 0.2)] = scores[("mass", 1.0, 0.2)] = 0.22  # a tie with greedy: greedy
     chosen = evaluator.choose_decoding(None, [1, 2], config.eval, log_fn=lambda *a: None)
@@ -235,6 +263,8 @@ def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch)
     assert "samples" not in chosen and run_eval.run_decode_settings(tmp_path, config).samples == 0
     (tmp_path / "decode.json").write_text(json.dumps({"stop_rule": "mass", "stop_threshold": 0.2}))
     assert run_eval.run_decode_settings(tmp_path, config).samples == 0
+    # a decode.json from before the sampler was recorded: its draws were Gumbel-max ones
+    assert run_eval.run_decode_settings(tmp_path, config).sampler == decode.LEGACY_SAMPLER == "gumbel"
 
 
 @pytest.mark.parametrize("field, value", [("samples", -1), ("temperatures", (0.0,)), ("costs", (1.0,))])

@@ -73,10 +73,8 @@ def _row(items: Sequence[BapItem], predictions: Mapping[str, Sequence[Action]]) 
     if not items:
         return {"items": 0}
     report = evaluator.evaluate_predictions(items, {item.item_id: predictions[item.item_id] for item in items})
-    overall = report["micro"]["Overall"]
-    return {"items": len(items), "micro_overall": overall["overall"], "location": overall["location"],
-            "strict": report["strict_micro"], "predicted_net": report["counts"]["predicted_net_actions"],
-            "reference_net": report["counts"]["reference_net_actions"]}
+    return {"items": len(items), **evaluator.headline_f1(report), "location": report["micro"]["Overall"]["location"],
+            **evaluator.net_counts(report)}
 
 
 def breakdown(items: Sequence[BapItem], predictions: Mapping[str, Sequence[Action]]) -> dict:

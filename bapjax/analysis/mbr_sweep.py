@@ -37,9 +37,7 @@ def sweep_run(run_dir: str, items: list, samples: int, temperatures, costs, draw
 
     def score(predictions):
         report = evaluator.evaluate_predictions(items, predictions)
-        return {"micro_overall": report["micro"]["Overall"]["overall"], "strict": report["strict_micro"],
-                "predicted_net": report["counts"]["predicted_net_actions"],
-                "reference_net": report["counts"]["reference_net_actions"]}
+        return {**evaluator.headline_f1(report), **evaluator.net_counts(report)}
 
     result = {"stop_rule": [base.stop_rule, base.stop_threshold], "greedy": None, "sampled": []}
     for temperature in temperatures:

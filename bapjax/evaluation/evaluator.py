@@ -122,6 +122,12 @@ def headline_f1(report: Mapping) -> dict:
     return {key: numbers[key] for key in ("micro_overall", "strict")}
 
 
+def net_counts(report: Mapping) -> dict:
+    """A report's predicted and reference net actions, summed over its items."""
+    counts = report["counts"]
+    return {"predicted_net": counts["predicted_net_actions"], "reference_net": counts["reference_net_actions"]}
+
+
 def per_item_records(items: Sequence[BapItem], scores: metrics.ItemScores, details: dict):
     """One JSON-able record per item: F1s, set sizes, and the alignments chosen."""
     f1 = scores.per_item()

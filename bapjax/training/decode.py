@@ -48,6 +48,12 @@ from bapjax.world import rotation
 
 NEG_INF = -1e9
 STOP_RULES = ("argmax", "mass", "length")
+# How a draw picks each step's action from the softmax of the feasible logits (`sample_actions`):
+# "inverse_cdf" (one uniform number per row and step, against the cumulative probabilities) or
+# "gumbel" (the Gumbel-max trick: a uniform number per action, 7,624 per row and step, several times
+# slower on a CPU). Both draw from the same distribution, with other sequences for the same keys.
+SAMPLERS = ("inverse_cdf", "gumbel")
+LEGACY_SAMPLER = "gumbel"  # how the draws of a decode.json without a "sampler" field were made
 
 
 def check_stop_rule(stop_rule: str, stop_threshold: float = 0.5, model: BuilderModel | None = None) -> None:
@@ -87,6 +93,7 @@ class DecodeSettings:
     samples: int = 0
     temperature: float = 1.0
     cost: float = 0.1
+    sampler: str = SAMPLERS[0]
 
     def __post_init__(self):
         check_stop_rule(self.stop_rule, self.stop_threshold)
@@ -94,6 +101,8 @@ class DecodeSettings:
             raise ValueError(f"decoding needs max_actions >= 1, 0 <= min_actions <= max_actions and slots >= 1, "
                              f"got {self.max_actions}, {self.min_actions}, {self.slots}")
         check_sampling(self.samples, self.temperature, self.cost)
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"the sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
 
     @classmethod
     def from_eval_config(cls, eval_config) -> "DecodeSettings":
@@ -137,14 +146,16 @@ class DecodeSettings:
 
     def chosen(self, choice: dict | None) -> "DecodeSettings":
         """These settings with a run's choice on val (decode.json's `stop_rule`, `stop_threshold`
-        and, if it chose sampling, `samples`, `temperature` and `cost`; without them: greedy);
-        None: unchanged."""
+        and, if it chose sampling, `samples`, `temperature` and `cost`; without them: greedy; its
+        `sampler`, or `LEGACY_SAMPLER` for a file written before it was recorded, so a run's draws
+        stay the ones it chose with); None: unchanged."""
         if choice is None:
             return self
         return self.replace(stop_rule=choice["stop_rule"], stop_threshold=float(choice["stop_threshold"]),
                             samples=int(choice.get("samples", 0)),
                             temperature=float(choice.get("temperature", self.temperature)),
-                            cost=float(choice.get("cost", self.cost)))
+                            cost=float(choice.get("cost", self.cost)),
+                            sampler=str(choice.get("sampler", LEGACY_SAMPLER)))
 
 
 def describe_sampling(samples: int, temperature: float, cost: float) -> str:
@@ -178,12 +189,23 @@ def choose_actions(logits: jax.Array, feasible: jax.Array, stop_rule: str, stop_
 
 
 def sample_actions(keys: jax.Array, steps: jax.Array, logits: jax.Array, feasible: jax.Array,
-                   temperature: float = 1.0) -> jax.Array:
+                   temperature: float = 1.0, sampler: str = SAMPLERS[0]) -> jax.Array:
     """Actions [N] drawn from softmax(logits / temperature) over the feasible columns (STOP
-    included), row n with the key `fold_in(keys[n], steps[n])` (`keys` [N, 2] uint32)."""
+    included), row n with the key `fold_in(keys[n], steps[n])` (`keys` [N, 2] uint32), by
+    `sampler` (`SAMPLERS`). "inverse_cdf": the first column whose cumulative unnormalized
+    probability exceeds a uniform fraction of their sum (a column of probability 0 never is; a row
+    with no feasible column takes 0); "gumbel": `jax.random.categorical`."""
     keys = jax.vmap(jax.random.fold_in)(keys, steps)
     masked = jnp.where(feasible, logits.astype(jnp.float32) / jnp.float32(temperature), NEG_INF)
-    return jax.vmap(jax.random.categorical)(keys, masked).astype(jnp.int32)
+    if sampler == "gumbel":
+        return jax.vmap(jax.random.categorical)(keys, masked).astype(jnp.int32)
+    weights = jnp.where(feasible, jnp.exp(masked - masked.max(-1, keepdims=True)), 0.0)
+    cumulative = jnp.cumsum(weights, axis=-1)
+    total = cumulative[:, -1]
+    u = jax.vmap(lambda key: jax.random.uniform(key, (), jnp.float32))(keys) * total
+    index = (cumulative <= u[:, None]).sum(-1)
+    last = weights.shape[-1] - 1 - jnp.argmax(feasible[:, ::-1], axis=-1)  # u rounded up to the total
+    return jnp.where(total > 0, jnp.minimum(index, last), 0).astype(jnp.int32)
 
 
 def decode_pool(model: BuilderModel, params, batch: dict, settings: DecodeSettings, *,
@@ -335,7 +357,7 @@ class _Pool:
         if sample_keys is None:
             choice = choose_actions(logits, feasible, s.stop_rule, s.stop_threshold)
         else:
-            choice = sample_actions(jnp.asarray(sample_keys)[idx], c["t"], logits, feasible, s.temperature)
+            choice = sample_actions(jnp.asarray(sample_keys)[idx], c["t"], logits, feasible, s.temperature, s.sampler)
         if lengths is not None:
             choice = jnp.where((need > 0) & (c["t"] >= need), G.STOP, choice)
         return choice

@@ -37,8 +37,9 @@ def write_decode_choice(workdir, choice: dict) -> None:
 
 def run_decode_settings(run_dir, config) -> decode.DecodeSettings:
     """How a run decodes: config.eval's settings with the STOP rule (and the sampling, if any:
-    `samples`, `temperature`, `cost`) of <run_dir>/decode.json if the run has chosen them (its final
-    evaluation, `predict_with_run` and the benchmarks); a decode.json without sampling: greedy."""
+    `samples`, `temperature`, `cost`, and the `sampler` its draws use) of <run_dir>/decode.json if
+    the run has chosen them (its final evaluation, `predict_with_run` and the benchmarks); a
+    decode.json without sampling: greedy."""
     return decode.DecodeSettings.from_eval_config(config.eval).chosen(read_decode_choice(run_dir))
 
 
@@ -115,8 +116,8 @@ class Evaluator:
                 score(settings, decode.select(passes, settings))
         best = max(rows, key=lambda r: r["val_overall_micro_f1"])  # ties: the first
         fields = CHOICE_FIELDS + (SAMPLING_FIELDS if best["samples"] else ())
-        return {**{key: best[key] for key in fields}, "chosen_on": chosen_on, "val_items": len(val_items),
-                "candidates": rows}
+        return {**{key: best[key] for key in fields}, "sampler": base.sampler, "chosen_on": chosen_on,
+                "val_items": len(val_items), "candidates": rows}
 
 
 def _val_row(settings: decode.DecodeSettings, report: dict) -> dict:
