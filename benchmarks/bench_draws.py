@@ -1,20 +1,26 @@
-"""Sampled decoding: an item's draws decoded together against one pass per draw, in one process.
+"""Sampled decoding: an item's draws decoded together against one pass per draw, and the two samplers.
 
     python benchmarks/bench_draws.py --checkpoint runs/ens/agg-full-m7 [--corpus @mdc] [--split test]
-        [--samples 32] [--temperature 0.8] [--items 0] [--rounds 2] [--out results/bench_draws.json]
+        [--samples 32] [--temperature 0.8] [--items 0] [--rounds 1] [--out results/bench_draws.json]
 
 What a run's decoding with draws costs (`decode.candidates`: the greedy pass, then `--samples` draws
-at `--temperature`, as the run's chosen STOP rule decodes them; what `bapjax.ensemble` asks of each
-member): "together" decodes all draws of an item in one slot pool, its text and start world encoded
-once for all of them (`decode.predict_draws`); "apart" decodes one pass per draw
-(`decode.predict_items(sample=k)` for each k), each pass encoding every item again. Both take the
-same greedy pass. A warm-up of each (untimed) compiles the call shapes; then `--rounds` timed rounds
-alternate the two, so load on the machine hits both alike; the best round of each is reported, as
-items/s (split items times 1 + samples passes, per second) and their ratio. The two must decode
-the same sequences, draw by draw: the script checks it and fails otherwise.
+at `--temperature`, with the run's chosen STOP rule; what `bapjax.ensemble` asks of each member),
+three ways, in one process:
 
-The last line is JSON: {"checkpoint", "split", "items", "samples", "temperature", "together_s",
-"apart_s", "together_item_passes_per_s", "apart_item_passes_per_s", "ratio", "identical"}; with
+* "apart_gumbel": one pass per draw (`decode.predict_items(sample=k)` for each k), each pass
+  encoding every item again, Gumbel-max draws: how decoding ran before draws were decoded together;
+* "together_gumbel": all draws of an item in one slot pool, its text and start world encoded once
+  (`decode.predict_draws`), the same Gumbel-max draws: it must decode the same sequences as
+  "apart_gumbel", draw by draw (checked; the script fails otherwise);
+* "together": decoded together with today's sampler (`decode.SAMPLERS[0]`, "inverse_cdf").
+
+Each is run once untimed (compiling its call shapes), then `--rounds` timed rounds alternate them, so
+load on the machine hits all alike; the best round of each is reported as item-passes per second
+(split items times 1 + samples, per second) with the ratios: "sharing" (apart_gumbel /
+together_gumbel), "sampler" (together_gumbel / together) and "total" (apart_gumbel / together).
+
+The last line is JSON: {"checkpoint", "split", "items", "samples", "temperature", "seconds": {way: s},
+"item_passes_per_s": {way: rate}, "ratio": {"sharing", "sampler", "total"}, "identical": true}; with
 `--out` it is also written there with the command.
 """
 
@@ -35,11 +41,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--samples", type=int, default=32)
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--items", type=int, default=0, help="the split's first N items (0: all)")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--out", default="", help="also write the JSON line here, with the command")
     args = parser.parse_args(argv)
     if args.samples < 1 or args.rounds < 1:
-        raise SystemExit("error: --samples and --rounds must be >= 1")
+        parser.error("--samples and --rounds must be >= 1")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's bapjax, not an installed one
 
     from bapjax.corpus import load
     from bapjax.data import input_pipeline
@@ -53,21 +60,26 @@ def main(argv=None) -> dict:
         items = items[:args.items]
     fc = decoder.feature_config
     features = input_pipeline.featurize_items(items, run.vocab, fc)
-    decode_fn = decoder.decode_fn_for(settings)
-    common = dict(decode_fn=decode_fn, features=features)
+    common = dict(features=features)
+    gumbel = settings.replace(sampler="gumbel")
+    today = settings.replace(sampler=decode.SAMPLERS[0])
 
-    def together():
-        return decode.candidates(run.model, run.params, items, run.vocab, fc, settings, **common)
+    def together(way_settings):
+        fn = decoder.decode_fn_for(way_settings)
+        return lambda: decode.candidates(run.model, run.params, items, run.vocab, fc, way_settings, decode_fn=fn,
+                                         **common)
 
-    def apart():
-        greedy = decode.predict_items(run.model, run.params, items, run.vocab, fc, settings, **common)
-        return [greedy] + [decode.predict_items(run.model, run.params, items, run.vocab, fc, settings, sample=k,
-                                                **common) for k in range(args.samples)]
+    def apart(way_settings):
+        fn = decoder.decode_fn_for(way_settings)
 
-    ways = {"together": together, "apart": apart}
+        def passes():
+            return [decode.predict_items(run.model, run.params, items, run.vocab, fc, way_settings, sample=k,
+                                         decode_fn=fn, **common) for k in [None, *range(args.samples)]]
+        return passes
+
+    ways = {"apart_gumbel": apart(gumbel), "together_gumbel": together(gumbel), "together": together(today)}
     passes = {name: fn() for name, fn in ways.items()}  # warm-up: every call shape compiled
-    identical = passes["together"] == passes["apart"]
-    if not identical:
+    if passes["together_gumbel"] != passes["apart_gumbel"]:
         raise SystemExit(f"error: {args.checkpoint}: the draws decoded together differ from one pass per draw")
     best = {name: float("inf") for name in ways}
     for round_ in range(args.rounds):
@@ -77,14 +89,16 @@ def main(argv=None) -> dict:
             best[name] = min(best[name], time.perf_counter() - start)
             print(f"round {round_ + 1}/{args.rounds} {name}: {best[name]:.1f} s (best so far)", flush=True)
     item_passes = len(items) * (1 + args.samples)
+    ratio = {"sharing": best["apart_gumbel"] / best["together_gumbel"],
+             "sampler": best["together_gumbel"] / best["together"], "total": best["apart_gumbel"] / best["together"]}
     result = {"checkpoint": str(args.checkpoint), "split": args.split, "items": len(items), "samples": args.samples,
-              "temperature": args.temperature, "together_s": round(best["together"], 2),
-              "apart_s": round(best["apart"], 2),
-              "together_item_passes_per_s": round(item_passes / best["together"], 1),
-              "apart_item_passes_per_s": round(item_passes / best["apart"], 1),
-              "ratio": round(best["apart"] / best["together"], 3), "identical": identical}
-    print(f"{len(items)} {args.split} items x (greedy + {args.samples} draws at T {args.temperature:g}): together "
-          f"{result['together_s']} s, apart {result['apart_s']} s: {result['ratio']}x", flush=True)
+              "temperature": args.temperature, "seconds": {k: round(v, 2) for k, v in best.items()},
+              "item_passes_per_s": {k: round(item_passes / v, 1) for k, v in best.items()},
+              "ratio": {k: round(v, 3) for k, v in ratio.items()}, "identical": True}
+    print(f"{len(items)} {args.split} items x (greedy + {args.samples} draws at T {args.temperature:g}): "
+          + ", ".join(f"{k} {v:.1f} s" for k, v in best.items())
+          + f"; sharing {ratio['sharing']:.2f}x, sampler {ratio['sampler']:.2f}x, total {ratio['total']:.2f}x",
+          flush=True)
     if args.out:
         out = dict(result, command="python benchmarks/bench_draws.py " + " ".join(sys.argv[1:] if argv is None
                                                                                   else argv))
