@@ -6,7 +6,7 @@ scores best on val (`bapjax.training.ensemble`), then the test split decoded onc
 
 Each `--runs` entry is a finished training workdir (its best checkpoint and its decode.json, as
 `bapjax.predict` decodes it; `--samples` and `--temperature` replace every member's number of
-draws and their temperature); `--corpus` is the MDC (`@mdc`) unless given. The val split chooses
+draws, their temperature and `--sampler` how they pick each action); `--corpus` is the MDC (`@mdc`) unless given. The val split chooses
 among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
 actions at least m members' own decodings predict) at each m, one rule for the items on an empty
 board and one for the others; the test split is decoded once (`--notest`: not at all). `--out`
@@ -32,7 +32,7 @@ from bapjax import cli, paths
 from bapjax.corpus import load
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import checkpoints, ensemble, run_checks, run_eval
+from bapjax.training import checkpoints, decode, ensemble, run_checks, run_eval
 from bapjax.world import jsonl
 
 FLAGS = flags.FLAGS
@@ -47,6 +47,8 @@ def define_flags() -> None:
     cli.flag("integer", "samples", None, "Draws per member (default: each member's decode.json).")
     cli.flag("float", "temperature", None, "Temperature of the draws (default: each member's decode.json, or "
              "the first of its config.eval.temperatures where it chose greedy decoding).")
+    cli.flag("enum", "sampler", None, "How the draws pick each action (default: each member's decode.json).",
+             enum_values=list(decode.SAMPLERS))
     cli.flag("list", "costs", DEFAULT_COSTS.split(","), "Costs per action tried for the rule 'select'.")
     cli.flag("list", "thresholds", DEFAULT_THRESHOLDS.split(","), "Shares of the draws tried for the rule 'vote'.")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
@@ -141,7 +143,8 @@ def main(argv) -> int:
         began = time.time()
         passes, own = [], []
         for i, member in enumerate(members):
-            passes.append(ensemble.member_passes(member, splits[split], FLAGS.samples, FLAGS.temperature))
+            passes.append(ensemble.member_passes(member, splits[split], FLAGS.samples, FLAGS.temperature,
+                                                 sampler=FLAGS.sampler))
             own.append(ensemble.member_alone(member, passes[-1]))
             alone.setdefault(FLAGS.runs[i], {})[split] = ensemble.score(splits[split], own[-1])
             print(f"{split}: member {i + 1}/{len(members)} decoded ({FLAGS.runs[i]}, {len(passes[-1])} passes of "
@@ -169,7 +172,7 @@ def main(argv) -> int:
         (out / "final_eval.json").write_text(json.dumps({"mc_test": report}))
     minutes["total"] = (time.time() - start) / 60
     record = {"command": "python -m bapjax.ensemble " + " ".join(sys.argv[1:]), "commit": commit,
-              "members": recorded, "samples": FLAGS.samples, "temperature": FLAGS.temperature, "alone": alone,
+              "members": recorded, "samples": FLAGS.samples, "temperature": FLAGS.temperature, "sampler": FLAGS.sampler, "alone": alone,
               "val_items": len(splits["val"]), "test_items": len(splits.get("test", ())), "choice": choice,
               "test": None if report is None else evaluator.headline_f1(report),
               "minutes": {k: round(v, 2) for k, v in minutes.items()},

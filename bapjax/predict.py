@@ -46,6 +46,8 @@ def define_flags() -> None:
     cli.flag("float", "temperature", None, "Sampling temperature of those draws (default: the run's decode.json).")
     cli.flag("float", "cost", None, "Cost per predicted action in the selection among them (default: the run's "
              "decode.json).")
+    cli.flag("enum", "sampler", None, "How the draws pick each action (default: the run's decode.json).",
+             enum_values=list(decode.SAMPLERS))
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("bool", "evaluate", False, "Also print the v2 tables and the report JSON (with --limit: marked "
              "partial, as evaluate --limit marks them).")
@@ -84,7 +86,7 @@ def main(argv) -> int:
     predictions, _ = predict_with_run(FLAGS.checkpoint, items, slots=FLAGS.batch_size, max_actions=FLAGS.max_actions,
                                       min_actions=FLAGS.min_actions, stop_rule=FLAGS.stop_rule,
                                       stop_threshold=FLAGS.stop_threshold, samples=FLAGS.samples,
-                                      temperature=FLAGS.temperature, cost=FLAGS.cost)
+                                      temperature=FLAGS.temperature, cost=FLAGS.cost, sampler=FLAGS.sampler)
     elapsed = time.time() - start
     jsonl.write_predictions(FLAGS.out, predictions)
     print(f"wrote {len(predictions)} predictions to {FLAGS.out} ({len(items) / elapsed:.1f} items/s)",

@@ -129,14 +129,14 @@ def combine(pooled: Pool, rule: str, value: float, items: Sequence) -> dict[str,
 
 
 def member_passes(decoder, items: list, samples: int | None = None, temperature: float | None = None,
-                  progress: bool = False) -> list[dict]:
+                  progress: bool = False, sampler: str | None = None) -> list[dict]:
     """[greedy, draw 0, ...] of `items` by one member (a `RunDecoder`), decoded with its own
-    settings; `samples` and `temperature` (when not None) replace its number of draws and their
-    temperature. A member that chose greedy decoding on val has no temperature of its own: its
-    draws take the first of its config.eval.temperatures."""
+    settings; `samples`, `temperature` and `sampler` (when not None) replace its number of draws,
+    their temperature and how they pick actions. A member that chose greedy decoding on val has no
+    temperature of its own: its draws take the first of its config.eval.temperatures."""
     if temperature is None and decoder.settings.samples == 0:
         temperature = float(decoder.run.config.eval.temperatures[0])
-    settings = decoder.settings.replace(samples=samples, temperature=temperature)
+    settings = decoder.settings.replace(samples=samples, temperature=temperature, sampler=sampler)
     run = decoder.run
     return decode.candidates(run.model, run.params, items, run.vocab, decoder.feature_config, settings,
                              decode_fn=decoder.decode_fn_for(settings), progress=progress)
