@@ -23,9 +23,11 @@ a run chooses its rule on val after training and keeps it in its decode.json
 (`bapjax.training.run_eval`, where a run's decoding is chosen, written and read).
 
 `DecodeSettings` carries a decoding from config.eval (and a run's decode.json) to the kernel; one
-pass over BapItems is `predict_items` (greedy, forced `lengths`, or draw number `sample`), and
-`predict` decodes as the settings say: greedy, or with `samples` > 0 the minimum-Bayes-risk
-selection (`bapjax.training.mbr`) among the greedy pass and the draws (`candidates`).
+pass over BapItems is `predict_items` (greedy, forced `lengths`, or draw number `sample`),
+several draws are `predict_draws` (an item's draws in one pool, its text and start world encoded
+once), and `predict` decodes as the settings say: greedy, or with `samples` > 0 the
+minimum-Bayes-risk selection (`bapjax.training.mbr`) among the greedy pass and the draws
+(`candidates`).
 """
 
 from __future__ import annotations
