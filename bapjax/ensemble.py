@@ -9,7 +9,9 @@ Each `--runs` entry is a finished training workdir (its best checkpoint and its 
 draws, their temperature and `--sampler` how they pick each action); `--corpus` is the MDC (`@mdc`) unless given. The val split chooses
 among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
 actions at least m members' own decodings predict) at each m, one rule for the items on an empty
-board and one for the others; the test split is decoded once (`--notest`: not at all). `--out`
+board and one for the others (`--rules`: two rules fixed beforehand, e.g. the best on the pooled val
+of earlier ensembles, `python -m bapjax.analysis.ensemble_rules`; val only scores them); the test
+split is decoded once (`--notest`: not at all). `--out`
 receives ensemble.json (each member's provenance and minutes, and those of the runs its weights
 started from, `train.init_from`; the choice and every rule's val scores, each member's scores
 decoded alone as its own run decodes, the minutes of each part, and `wall_minutes`: every run
@@ -49,6 +51,9 @@ def define_flags() -> None:
              "the first of its config.eval.temperatures where it chose greedy decoding).")
     cli.flag("enum", "sampler", None, "How the draws pick each action (default: each member's decode.json).",
              enum_values=list(decode.SAMPLERS))
+    cli.flag("list", "rules", None, "Two rules fixed beforehand, RULE:VALUE for the items on an empty board, then "
+             "for the others (e.g. select:0.075,vote:0.15, the best on the pooled val of earlier ensembles: python -m "
+             "bapjax.analysis.ensemble_rules): no choice on val, where they are only scored.")
     cli.flag("list", "costs", DEFAULT_COSTS.split(","), "Costs per action tried for the rule 'select'.")
     cli.flag("list", "thresholds", DEFAULT_THRESHOLDS.split(","), "Shares of the draws tried for the rule 'vote'.")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
@@ -64,6 +69,30 @@ def floats(name: str) -> list[float]:
     if any(not 0.0 <= v < 1.0 for v in values):
         raise UserError(f"--{name}: each value must be in [0, 1)")
     return values
+
+
+def fixed_rules(values: list[str] | None, members: int) -> dict | None:
+    """--rules as {"EB": (rule, value), "NEB": (rule, value)}; None without the flag."""
+    if values is None:
+        return None
+    if len(values) != len(ensemble.BOARDS):
+        raise UserError(f"--rules {','.join(values)}: expected two rules, RULE:VALUE for the items on an empty "
+                        "board, then for the others (e.g. select:0.075,vote:0.15)")
+    rules = {}
+    for kind, text in zip(ensemble.BOARDS, values):
+        rule, _, value = text.partition(":")
+        try:
+            number = float(value)
+        except ValueError:
+            raise UserError(f"--rules {text}: expected RULE:VALUE with a number, e.g. vote:0.15") from None
+        if rule not in ensemble.RULES:
+            raise UserError(f"--rules {text}: the rule must be one of {', '.join(ensemble.RULES)}")
+        if rule == "members" and not 1 <= number <= members:
+            raise UserError(f"--rules {text}: 'members' needs 1 <= m <= {members} (the number of --runs)")
+        if rule != "members" and not 0.0 <= number < 1.0:
+            raise UserError(f"--rules {text}: a cost or share must be in [0, 1)")
+        rules[kind] = (rule, number)
+    return rules
 
 
 def provenance(run_dir, what: str) -> dict:
@@ -126,6 +155,7 @@ def main(argv) -> int:
     if FLAGS.temperature is not None and FLAGS.temperature <= 0:
         raise UserError(f"--temperature is {FLAGS.temperature}; expected a number > 0")
     load.check_limit(FLAGS.limit)
+    rules = fixed_rules(FLAGS.rules, len(FLAGS.runs))
     out = Path(FLAGS.out)
     if (out / "ensemble.json").exists():
         raise UserError(f"--out {out}: holds a finished ensemble (ensemble.json); choose another folder")
@@ -155,13 +185,14 @@ def main(argv) -> int:
 
     val_pool = pooled("val")
     began = time.time()
-    choice = ensemble.choose_combination(val_pool, splits["val"], costs, thresholds)
+    choice = (ensemble.choose_combination(val_pool, splits["val"], costs, thresholds) if rules is None
+              else ensemble.fixed_combination(val_pool, splits["val"], rules))
     minutes["val_choice"] = (time.time() - began) / 60
     for row in choice["candidates"]:
         print(f"val {row['rule']} at {row['value']:g}: micro Overall {100 * row['micro_overall']:.2f}, "
               f"{row['mean_predicted_net_actions']:.2f} net actions per item", file=sys.stderr)
-    print(f"chosen on val: {chosen_text(choice)} (val micro Overall {100 * choice['micro_overall']:.2f})",
-          file=sys.stderr, flush=True)
+    print(f"{'fixed' if rules else 'chosen on val'}: {chosen_text(choice)} (val micro Overall "
+          f"{100 * choice['micro_overall']:.2f})", file=sys.stderr, flush=True)
     report = None
     out.mkdir(parents=True, exist_ok=True)
     if FLAGS.test:
@@ -184,7 +215,7 @@ def main(argv) -> int:
               f"the runs behind the members; wrote {out}", file=sys.stderr)
         return 0
     print(evaluator.format_report(report, fmt="text"))
-    print(f"{len(members)} members, {chosen_text(choice)} (chosen on val): MDC test micro Overall "
+    print(f"{len(members)} members, {chosen_text(choice)} ({'fixed' if rules else 'chosen on val'}): MDC test micro Overall "
           f"{100 * record['test']['micro_overall']:.1f}, strict {100 * record['test']['strict']:.1f}; "
           f"{minutes['total']:.1f} min here, {record['wall_minutes']:.1f} min with the runs behind the members; "
           f"wrote {out}", file=sys.stderr)

@@ -197,6 +197,37 @@ def choose_combination(pooled: Pool, items: list, costs: Sequence[float], thresh
             "candidates": rows}
 
 
+def fixed_combination(pooled: Pool, items: list, rules: dict) -> dict:
+    """What `choose_combination` returns, for rules fixed beforehand ({"EB": (rule, value), "NEB":
+    (rule, value)}, e.g. the best on the pooled val items of earlier ensembles:
+    `bapjax.analysis.ensemble_rules`) instead of chosen on these `items`: each scored on them
+    ("candidates"), and the pair's micro F1 ("micro_overall"); "fixed": True."""
+    rows = [{"rule": rules[kind][0], "value": float(rules[kind][1]),
+             **score(items, combine(pooled, rules[kind][0], float(rules[kind][1]), items))} for kind in BOARDS]
+    return {**{kind: {"rule": row["rule"], "value": row["value"]} for kind, row in zip(BOARDS, rows)},
+            "micro_overall": micro_f1([rows[0]["counts"]["EB"], rows[1]["counts"]["NEB"]]), "candidates": rows,
+            "fixed": True}
+
+
+def pooled_choice(choices: Sequence[dict]) -> dict:
+    """The rules of highest micro Overall F1 over the summed val counts of several ensembles'
+    choices (their `choose_combination` dicts, every rule of each scored on its own val split):
+    one rule for the items on an empty board and one for the others, as `choose_combination`
+    picks them for one ensemble, from the rules every choice tried. {"EB", "NEB",
+    "micro_overall", "ranking": [(micro F1, EB rule, NEB rule), ...] best first}."""
+    keys = [{(row["rule"], row["value"]): row["counts"] for row in choice["candidates"]} for choice in choices]
+    common = [key for key in keys[0] if all(key in other for other in keys[1:])]
+    ranking = []
+    for eb in common:
+        for neb in common:
+            counts = [c for k in keys for c in (k[eb]["EB"], k[neb]["NEB"])]
+            ranking.append((micro_f1(counts), eb, neb))
+    ranking.sort(key=lambda row: -row[0])  # stable: ties keep the order tried
+    best = ranking[0]
+    return {"EB": {"rule": best[1][0], "value": best[1][1]}, "NEB": {"rule": best[2][0], "value": best[2][1]},
+            "micro_overall": best[0], "ranking": ranking}
+
+
 def combine_chosen(pooled: Pool, choice: dict, items: list) -> dict[str, list[G.Action]]:
     """Predictions of `items` by the rules `choose_combination` chose for each kind of board."""
     predictions = {}
