@@ -192,3 +192,59 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     val_record = json.loads((on_val / "ensemble.json").read_text())
     assert val_record["test"] is None and val_record["test_items"] == 0 and not (on_val / "final_eval.json").exists()
     assert val_record["choice"] == record["choice"]
+    # --rules fixed at the pair chosen on val: only scored there, the same test predictions
+    rules = ",".join(f"{chosen[kind]['rule']}:{chosen[kind]['value']:g}" for kind in ensemble.BOARDS)
+    fixed = tmp_path / "ens_fixed"
+    done = subprocess.run([*command[:-1], f"--out={fixed}", f"--rules={rules}"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    fixed_record = json.loads((fixed / "ensemble.json").read_text())
+    assert fixed_record["choice"]["fixed"] and len(fixed_record["choice"]["candidates"]) == 2
+    assert {kind: fixed_record["choice"][kind] for kind in ensemble.BOARDS} == {kind: chosen[kind]
+                                                                                for kind in ensemble.BOARDS}
+    assert fixed_record["choice"]["micro_overall"] == pytest.approx(chosen["micro_overall"], abs=1e-12)
+    assert jsonl.read_predictions(fixed / "predictions" / "mc_test.jsonl.gz") == predictions
+    for bad, message in (("select:0.1", "expected two rules"), ("select:x,vote:0.2", "with a number"),
+                         ("average:0.1,vote:0.2", "must be one of"), ("members:3,vote:0.2", "1 <= m <= 2")):
+        refused = subprocess.run([*command[:-1], f"--out={tmp_path / 'refused'}", f"--rules={bad}"], cwd=REPO,
+                                 env=env, capture_output=True, text=True, timeout=600)
+        last = refused.stderr.strip().splitlines()[-1]
+        assert refused.returncode == 2 and last.startswith("error: --rules") and message in last, last
+    assert not (tmp_path / "refused").exists()
+    # the rules best on several ensembles' val items together: for copies of one ensemble, its own choice
+    from bapjax.analysis import ensemble_rules
+
+    assert ensemble_rules.main([str(out), str(on_val), "--out", str(tmp_path / "rules")]) == 0
+    assert json.loads((tmp_path / "rules.json").read_text())["rules"] == rules
+    with pytest.raises(SystemExit) as refused_fixed:
+        ensemble_rules.main([str(fixed)])  # rules fixed beforehand: no other rule was scored
+    assert refused_fixed.value.code == 2
+
+
+def _choice(counts: dict) -> dict:
+    """An ensemble's val choice record with these fairer counts per rule and board."""
+    return {"candidates": [{"rule": rule, "value": value, "counts": boards} for (rule, value), boards in counts.items()]}
+
+
+def test_the_pooled_choice_sums_the_counts_of_every_ensemble():
+    """Two ensembles whose own best rules differ: the pooled pair is the best of the summed counts
+    (a plain enumeration of the four pairs)."""
+    first = _choice({("select", 0.1): {"EB": [50, 100, 100], "NEB": [10, 80, 100]},
+                     ("vote", 0.2): {"EB": [40, 100, 100], "NEB": [30, 60, 100]}})
+    second = _choice({("select", 0.1): {"EB": [60, 100, 100], "NEB": [20, 90, 100]},
+                      ("vote", 0.2): {"EB": [75, 100, 100], "NEB": [22, 80, 100]}})
+    pooled = ensemble.pooled_choice([first, second])
+    plain = {}
+    for eb in (("select", 0.1), ("vote", 0.2)):
+        for neb in (("select", 0.1), ("vote", 0.2)):
+            tp = predicted = reference = 0
+            for choice in (first, second):
+                rows = {(r["rule"], r["value"]): r["counts"] for r in choice["candidates"]}
+                for counts in (rows[eb]["EB"], rows[neb]["NEB"]):
+                    tp, predicted, reference = tp + counts[0], predicted + counts[1], reference + counts[2]
+            plain[(eb, neb)] = 2 * tp / (predicted + reference)
+    best = max(plain, key=plain.get)
+    assert ((pooled["EB"]["rule"], pooled["EB"]["value"]), (pooled["NEB"]["rule"], pooled["NEB"]["value"])) == best
+    assert pooled["micro_overall"] == pytest.approx(plain[best])
+    assert [round(row[0], 12) for row in pooled["ranking"]] == sorted((round(v, 12) for v in plain.values()),
+                                                                      reverse=True)
