@@ -7,7 +7,8 @@ best decoded MDC val F1 under a weights average (ema 0.999), the STOP rule chose
 draws (`eval.samples`); cl: curriculum D (cl_la: L_A; cl_mc: the MDC in every stage), 10 buckets.
 Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]   (runs/exp/<variant>-<model>-s<seed>)
 Runtime: 16.3-19.7 min per run on a 2-core host, alone (results/cpu_experiment_host2.md); 34-43 min on the earlier
-collection's slower host (results/cpu_experiment_runs.md).
+collection's slower host (results/cpu_experiment_runs.md). Both measured with one decoding pass per draw; draws
+decoded together with today's sampler decode 2.9x the item-passes per second (results/bench_draws_agg_member.json).
 Result: MDC test micro Overall, seed means on the 2-core host: mc 26.9 (8), agg 30.0 (8), cl_la 29.6 (8)
 (results/cpu_experiment_host2.md); the earlier collection: mc 27.0, agg 30.3, cl 28.7, cl_mc 28.0, cl_la 30.1.
 Evidence for each choice, and the collection's command: docs/results.md ("What the models score now").
