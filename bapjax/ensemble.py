@@ -6,8 +6,8 @@ scores best on val (`bapjax.training.ensemble`), then the test split decoded onc
 
 Each `--runs` entry is a finished training workdir (its best checkpoint and its decode.json, as
 `bapjax.predict` decodes it; `--samples` and `--temperature` replace every member's number of
-draws, their temperature and `--sampler` how they pick each action); `--corpus` is the MDC (`@mdc`) unless given. The val split chooses
-among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
+draws, their temperature and `--sampler` how they pick each action); `--corpus` is the MDC
+(`@mdc`) unless given. The val split chooses among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
 actions at least m members' own decodings predict) at each m, one rule for the items on an empty
 board and one for the others (`--rules`: two rules fixed beforehand, e.g. the best on the pooled val
 of earlier ensembles, `python -m bapjax.analysis.ensemble_rules`; val only scores them); the test
@@ -85,10 +85,10 @@ def fixed_rules(values: list[str] | None, members: int) -> dict | None:
             number = float(value)
         except ValueError:
             raise UserError(f"--rules {text}: expected RULE:VALUE with a number, e.g. vote:0.15") from None
-        if rule not in ensemble.RULES:
-            raise UserError(f"--rules {text}: the rule must be one of {', '.join(ensemble.RULES)}")
-        if rule == "members" and not 1 <= number <= members:
-            raise UserError(f"--rules {text}: 'members' needs 1 <= m <= {members} (the number of --runs)")
+        try:
+            ensemble.check_rule(rule, number, members)
+        except ValueError as err:
+            raise UserError(f"--rules {text}: {err}") from None
         if rule != "members" and not 0.0 <= number < 1.0:
             raise UserError(f"--rules {text}: a cost or share must be in [0, 1)")
         rules[kind] = (rule, number)
@@ -187,12 +187,13 @@ def main(argv) -> int:
     began = time.time()
     choice = (ensemble.choose_combination(val_pool, splits["val"], costs, thresholds) if rules is None
               else ensemble.fixed_combination(val_pool, splits["val"], rules))
+    how = "fixed" if rules else "chosen on val"
     minutes["val_choice"] = (time.time() - began) / 60
     for row in choice["candidates"]:
         print(f"val {row['rule']} at {row['value']:g}: micro Overall {100 * row['micro_overall']:.2f}, "
               f"{row['mean_predicted_net_actions']:.2f} net actions per item", file=sys.stderr)
-    print(f"{'fixed' if rules else 'chosen on val'}: {chosen_text(choice)} (val micro Overall "
-          f"{100 * choice['micro_overall']:.2f})", file=sys.stderr, flush=True)
+    print(f"{how}: {chosen_text(choice)} (val micro Overall {100 * choice['micro_overall']:.2f})",
+          file=sys.stderr, flush=True)
     report = None
     out.mkdir(parents=True, exist_ok=True)
     if FLAGS.test:
@@ -203,7 +204,8 @@ def main(argv) -> int:
         (out / "final_eval.json").write_text(json.dumps({"mc_test": report}))
     minutes["total"] = (time.time() - start) / 60
     record = {"command": "python -m bapjax.ensemble " + " ".join(sys.argv[1:]), "commit": commit,
-              "members": recorded, "samples": FLAGS.samples, "temperature": FLAGS.temperature, "sampler": FLAGS.sampler, "alone": alone,
+              "members": recorded, "samples": FLAGS.samples, "temperature": FLAGS.temperature,
+              "sampler": FLAGS.sampler, "alone": alone,
               "val_items": len(splits["val"]), "test_items": len(splits.get("test", ())), "choice": choice,
               "test": None if report is None else evaluator.headline_f1(report),
               "minutes": {k: round(v, 2) for k, v in minutes.items()},
@@ -215,7 +217,7 @@ def main(argv) -> int:
               f"the runs behind the members; wrote {out}", file=sys.stderr)
         return 0
     print(evaluator.format_report(report, fmt="text"))
-    print(f"{len(members)} members, {chosen_text(choice)} ({'fixed' if rules else 'chosen on val'}): MDC test micro Overall "
+    print(f"{len(members)} members, {chosen_text(choice)} ({how}): MDC test micro Overall "
           f"{100 * record['test']['micro_overall']:.1f}, strict {100 * record['test']['strict']:.1f}; "
           f"{minutes['total']:.1f} min here, {record['wall_minutes']:.1f} min with the runs behind the members; "
           f"wrote {out}", file=sys.stderr)

@@ -52,8 +52,9 @@ def main(argv=None) -> int:
             parser.exit(2, f"error: {path}: not an ensemble's record with every rule's val counts ({err})\n")
         choices.append(choice)
         names.append(Path(folder).name)
-    pooled = ensemble.pooled_choice(choices)
-    if not pooled["ranking"]:
+    try:
+        pooled = ensemble.pooled_choice(choices)
+    except ValueError:
         parser.exit(2, "error: the ensembles share no rule they all scored on val\n")
     own = []
     for name, choice in zip(names, choices):

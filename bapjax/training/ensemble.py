@@ -106,15 +106,21 @@ def vote(voters: Sequence[Sequence[G.Action]], threshold: float, start=()) -> li
     return buildable_order(start, frozenset(kept.values()))
 
 
+def check_rule(rule: str, value: float, members: int) -> None:
+    """The one check of a rule's name (`RULES`) and, for "members", of m against the `members`
+    own decodings there are to count: ValueError."""
+    if rule not in RULES:
+        raise ValueError(f"the ensemble rule must be one of {', '.join(RULES)}, got {rule!r}")
+    if rule == "members" and not 1 <= value <= members:
+        raise ValueError(f"the rule 'members' needs 1 <= m <= {members} (the members' own decodings "
+                         f"in the pool), got {value!r}")
+
+
 def combine(pooled: Pool, rule: str, value: float, items: Sequence) -> dict[str, list[G.Action]]:
     """Predictions {item_id: [Action]} of `items` (BapItems) from the pooled passes by `rule`
     ("select" at cost `value`, "vote" at threshold `value`, "members" by at least `value` members;
     votes are built from each item's `prev_structure`)."""
-    if rule not in RULES:
-        raise ValueError(f"the ensemble rule must be one of {', '.join(RULES)}, got {rule!r}")
-    if rule == "members" and not 1 <= value <= len(pooled.alone):
-        raise ValueError(f"the rule 'members' needs 1 <= m <= {len(pooled.alone)} (the members' own decodings "
-                         f"in the pool), got {value!r}")
+    check_rule(rule, value, len(pooled.alone))
     chosen = {}
     for item in items:
         candidates = [one[item.item_id] for one in pooled.passes]
@@ -186,15 +192,8 @@ def choose_combination(pooled: Pool, items: list, costs: Sequence[float], thresh
         for value in values:
             rows.append({"rule": rule, "value": float(value),
                          **score(items, combine(pooled, rule, float(value), items))})
-    best, best_f1 = None, -1.0
-    for eb in rows:
-        for neb in rows:
-            f1 = micro_f1([eb["counts"]["EB"], neb["counts"]["NEB"]])
-            if f1 > best_f1 + 1e-12:
-                best, best_f1 = (eb, neb), f1
-    return {"EB": {"rule": best[0]["rule"], "value": best[0]["value"]},
-            "NEB": {"rule": best[1]["rule"], "value": best[1]["value"]}, "micro_overall": best_f1,
-            "candidates": rows}
+    best = pooled_choice([{"candidates": rows}])
+    return {kind: best[kind] for kind in ("EB", "NEB", "micro_overall")} | {"candidates": rows}
 
 
 def fixed_combination(pooled: Pool, items: list, rules: dict) -> dict:
@@ -213,19 +212,21 @@ def pooled_choice(choices: Sequence[dict]) -> dict:
     """The rules of highest micro Overall F1 over the summed val counts of several ensembles'
     choices (their `choose_combination` dicts, every rule of each scored on its own val split):
     one rule for the items on an empty board and one for the others, as `choose_combination`
-    picks them for one ensemble, from the rules every choice tried. {"EB", "NEB",
-    "micro_overall", "ranking": [(micro F1, EB rule, NEB rule), ...] best first}."""
+    picks them for one ensemble (`choose_combination` is this over one ensemble's rows), from the
+    rules every choice tried (ValueError: none). {"EB", "NEB", "micro_overall", "ranking": [(micro
+    F1, EB rule, NEB rule), ...] best first}."""
     keys = [{(row["rule"], row["value"]): row["counts"] for row in choice["candidates"]} for choice in choices]
     common = [key for key in keys[0] if all(key in other for other in keys[1:])]
-    ranking = []
+    if not common:
+        raise ValueError("the choices share no rule they all scored")
+    tried, best = [], None
     for eb in common:
         for neb in common:
-            counts = [c for k in keys for c in (k[eb]["EB"], k[neb]["NEB"])]
-            ranking.append((micro_f1(counts), eb, neb))
-    ranking.sort(key=lambda row: -row[0])  # stable: ties keep the order tried
-    best = ranking[0]
+            tried.append((micro_f1([c for k in keys for c in (k[eb]["EB"], k[neb]["NEB"])]), eb, neb))
+            if best is None or tried[-1][0] > best[0] + 1e-12:  # ties: the first tried
+                best = tried[-1]
     return {"EB": {"rule": best[1][0], "value": best[1][1]}, "NEB": {"rule": best[2][0], "value": best[2][1]},
-            "micro_overall": best[0], "ranking": ranking}
+            "micro_overall": best[0], "ranking": sorted(tried, key=lambda row: -row[0])}
 
 
 def combine_chosen(pooled: Pool, choice: dict, items: list) -> dict[str, list[G.Action]]:
