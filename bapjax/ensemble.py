@@ -6,7 +6,8 @@ scores best on val (`bapjax.training.ensemble`), then the test split decoded onc
 
 Each `--runs` entry is a finished training workdir (its best checkpoint and its decode.json, as
 `bapjax.predict` decodes it; `--samples` and `--temperature` replace every member's number of
-draws, their temperature and `--sampler` how they pick each action); `--corpus` is the MDC
+draws, their temperature and `--sampler` how they pick each action; `--first_draw F` takes draws
+F .. F+K-1 instead of 0 .. K-1, another set of the same distribution); `--corpus` is the MDC
 (`@mdc`) unless given. The val split chooses among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
 actions at least m members' own decodings predict) at each m, one rule for the items on an empty
 board and one for the others (`--rules`: two rules fixed beforehand, e.g. the best on the pooled val
@@ -38,8 +39,6 @@ from bapjax.training import checkpoints, decode, ensemble, run_checks, run_eval
 from bapjax.world import jsonl
 
 FLAGS = flags.FLAGS
-DEFAULT_COSTS = "0.075,0.1,0.125,0.15,0.2"
-DEFAULT_THRESHOLDS = "0.1,0.125,0.15,0.175,0.2,0.25"
 
 
 def define_flags() -> None:
@@ -51,11 +50,13 @@ def define_flags() -> None:
              "the first of its config.eval.temperatures where it chose greedy decoding).")
     cli.flag("enum", "sampler", None, "How the draws pick each action (default: each member's decode.json).",
              enum_values=list(decode.SAMPLERS))
+    cli.flag("integer", "first_draw", 0, "The first draw's index: another set of draws, e.g. --samples 32 "
+             "--first_draw 32 for draws 32..63 (python -m bapjax.analysis.ensemble_noise compares such sets).")
     cli.flag("list", "rules", None, "Two rules fixed beforehand, RULE:VALUE for the items on an empty board, then "
              "for the others (e.g. select:0.075,vote:0.15, the best on the pooled val of earlier ensembles: python -m "
              "bapjax.analysis.ensemble_rules): no choice on val, where they are only scored.")
-    cli.flag("list", "costs", DEFAULT_COSTS.split(","), "Costs per action tried for the rule 'select'.")
-    cli.flag("list", "thresholds", DEFAULT_THRESHOLDS.split(","), "Shares of the draws tried for the rule 'vote'.")
+    cli.flag("list", "costs", [f"{v:g}" for v in ensemble.COSTS], "Costs per action tried for the rule 'select'.")
+    cli.flag("list", "thresholds", [f"{v:g}" for v in ensemble.THRESHOLDS], "Shares of the draws tried for the rule 'vote'.")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("bool", "test", True, "Decode the test split with the rule chosen on val; --notest: stop after the "
              "choice (ensemble.json only), to compare ensembles on val with the test split untouched.")
@@ -75,24 +76,10 @@ def fixed_rules(values: list[str] | None, members: int) -> dict | None:
     """--rules as {"EB": (rule, value), "NEB": (rule, value)}; None without the flag."""
     if values is None:
         return None
-    if len(values) != len(ensemble.BOARDS):
-        raise UserError(f"--rules {','.join(values)}: expected two rules, RULE:VALUE for the items on an empty "
-                        "board, then for the others (e.g. select:0.075,vote:0.15)")
-    rules = {}
-    for kind, text in zip(ensemble.BOARDS, values):
-        rule, _, value = text.partition(":")
-        try:
-            number = float(value)
-        except ValueError:
-            raise UserError(f"--rules {text}: expected RULE:VALUE with a number, e.g. vote:0.15") from None
-        try:
-            ensemble.check_rule(rule, number, members)
-        except ValueError as err:
-            raise UserError(f"--rules {text}: {err}") from None
-        if rule != "members" and not 0.0 <= number < 1.0:
-            raise UserError(f"--rules {text}: a cost or share must be in [0, 1)")
-        rules[kind] = (rule, number)
-    return rules
+    try:
+        return ensemble.parse_rules(values, members)
+    except ValueError as err:
+        raise UserError(f"--rules {err}") from None
 
 
 def provenance(run_dir, what: str) -> dict:
@@ -152,6 +139,8 @@ def main(argv) -> int:
         raise UserError("--costs and --thresholds are both empty: no rule to choose")
     if FLAGS.samples is not None and FLAGS.samples < 0:
         raise UserError(f"--samples is {FLAGS.samples}; expected an integer >= 0")
+    if FLAGS.first_draw < 0:
+        raise UserError(f"--first_draw is {FLAGS.first_draw}; expected an integer >= 0")
     if FLAGS.temperature is not None and FLAGS.temperature <= 0:
         raise UserError(f"--temperature is {FLAGS.temperature}; expected a number > 0")
     load.check_limit(FLAGS.limit)
@@ -174,7 +163,7 @@ def main(argv) -> int:
         passes, own = [], []
         for i, member in enumerate(members):
             passes.append(ensemble.member_passes(member, splits[split], FLAGS.samples, FLAGS.temperature,
-                                                 sampler=FLAGS.sampler))
+                                                 sampler=FLAGS.sampler, first_draw=FLAGS.first_draw))
             own.append(ensemble.member_alone(member, passes[-1]))
             alone.setdefault(FLAGS.runs[i], {})[split] = ensemble.score(splits[split], own[-1])
             print(f"{split}: member {i + 1}/{len(members)} decoded ({FLAGS.runs[i]}, {len(passes[-1])} passes of "
@@ -205,7 +194,7 @@ def main(argv) -> int:
     minutes["total"] = (time.time() - start) / 60
     record = {"command": "python -m bapjax.ensemble " + " ".join(sys.argv[1:]), "commit": commit,
               "members": recorded, "samples": FLAGS.samples, "temperature": FLAGS.temperature,
-              "sampler": FLAGS.sampler, "alone": alone,
+              "sampler": FLAGS.sampler, "first_draw": FLAGS.first_draw, "alone": alone,
               "val_items": len(splits["val"]), "test_items": len(splits.get("test", ())), "choice": choice,
               "test": None if report is None else evaluator.headline_f1(report),
               "minutes": {k: round(v, 2) for k, v in minutes.items()},

@@ -41,6 +41,9 @@ from bapjax.training import decode, mbr
 from bapjax.world import grid as G
 
 RULES = ("select", "vote", "members")
+BOARDS = ("EB", "NEB")  # items that start on an empty board, and the others: each kind chooses its own rule
+COSTS = (0.075, 0.1, 0.125, 0.15, 0.2)  # "select"'s costs per action tried on val by default
+THRESHOLDS = (0.1, 0.125, 0.15, 0.175, 0.2, 0.25)  # "vote"'s shares of the draws tried on val by default
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +119,30 @@ def check_rule(rule: str, value: float, members: int) -> None:
                          f"in the pool), got {value!r}")
 
 
+def parse_rules(texts: Sequence[str], members: int) -> dict:
+    """Two rules written RULE:VALUE, for the items on an empty board and then for the others, as
+    {"EB": (rule, value), "NEB": (rule, value)}, each checked (`check_rule`; a cost or share in
+    [0, 1)); ValueError naming the text at fault."""
+    if len(texts) != len(BOARDS):
+        raise ValueError(f"{','.join(texts)}: expected two rules, RULE:VALUE for the items on an empty board, then "
+                         "for the others (e.g. select:0.075,vote:0.15)")
+    rules = {}
+    for kind, text in zip(BOARDS, texts):
+        rule, _, value = text.partition(":")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{text}: expected RULE:VALUE with a number, e.g. vote:0.15") from None
+        try:
+            check_rule(rule, number, members)
+        except ValueError as err:
+            raise ValueError(f"{text}: {err}") from None
+        if rule != "members" and not 0.0 <= number < 1.0:
+            raise ValueError(f"{text}: a cost or share must be in [0, 1)")
+        rules[kind] = (rule, number)
+    return rules
+
+
 def combine(pooled: Pool, rule: str, value: float, items: Sequence) -> dict[str, list[G.Action]]:
     """Predictions {item_id: [Action]} of `items` (BapItems) from the pooled passes by `rule`
     ("select" at cost `value`, "vote" at threshold `value`, "members" by at least `value` members;
@@ -135,17 +162,19 @@ def combine(pooled: Pool, rule: str, value: float, items: Sequence) -> dict[str,
 
 
 def member_passes(decoder, items: list, samples: int | None = None, temperature: float | None = None,
-                  progress: bool = False, sampler: str | None = None) -> list[dict]:
-    """[greedy, draw 0, ...] of `items` by one member (a `RunDecoder`), decoded with its own
-    settings; `samples`, `temperature` and `sampler` (when not None) replace its number of draws,
-    their temperature and how they pick actions. A member that chose greedy decoding on val has no
-    temperature of its own: its draws take the first of its config.eval.temperatures."""
+                  progress: bool = False, sampler: str | None = None, first_draw: int = 0) -> list[dict]:
+    """[greedy, draw f, ..., draw f+K-1] of `items` by one member (a `RunDecoder`), decoded with its
+    own settings; `samples` (K), `temperature` and `sampler` (when not None) replace its number of
+    draws, their temperature and how they pick actions; `first_draw` (f) picks another set of draws
+    (draw k is the same whatever the others, `decode.candidates`). A member that chose greedy
+    decoding on val has no temperature of its own: its draws take the first of its
+    config.eval.temperatures."""
     if temperature is None and decoder.settings.samples == 0:
         temperature = float(decoder.run.config.eval.temperatures[0])
     settings = decoder.settings.replace(samples=samples, temperature=temperature, sampler=sampler)
     run = decoder.run
     return decode.candidates(run.model, run.params, items, run.vocab, decoder.feature_config, settings,
-                             decode_fn=decoder.decode_fn_for(settings), progress=progress)
+                             decode_fn=decoder.decode_fn_for(settings), progress=progress, first_draw=first_draw)
 
 
 def member_alone(decoder, passes: list[dict]) -> dict[str, list[G.Action]]:
@@ -154,8 +183,6 @@ def member_alone(decoder, passes: list[dict]) -> dict[str, list[G.Action]]:
     decoding when the passes hold at least its number of draws, at its temperature)."""
     return decode.select(passes, decoder.settings)
 
-
-BOARDS = ("EB", "NEB")  # items that start on an empty board, and the others: each kind chooses its own rule
 
 
 def board(item) -> str:
