@@ -237,7 +237,8 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     summary = json.loads(noise.with_suffix(".json").read_text())
     assert [block["draws"] for block in summary["sizes"]] == [1, 2]
     assert [row["first_draw"] for row in summary["sizes"][0]["sets"]] == [0, 1]
-    assert set(summary["sizes"][0]["spread"]) == {"seed_sd", "interaction_sd", "model_sd"}
+    assert set(summary["sizes"][0]["spread"]) == {"chosen", "fixed"}
+    assert set(summary["sizes"][0]["spread"]["fixed"]) == {"seed_sd", "interaction_sd", "model_sd"}
     assert summary["sizes"][1]["spread"] is None and "fixed" in summary["sizes"][1]["sets"][0]
     with pytest.raises(SystemExit) as refused_noise:
         ensemble_noise.main([str(runs[0]), str(runs[1]), "--rules", "select:0.1"])

@@ -59,16 +59,17 @@ def counts_of(items: list, predictions: dict) -> tuple[dict, dict]:
 
 def one_set(members, val_passes, test_passes, splits, first, size, costs, thresholds, rules) -> tuple[dict, dict]:
     """One set's row (its draws, the rules chosen on val, val and test scores; with `rules`, those
-    of the fixed rules too) and its test counts per item."""
+    of the fixed rules too, under "fixed") and its test counts per item ({"chosen": ..., "fixed": ...})."""
     val_pool, test_pool = (set_pool(members, p, first, size) for p in (val_passes, test_passes))
     choice = ensemble.choose_combination(val_pool, splits["val"], costs, thresholds)
     test, counts = counts_of(splits["test"], ensemble.combine_chosen(test_pool, choice, splits["test"]))
     row = {"first_draw": first, "draws": size, "val": choice["micro_overall"], "test": test,
            "rules": {kind: [choice[kind]["rule"], choice[kind]["value"]] for kind in ensemble.BOARDS}}
+    counts = {"chosen": counts}
     if rules:
         fixed = ensemble.fixed_combination(val_pool, splits["val"], rules)
-        row["fixed"] = {"val": fixed["micro_overall"],
-                        "test": counts_of(splits["test"], ensemble.combine_chosen(test_pool, fixed, splits["test"]))[0]}
+        fixed_test, counts["fixed"] = counts_of(splits["test"], ensemble.combine_chosen(test_pool, fixed, splits["test"]))
+        row["fixed"] = {"val": fixed["micro_overall"], "test": fixed_test}
     return row, counts
 
 
@@ -77,27 +78,25 @@ def markdown(summary: dict) -> str:
     fixed = summary["rules"]
     lines = [f"{len(summary['members'])} members ({', '.join(summary['members'])}) decoded once with "
              f"{summary['sets'] * summary['samples']} draws each at temperature {summary['temperature'] or 'their own'}, "
-             f"sampler {summary['sampler'] or 'their own'}; sets of n draws per member, disjoint; rules chosen on MDC val per set"
-             + (f", and the rules {fixed} fixed beforehand" if fixed else "") + ". Micro Overall fairer F1 (%); "
-             "SD over the sets, split into item x set (which items each set gets right) and the rest "
-             "(`bootstrap.spread`):", "",
-             "| draws per member | sets | val per set | test per set (rules EB / NEB) | test mean | test SD | "
-             "item x set | rest |" + (" test per set, fixed rules | fixed: test mean | fixed: test SD |" if fixed else ""),
-             "|---:|---:|---|---|---:|---:|---:|---:|" + ("---|---:|---:|" if fixed else "")]
+             f"sampler {summary['sampler'] or 'their own'}; sets of n draws per member, disjoint; the rules chosen on "
+             "MDC val per set" + (f", and the rules {fixed} fixed beforehand" if fixed else "") + ". Micro Overall "
+             "fairer F1 (%); test SD over the sets, split into item x set (which items each set gets right) and the "
+             "rest (`bootstrap.spread`):", ""]
+    kinds = [("chosen", "rules chosen on val")] + ([("fixed", f"rules fixed ({fixed})")] if fixed else [])
+    lines += ["| draws per member | sets | rules | val mean | test mean | test SD (item x set / rest) | "
+              "val per set | test per set |", "|---:|---:|---|---:|---:|---:|---|---|"]
     for block in summary["sizes"]:
-        rows = block["sets"]
-        tests = [r["test"]["micro_overall"] for r in rows]
-        spread = block.get("spread")
-        sd = lambda values: pct(statistics.stdev(values)) if len(values) > 1 else "-"  # noqa: E731
-        cells = [str(block["draws"]), str(len(rows)), ", ".join(pct(r["val"]) for r in rows),
-                 ", ".join(f"{pct(r['test']['micro_overall'])} ({r['rules']['EB'][0]} {r['rules']['EB'][1]:g} / "
-                           f"{r['rules']['NEB'][0]} {r['rules']['NEB'][1]:g})" for r in rows),
-                 pct(statistics.fmean(tests)), sd(tests),
-                 pct(spread["interaction_sd"]) if spread else "-", pct(spread["model_sd"]) if spread else "-"]
-        if fixed:
-            fixed_tests = [r["fixed"]["test"]["micro_overall"] for r in rows]
-            cells += [", ".join(pct(v) for v in fixed_tests), pct(statistics.fmean(fixed_tests)), sd(fixed_tests)]
-        lines.append("| " + " | ".join(cells) + " |")
+        for kind, label in kinds:
+            rows = [r if kind == "chosen" else r["fixed"] for r in block["sets"]]
+            tests = [r["test"]["micro_overall"] for r in rows]
+            spread = (block.get("spread") or {}).get(kind)
+            sd = (f"{pct(statistics.stdev(tests))}" + (f" ({pct(spread['interaction_sd'])} / {pct(spread['model_sd'])})"
+                                                       if spread else "")) if len(tests) > 1 else "-"
+            per_set = ", ".join(pct(t) + (f" ({r['rules']['EB'][0]} {r['rules']['EB'][1]:g} / {r['rules']['NEB'][0]} "
+                                          f"{r['rules']['NEB'][1]:g})" if kind == "chosen" else "")
+                                for t, r in zip(tests, block["sets"]))
+            lines.append(f"| {block['draws']} | {len(rows)} | {label} | {pct(statistics.fmean(r['val'] for r in rows))} | "
+                         f"{pct(statistics.fmean(tests))} | {sd} | {', '.join(pct(r['val']) for r in rows)} | {per_set} |")
     minutes = summary["minutes"]
     lines += ["", f"Decoding {minutes['decode']:.1f} min (every member, val and test, all draws at once), "
               f"choices and scoring {minutes['combine']:.1f} min."]
@@ -145,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         for split, items in splits.items():
             for i, member in enumerate(members):
                 passes[split].append(ensemble.member_passes(member, items, args.sets * args.samples, args.temperature,
-                                                            sampler=args.sampler))
+                                                            progress=True, sampler=args.sampler))
                 print(f"{split}: member {i + 1}/{len(members)} decoded, {args.sets * args.samples} draws of "
                       f"{len(items)} items ({time.time() - start:.0f} s)", file=sys.stderr, flush=True)
     except UserError as err:
@@ -165,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{100 * row['test']['micro_overall']:.2f} ({time.time() - decoded:.0f} s)", file=sys.stderr,
                   flush=True)
         blocks.append({"draws": size, "sets": rows,
-                       "spread": bootstrap.spread(counts, draws.items) if len(rows) > 1 else None})
+                       "spread": {kind: bootstrap.spread([c[kind] for c in counts], draws.items) for kind in counts[0]}
+                       if len(rows) > 1 else None})
     summary = {"command": command, "members": list(args.runs), "samples": args.samples, "sets": args.sets,
                "temperature": args.temperature, "sampler": args.sampler, "rules": args.rules,
                "val_items": len(splits["val"]), "test_items": len(splits["test"]),
