@@ -16,6 +16,9 @@ min in all per pair; half 8.6-8.9 min per member, 3.4 min for four members' ense
 (docs/results.md, "Ensembles"; results/cpu_experiment_runs.md), decoding one pass per draw; with the draws decoded
 together and today's sampler the same pair's ensemble decoding took 3.24 instead of 8.99 min on a host half as fast
 (results/runs/ens2-host3-*).
+More draws: in two pairs decoded with 32, 64, 128 and 256 draws per member, MDC val rose at each step (32 to 128:
++0.24 and +0.11; docs/results.md, "A pair's decoding noise"; results/ensemble_noise_pair{78,1718}.md): --samples
+128 is the next pairs' setting where it fits 40 minutes.
 Result: MDC test micro Overall, pairs of full members at T 0.8 (seeds 0+4, 1+2, 5+6, 7+8, 9+10, 11+12, 13+14,
 15+16): 32.9 [31.3, 34.6] (33.6, 32.4, 32.7, 33.5, 32.2, 32.9, 33.7, 32.1), strict 28.7 (docs/results.md, "The best
 CPU builder within 40 minutes"; results/cpu_best_pair.md); the first four pairs at T 0.5: 32.8, and 33.3 for members 7 and 8
