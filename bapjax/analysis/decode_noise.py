@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bapjax import paths
-from bapjax.analysis import bootstrap, finish
+from bapjax.analysis import add_spread_flags, bootstrap, finish
 from bapjax.corpus import load, mdc
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
@@ -78,11 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", type=int, default=3, help="disjoint sets of draws per run (>= 2)")
     parser.add_argument("--samples", type=int, default=None, help="draws per set (default: the run's decode.json)")
     parser.add_argument("--split", default="test", choices=["val", "test"])
-    parser.add_argument("--corpus", default="@mdc")
-    parser.add_argument("--limit", type=int, default=0, help=load.LIMIT_HELP)
-    parser.add_argument("--bootstrap", type=int, default=1000, help="item resamplings of the spread's split")
-    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed")
-    parser.add_argument("--out", default=None, help="output path without extension (OUT.json, OUT.md)")
+    add_spread_flags(parser)
     args = parser.parse_args(argv)
     if args.sets < 2:
         parser.error(f"--sets {args.sets}: the spread needs at least 2 sets of draws")

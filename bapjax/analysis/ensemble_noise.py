@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from bapjax import paths
-from bapjax.analysis import bootstrap, finish
+from bapjax.analysis import add_spread_flags, bootstrap, finish
 from bapjax.corpus import load, mdc
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
@@ -57,11 +57,11 @@ def counts_of(items: list, predictions: dict) -> tuple[dict, dict]:
     return evaluator.headline_f1(report), {"tp": scores.fair_tp, "n_pred": scores.n_pred, "n_ref": scores.n_ref}
 
 
-def one_set(members, val_passes, test_passes, splits, first, size, costs, thresholds, rules) -> tuple[dict, dict]:
+def one_set(members, val_passes, test_passes, splits, first, size, rules) -> tuple[dict, dict]:
     """One set's row (its draws, the rules chosen on val, val and test scores; with `rules`, those
     of the fixed rules too, under "fixed") and its test counts per item ({"chosen": ..., "fixed": ...})."""
     val_pool, test_pool = (set_pool(members, p, first, size) for p in (val_passes, test_passes))
-    choice = ensemble.choose_combination(val_pool, splits["val"], costs, thresholds)
+    choice = ensemble.choose_combination(val_pool, splits["val"], ensemble.COSTS, ensemble.THRESHOLDS)
     test, counts = counts_of(splits["test"], ensemble.combine_chosen(test_pool, choice, splits["test"]))
     row = {"first_draw": first, "draws": size, "val": choice["micro_overall"], "test": test,
            "rules": {kind: [choice[kind]["rule"], choice[kind]["value"]] for kind in ensemble.BOARDS}}
@@ -114,11 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: each member's decode.json)")
     parser.add_argument("--rules", default=None, help="two rules fixed beforehand, EB_RULE:V,NEB_RULE:V "
                         "(as python -m bapjax.ensemble --rules), scored beside the choice on val")
-    parser.add_argument("--corpus", default="@mdc")
-    parser.add_argument("--limit", type=int, default=0, help=load.LIMIT_HELP)
-    parser.add_argument("--bootstrap", type=int, default=1000, help="item resamplings of the spread's split")
-    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed")
-    parser.add_argument("--out", default=None, help="output path without extension (OUT.json, OUT.md)")
+    add_spread_flags(parser)
     args = parser.parse_args(argv)
     if len(args.runs) < 2:
         parser.error(f"{len(args.runs)} run given: an ensemble needs at least 2 members")
@@ -134,7 +130,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.error(f"--rules {err}")
     command = "python -m bapjax.analysis.ensemble_noise " + " ".join(sys.argv[1:] if argv is None else argv)
-    costs, thresholds = ensemble.COSTS, ensemble.THRESHOLDS
     start = time.time()
     try:
         corpus = mdc.load_corpus(paths.mdc_path(args.corpus))
@@ -156,8 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes(args.samples, args.sets):
         rows, counts = [], []
         for first in range(0, args.sets * args.samples, size):
-            row, item_counts = one_set(members, passes["val"], passes["test"], splits, first, size, costs,
-                                       thresholds, rules)
+            row, item_counts = one_set(members, passes["val"], passes["test"], splits, first, size, rules)
             rows.append(row)
             counts.append(item_counts)
             print(f"{size} draws from {first}: val {100 * row['val']:.2f}, test "

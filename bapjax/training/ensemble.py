@@ -184,7 +184,6 @@ def member_alone(decoder, passes: list[dict]) -> dict[str, list[G.Action]]:
     return decode.select(passes, decoder.settings)
 
 
-
 def board(item) -> str:
     return "EB" if item.is_empty_board else "NEB"
 
