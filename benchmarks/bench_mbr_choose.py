@@ -1,6 +1,6 @@
 """The minimum-Bayes-risk choice among an ensemble's pooled passes: `mbr.choose` (each net action
-counted once over the draws) against the same utility summed draw by draw (`mbr.utility` for each
-candidate against every other draw, the pairwise form), on real passes.
+counted once over the draws) against the same utility summed draw by draw (`mbr.choose_pairwise`: `mbr.utility` for each
+candidate against every other draw), on real passes.
 
     python benchmarks/bench_mbr_choose.py --runs runs/ens/agg-full-m7,runs/ens/agg-full-m8 [--corpus @mdc]
         [--split val] [--items 150] [--samples 64] [--temperature 0.8] [--out results/bench_mbr_choose.json]
@@ -21,23 +21,6 @@ import json
 import sys
 import time
 from pathlib import Path
-
-
-def pairwise_choice(candidates, cost: float, draws_from: int) -> int:
-    """`mbr.choose` as the utility summed over the other draws, one candidate at a time."""
-    from bapjax.training import mbr
-    from bapjax.world import grid as G
-
-    nets = [G.net_actions(c) for c in candidates]
-    draws = range(draws_from, len(nets))
-    if len(draws) < 2:
-        return 0
-    best, best_utility = 0, float("-inf")
-    for i, net in enumerate(nets):
-        value = mbr.utility(net, [nets[j] for j in draws if j != i], cost)
-        if value > best_utility + 1e-12:
-            best, best_utility = i, value
-    return best
 
 
 def main(argv=None) -> dict:
@@ -65,7 +48,7 @@ def main(argv=None) -> dict:
         candidates = [one[item.item_id] for one in pooled.passes]
         for cost in ensemble.COSTS:
             began = time.perf_counter()
-            slow = pairwise_choice(candidates, cost, pooled.draws_from)
+            slow = mbr.choose_pairwise(candidates, cost, draws_from=pooled.draws_from)
             middle = time.perf_counter()
             fast = mbr.choose(candidates, cost, draws_from=pooled.draws_from)
             seconds["pairwise"] += middle - began

@@ -15,8 +15,8 @@ references (their mutual F1 is about twice the model's val F1), so `cost` is cho
 (the greedy one first). Every candidate is a sequence the decoder produced under the feasibility
 mask, so what is kept is always buildable.
 
-This module is only the selection, plain Python over net action sets (`choose`, `select`); the
-K + 1 decoding passes are `bapjax.training.decode.candidates`, and `decode.predict` decodes with
+This module is only the selection, plain Python over net action sets (`choose`, its pair-by-pair
+reference `choose_pairwise`, `select`); the K + 1 decoding passes are `bapjax.training.decode.candidates`, and `decode.predict` decodes with
 it when a run's settings have draws. A run tries it on val after choosing its STOP rule
 (`bapjax.training.run_eval.Evaluator.choose_decoding`) and keeps it in decode.json only if it
 scores higher there.
@@ -51,6 +51,21 @@ def choose(candidates: Sequence[Sequence[G.Action]], cost: float, draws_from: in
         own = i >= draws_from  # a draw is not weighed against itself
         shared = sum(counts[action] for action in net) - (len(net) if own else 0)
         value = shared / (draws - own) - cost * len(net)
+        if value > best_utility + 1e-12:
+            best, best_utility = i, value
+    return best
+
+
+def choose_pairwise(candidates: Sequence[Sequence[G.Action]], cost: float, draws_from: int = 1) -> int:
+    """`choose`'s plain reference: `utility` of each candidate against every other draw, pair by pair
+    (quadratic in the draws; the tests and `benchmarks/bench_mbr_choose.py` hold `choose` to it)."""
+    nets = [G.net_actions(c) for c in candidates]
+    draws = range(draws_from, len(nets))
+    if len(draws) < 2:
+        return 0
+    best, best_utility = 0, float("-inf")
+    for i, net in enumerate(nets):
+        value = utility(net, [nets[j] for j in draws if j != i], cost)
         if value > best_utility + 1e-12:
             best, best_utility = i, value
     return best
