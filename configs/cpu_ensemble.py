@@ -19,9 +19,9 @@ together and today's sampler the same pair's ensemble decoding took 3.24 instead
 More draws: in two pairs decoded with 32, 64, 128 and 256 draws per member, MDC val rose at each step (32 to 128:
 +0.24 and +0.11; docs/results.md, "A pair's decoding noise"; results/ensemble_noise_pair{78,1718}.md): --samples
 128 is the next pairs' setting where it fits 40 minutes.
-With --samples 128: six pairs (seeds 7+8, 17+18, 19+20, 21+22, 23+24, 25+26) 33.5 [31.7, 35.3] (32.9, 34.2,
-34.4, 32.3, 34.6, 32.7), strict 29.6, seed SD 1.0, at 59.5-70.8 min per pair on a host half as fast
-(results/cpu_best_pair_d128_host3.md).
+With --samples 128: eight pairs (seeds 7+8, 17+18, 19+20, 21+22, 23+24, 25+26, 27+28, 29+30) 33.6 [31.9, 35.3]
+(32.9, 34.2, 34.4, 32.3, 34.6, 32.7, 32.7, 34.8), strict 29.5, seed SD 1.0, at 59.5-70.8 min per pair on a host
+half as fast (results/cpu_best_pair_d128_host3.md).
 Result: MDC test micro Overall, pairs of full members at T 0.8 (seeds 0+4, 1+2, 5+6, 7+8, 9+10, 11+12, 13+14,
 15+16): 32.9 [31.3, 34.6] (33.6, 32.4, 32.7, 33.5, 32.2, 32.9, 33.7, 32.1), strict 28.7 (docs/results.md, "The best
 CPU builder within 40 minutes"; results/cpu_best_pair.md); the first four pairs at T 0.5: 32.8, and 33.3 for members 7 and 8
