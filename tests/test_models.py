@@ -207,6 +207,26 @@ def test_power_of_two_packs_are_the_smallest_bucket_that_holds_the_targets():
         builder.packed_size(mask, weight, multiple=4, rounding="pow2")
 
 
+@pytest.mark.parametrize("setting, platform, expected", [
+    ("auto", "cpu", "multiple"), ("auto", "gpu", "power_of_two"), ("auto", "tpu", "power_of_two"),
+    ("multiple", "gpu", "multiple"), ("power_of_two", "cpu", "power_of_two")])
+def test_auto_pack_rounding_pads_on_accelerators_only(setting, platform, expected):
+    assert builder.resolve_pack_rounding(setting, platform) == expected
+
+
+def test_a_cpu_trainer_packs_auto_as_multiple():
+    from bapjax.training import loop, run_checks, sharding
+    from bapjax.training import optimizer as optim
+
+    config = run_checks.with_defaults({"train": {}})
+    model = builder.build_model(config.model, 30)
+    mesh = sharding.data_mesh(jax.devices()[:1])
+    trainer = loop.Trainer(model, optim.make_optimizer(config.train), mesh)
+    assert trainer.pack_rounding == "multiple"
+    with pytest.raises(ValueError, match="pack rounding 'pow2'"):
+        builder.resolve_pack_rounding("pow2", "cpu")
+
+
 def test_balanced_order_evens_out_the_device_blocks():
     from bapjax.training import sharding
 

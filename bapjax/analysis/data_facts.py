@@ -77,12 +77,14 @@ def unsupported_placements(item) -> int:
 
 
 def encodings_per_item(items, config, seed: int = 0) -> dict:
-    """Packed rows (world encodings) per item over one shuffled pass at the config's batch size."""
+    """Packed rows (world encodings) per item over one shuffled pass at the config's batch size, the
+    pack rounding resolved for this process's default backend as training resolves it."""
+    import jax
     vocab = Vocabulary.build(items)
     feature_config = input_pipeline.FeatureConfig.from_config(config)
     features = input_pipeline.featurize_items(items, vocab, feature_config)
     batch_size, multiple = int(config.train.batch_size), int(config.train.pack_multiple)
-    rounding = str(config.train.pack_rounding)
+    rounding = builder.resolve_pack_rounding(str(config.train.pack_rounding), jax.default_backend())
     iterator = input_pipeline.DataIterator(features, None, feature_config, batch_size, seed=seed, num_epochs=1)
     rows = targets = seen = 0
     for batch in iterator:

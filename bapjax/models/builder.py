@@ -35,6 +35,7 @@ from bapjax.models.common import (  # noqa: F401
     ACTION_FEATURES,
     CHUNK_FIELDS,
     LENGTH_CLASSES,
+    PACK_ROUNDING_SETTINGS,
     PACK_ROUNDINGS,
     START,
     BuilderModel,
@@ -42,6 +43,7 @@ from bapjax.models.common import (  # noqa: F401
     length_targets,
     pack_steps,
     packed_size,
+    resolve_pack_rounding,
     targets_per_row,
 )
 from bapjax.models.once import OnceBuilder

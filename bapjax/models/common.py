@@ -233,6 +233,20 @@ def targets_per_row(action_mask: np.ndarray, weight: np.ndarray) -> np.ndarray:
 
 
 PACK_ROUNDINGS = ("multiple", "power_of_two")
+PACK_ROUNDING_SETTINGS = ("auto", *PACK_ROUNDINGS)
+
+
+def resolve_pack_rounding(setting: str, platform: str) -> str:
+    """The pack rounding that `train.pack_rounding` = `setting` means on devices of `platform`
+    (``jax.Device.platform``): "auto" is "multiple" on CPU, where every padded row costs the cores,
+    and "power_of_two" on an accelerator, where compiling a step shape costs more than its padding
+    (one H200, the wide frame model cold: train and eval steps compiled in 60.7 s instead of 136.8,
+    600 steps in 147 s instead of 223, the same val score; results/gpu/README.md)."""
+    if setting not in PACK_ROUNDING_SETTINGS:
+        raise ValueError(f"pack rounding {setting!r}: expected one of {', '.join(PACK_ROUNDING_SETTINGS)}")
+    if setting != "auto":
+        return setting
+    return "multiple" if platform == "cpu" else "power_of_two"
 
 
 def packed_size(action_mask: np.ndarray, weight: np.ndarray, multiple: int = 32, shards: int = 1,

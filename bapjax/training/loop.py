@@ -181,13 +181,14 @@ class Trainer:
     Each host balances its rows over its devices (by target count, so the per-device packs are
     even; the loss is a sum, so row order does not change it) and picks the per-device pack size:
     a multiple of `pack_multiple / devices` (and of the model's `packed_chunk`), or that times a power
-    of two with `pack_rounding` "power_of_two" (fewer compiled shapes, more padding), agreed over hosts.
+    of two with `pack_rounding` "power_of_two" (fewer compiled shapes, more padding), agreed over hosts;
+    "auto" picks one by the mesh's platform (`builder.resolve_pack_rounding`).
     """
 
     def __init__(self, model, optimizer, mesh, pack_multiple: int = 32, ema_decay: float = 0.0,
-                 pack_rounding: str = "multiple"):
+                 pack_rounding: str = "auto"):
         self.model, self.optimizer, self.mesh = model, optimizer, mesh
-        self.pack_rounding = pack_rounding
+        self.pack_rounding = builder.resolve_pack_rounding(pack_rounding, mesh.devices.flat[0].platform)
         self.pack_multiple = pack_unit(model, pack_multiple, mesh.size)
         self.local_devices = sharding.local_device_count(mesh)
         repl, data = sharding.replicated(mesh), sharding.batch_sharding(mesh)
@@ -372,14 +373,13 @@ class TrainingRun:
         num_passes, self.steps_total = training_budget(self.train_iter, schedule, tc)
         self.eval_every = int(tc.eval_every_steps) or self.train_iter.batches_in_pass(num_passes - 1)
         self.checkpoint_every = int(tc.checkpoint_every_steps) or self.eval_every
-        log("training %d steps (%s), batch %d over %d devices, eval every %d steps", self.steps_total,
-            describe_budget(self.train_iter, self.steps_total, num_passes - int(tc.num_epochs)),
-            tc.batch_size, self.mesh.size, self.eval_every)
-
         self.model = builder.build_model(config.model, self.vocab.size)
         optimizer = make_optimizer(tc, self.steps_total)
         self.trainer = Trainer(self.model, optimizer, self.mesh, int(tc.pack_multiple), float(tc.ema_decay),
                                str(tc.pack_rounding))
+        log("training %d steps (%s), batch %d over %d devices, eval every %d steps, pack rounding %s",
+            self.steps_total, describe_budget(self.train_iter, self.steps_total, num_passes - int(tc.num_epochs)),
+            tc.batch_size, self.mesh.size, self.eval_every, self.trainer.pack_rounding)
         state = create_state(self.model, optimizer, jax.random.PRNGKey(init_seed(config)),
                              embedding_matrix, float(tc.ema_decay))
         self.state = sharding.replicate(state, self.mesh)

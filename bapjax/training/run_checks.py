@@ -93,8 +93,8 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
         ("train.learning_rate", tc.learning_rate, float(tc.learning_rate) > 0, "> 0"),
         ("train.warmup_steps", tc.warmup_steps, int(tc.warmup_steps) >= 0, ">= 0"),
         ("train.pack_multiple", tc.pack_multiple, int(tc.pack_multiple) >= 1, ">= 1"),
-        ("train.pack_rounding", tc.pack_rounding, tc.pack_rounding in builder.PACK_ROUNDINGS,
-         " or ".join(builder.PACK_ROUNDINGS)),
+        ("train.pack_rounding", tc.pack_rounding, tc.pack_rounding in builder.PACK_ROUNDING_SETTINGS,
+         " or ".join(builder.PACK_ROUNDING_SETTINGS)),
         ("train.patience", tc.patience, int(tc.patience) >= 0, ">= 0 (0: no early stopping)"),
         ("train.ema_decay", tc.ema_decay, 0.0 <= float(tc.ema_decay) < 1.0, ">= 0 and < 1 (0: no moving average)"),
     ]

@@ -122,9 +122,10 @@ def base_config() -> ml_collections.ConfigDict:
     config.train.checkpoint_every_steps = 0  # 0: at every eval
     config.train.log_every_steps = 50
     # teacher forcing packs a batch's targets into pack_multiple x n rows: n the fewest that hold them
-    # ("multiple"), or the fewest power of two ("power_of_two": fewer compiled step shapes, up to 2x padding)
+    # ("multiple"), or the fewest power of two ("power_of_two": fewer compiled step shapes, up to 2x padding);
+    # "auto": multiple on CPU, power_of_two on an accelerator (models.common.resolve_pack_rounding)
     config.train.pack_multiple = 32
-    config.train.pack_rounding = "multiple"
+    config.train.pack_rounding = "auto"
     config.train.time_budget_minutes = 0.0  # >0: stop training after this long, then the final eval
     # a finished run (its workdir or a checkpoints dir) whose evaluation weights start this run, with a fresh
     # optimizer and schedule: fine-tuning, or branches of one trunk; its model fields must be this run's, and
