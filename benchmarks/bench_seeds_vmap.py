@@ -6,8 +6,9 @@
 What an option to train several seeds at once would buy: `bapjax.training.loop.train_step` (AdamW, the
 weights' moving average, the run's model) on real MDC training items, batch 32 per seed, each seed with
 its own initialization and its own batches (`DataIterator` seed k); the K seeds' batches are stacked and
-packed to the largest of their pack sizes (under the config's `train.pack_rounding`, "auto" resolved as training does). Both are compiled on a first untimed round over the same
-batches, then timed once each, one after the other. Reported: training items per second of one seed
+packed to the largest of their pack sizes (under the config's `train.pack_rounding`, "auto" resolved as
+training resolves it). Both are compiled on a first untimed round over the same batches, then timed once
+each, one after the other. Reported: training items per second of one seed
 alone and of the K seeds together (K x items per step), and their ratio: above 1, one program of K
 seeds trains more items per second than one seed alone; on an accelerator a batch of 32 leaves the chip
 idle, on a CPU it does not.
@@ -82,10 +83,11 @@ def main(argv=None) -> dict:
                (input_pipeline.DataIterator(features, None, feature_config, 32, seed=k) for k in range(max(counts)))]
     keys = list(batches[0][0])
 
+    rounding = builder.resolve_pack_rounding(str(config.train.pack_rounding), jax.default_backend())
+
     def packed(batch):
         return builder.packed_size(batch["action_mask"], batch["weight"], int(config.train.pack_multiple),
-                                   rounding=builder.resolve_pack_rounding(str(config.train.pack_rounding),
-                                                                          jax.default_backend()))
+                                   rounding=rounding)
 
     def stacked(i, k_seeds):
         rows = [batches[k][i] for k in range(k_seeds)]

@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from bapjax import cli, paths
@@ -79,7 +80,6 @@ def unsupported_placements(item) -> int:
 def encodings_per_item(items, config, seed: int = 0) -> dict:
     """Packed rows (world encodings) per item over one shuffled pass at the config's batch size, the
     pack rounding resolved for this process's default backend as training resolves it."""
-    import jax
     vocab = Vocabulary.build(items)
     feature_config = input_pipeline.FeatureConfig.from_config(config)
     features = input_pipeline.featurize_items(items, vocab, feature_config)
