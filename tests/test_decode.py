@@ -239,3 +239,27 @@ def test_mass_stop_rule_matches_a_plain_reference(threshold):
         want = G.STOP if stop else max(actions, key=lambda a: logits[row, a])
         assert got[row] == want
     assert (got == G.STOP).any() and (got != G.STOP).any()
+
+
+def test_the_thresholds_of_one_stop_rule_share_one_compiled_program():
+    """Decoders of one STOP rule at other thresholds share a `compiled_decoder` (one program per
+    call shape) and decode what the threshold written into the program decodes; the thresholds
+    matter here (the STOP logit biased so that they give other lengths)."""
+    rng = np.random.default_rng(3)
+    model = flat_model(**TINY)
+    batch = _batch(_grids(rng), rng)
+    params = builder.init_params(model, jax.random.PRNGKey(2))
+    params["stop_out"]["bias"] = params["stop_out"]["bias"] + 5.5
+    base = decode.DecodeSettings(12, 1, 3, "mass")
+    compiled = base.compiled_decoder(model)
+    lengths = set()
+    for threshold in (0.1, 0.2, 0.3, 0.4, 0.5):
+        settings = base.replace(stop_threshold=threshold)
+        assert settings.program() == base.program()
+        shared = np.asarray(settings.decode_fn(model, compiled=compiled)(params, batch))
+        written = np.asarray(jax.jit(lambda p, b: decode.decode_pool(model, p, b, settings))(params, batch))
+        np.testing.assert_array_equal(shared, written, err_msg=str(threshold))
+        lengths.add(tuple((shared == G.STOP).argmax(-1)))
+    assert len(lengths) > 2
+    assert compiled._cache_size() == 1
+    assert base.replace(stop_rule="argmax").program() != base.program()

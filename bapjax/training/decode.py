@@ -123,28 +123,41 @@ class DecodeSettings:
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def program(self) -> "DecodeSettings":
-        """These settings less what the compiled decoder does not depend on (the number of draws and
-        the selection cost): settings with equal programs share one compiled `decode_fn`."""
-        return dataclasses.replace(self, samples=0, cost=DecodeSettings.cost)
+        """These settings less what the compiled decoder takes as an argument (the STOP threshold) or
+        does not depend on (the number of draws, the selection cost): settings with equal programs
+        share one `compiled_decoder`, so choosing a threshold on val compiles one decoder per STOP rule."""
+        return dataclasses.replace(self, stop_threshold=DecodeSettings.stop_threshold, samples=0,
+                                   cost=DecodeSettings.cost)
 
-    def decode_fn(self, model: BuilderModel, mesh=None):
-        """A jitted `(params, batch, lengths=None, sample_keys=None) -> ids [N, max_actions]`:
-        `decode_pool` with these settings (greedy; forced `lengths`; drawn with `sample_keys` [N, 2]
-        at `temperature`, or K draws per row with `sample_keys` [N, K, 2]: ids [N, K, max_actions]).
-        With a `mesh`, the rows (of the batch, lengths and keys) are split over its 'data' axis and
-        each device decodes its rows with `slots / devices` slots."""
+    def compiled_decoder(self, model: BuilderModel, mesh=None):
+        """The jitted `(params, batch, lengths, sample_keys, stop_threshold) -> ids` of these
+        settings' `program()`: `decode_pool` with the STOP threshold a float32 scalar argument (the
+        same comparisons, so the same ids, as the threshold written into the program). With a
+        `mesh`, the rows (of the batch, lengths and keys) are split over its 'data' axis and each
+        device decodes its rows with `slots / devices` slots."""
         check_stop_rule(self.stop_rule, self.stop_threshold, model)
         devices = 1 if mesh is None else mesh.size
         per_device = self.replace(slots=max(1, self.slots // devices))
 
-        def rows_fn(params, rows):
+        def rows_fn(shared, rows):  # shared: what every device reads whole (params, threshold)
+            params, stop_threshold = shared
             return decode_pool(model, params, rows["batch"], per_device, lengths=rows["lengths"],
-                               sample_keys=rows["sample_keys"])
+                               sample_keys=rows["sample_keys"], stop_threshold=stop_threshold)
 
         if mesh is not None:
             rows_fn = sharding.per_device(rows_fn, mesh, out_specs=sharding.DATA_SPEC)
-        return jax.jit(lambda params, batch, lengths=None, sample_keys=None: rows_fn(
-            params, {"batch": batch, "lengths": lengths, "sample_keys": sample_keys}))
+        return jax.jit(lambda params, batch, lengths, sample_keys, stop_threshold: rows_fn(
+            (params, stop_threshold), {"batch": batch, "lengths": lengths, "sample_keys": sample_keys}))
+
+    def decode_fn(self, model: BuilderModel, mesh=None, compiled=None) -> "Decoder":
+        """A `(params, batch, lengths=None, sample_keys=None) -> ids [N, max_actions]`: `decode_pool`
+        with these settings (greedy; forced `lengths`; drawn with `sample_keys` [N, 2] at
+        `temperature`, or K draws per row with `sample_keys` [N, K, 2]: ids [N, K, max_actions]),
+        `compiled`'s programs with this STOP threshold. `compiled`: the `compiled_decoder` of
+        settings with the same `program()` and mesh (e.g. another threshold), whose compiled
+        programs this shares; default: a new one."""
+        check_stop_rule(self.stop_rule, self.stop_threshold, model)
+        return Decoder(compiled or self.compiled_decoder(model, mesh), np.float32(self.stop_threshold))
 
     def chosen(self, choice: dict | None) -> "DecodeSettings":
         """These settings with a run's choice on val (decode.json's `stop_rule`, `stop_threshold`
@@ -158,6 +171,21 @@ class DecodeSettings:
                             temperature=float(choice.get("temperature", self.temperature)),
                             cost=float(choice.get("cost", self.cost)),
                             sampler=str(choice.get("sampler", LEGACY_SAMPLER)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoder:
+    """A compiled decoder (`DecodeSettings.compiled_decoder`) with its STOP threshold bound:
+    called as `(params, batch, lengths=None, sample_keys=None) -> ids`; `lower` takes the same."""
+
+    compiled: object  # the jitted function; it keeps its compiled programs between calls
+    stop_threshold: np.float32
+
+    def __call__(self, params, batch, lengths=None, sample_keys=None):
+        return self.compiled(params, batch, lengths, sample_keys, self.stop_threshold)
+
+    def lower(self, params, batch, lengths=None, sample_keys=None):
+        return self.compiled.lower(params, batch, lengths, sample_keys, self.stop_threshold)
 
 
 def describe_sampling(samples: int, temperature: float, cost: float) -> str:
@@ -212,10 +240,12 @@ def sample_actions(keys: jax.Array, steps: jax.Array, logits: jax.Array, feasibl
 
 def decode_pool(model: BuilderModel, params, batch: dict, settings: DecodeSettings, *,
                 lengths: jax.Array | None = None, sample_keys: jax.Array | None = None,
-                teacher_actions: jax.Array | None = None, return_logits: bool = False):
+                teacher_actions: jax.Array | None = None, return_logits: bool = False,
+                stop_threshold: jax.Array | None = None):
     """Action ids [N, settings.max_actions] (padded with STOP) for the N rows of `batch` (the
     pipeline's keys, `decode_keys`; rows with `weight` 0, if given, must come last and are not
-    decoded), with `settings.slots` slots. Each row decodes in one of these modes:
+    decoded), with `settings.slots` slots. `stop_threshold` (a float32 scalar, e.g. traced) replaces
+    `settings.stop_threshold` (None: that one). Each row decodes in one of these modes:
 
     - greedy (the default): each step's action by `settings.stop_rule` (`choose_actions`); STOP is
       masked for the first `settings.min_actions` steps (every BAP item has at least one action, so
@@ -250,7 +280,8 @@ def decode_pool(model: BuilderModel, params, batch: dict, settings: DecodeSettin
     if draws > 1 and (teacher_actions is not None or return_logits):
         raise ValueError("decode_pool: several draws per row (sample_keys [N, K, 2]) take no teacher_actions "
                          "and return no logits")
-    pool = _Pool(model, params, batch, settings, draws)
+    pool = _Pool(model, params, batch, settings, draws,
+                 settings.stop_threshold if stop_threshold is None else stop_threshold)
     lengths = pool.stop_lengths(lengths)
     carry = pool.first_carry(return_logits)
 
@@ -275,8 +306,10 @@ class _Pool:
     K > 1 the pool decodes K rows per batch row (row i * K + k: draw k of batch row i), all K
     reading that batch row's one encoding (`source`)."""
 
-    def __init__(self, model: BuilderModel, params, batch: dict, settings: DecodeSettings, draws: int = 1):
+    def __init__(self, model: BuilderModel, params, batch: dict, settings: DecodeSettings, draws: int,
+                 stop_threshold):
         self.model, self.variables, self.settings = model, {"params": params}, settings
+        self.stop_threshold = stop_threshold  # the settings' or a traced float32 scalar
         self.M = type(model)  # the architecture's methods (bapjax.models.builder.MODELS)
         batch = {k: jnp.asarray(v) for k, v in batch.items()}
         self.draws = draws
@@ -307,7 +340,7 @@ class _Pool:
             lengths = jnp.asarray(lengths)
         if s.stop_rule == "length":
             length_logits = self.apply(self.summary, self.starts, self.encoded, method=self.M.length_logits)
-            predicted = jnp.minimum(length_quantile(length_logits, s.stop_threshold), s.max_actions)
+            predicted = jnp.minimum(length_quantile(length_logits, self.stop_threshold), s.max_actions)
             lengths = predicted if lengths is None else jnp.where(lengths > 0, lengths, predicted)
         return lengths if lengths is None or self.draws == 1 else jnp.repeat(lengths, self.draws)
 
@@ -357,7 +390,7 @@ class _Pool:
             may_stop = jnp.where(need > 0, c["t"] >= need, may_stop)
         feasible = feasible.at[:, G.STOP].set(may_stop)
         if sample_keys is None:
-            choice = choose_actions(logits, feasible, s.stop_rule, s.stop_threshold)
+            choice = choose_actions(logits, feasible, s.stop_rule, self.stop_threshold)
         else:
             choice = sample_actions(jnp.asarray(sample_keys)[idx], c["t"], logits, feasible, s.temperature, s.sampler)
         if lengths is not None:

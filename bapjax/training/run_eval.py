@@ -47,18 +47,21 @@ class Evaluator:
     """Decoding of items (greedy, or chosen among draws: `bapjax.training.decode.predict`) and the
     v2 evaluator's report, on this host only (over its local devices, with a local copy of the
     replicated params), so it also works when the training mesh spans hosts. One compiled
-    decoder per decoding (`DecodeSettings` up to its number of draws and selection cost)."""
+    decoder per `DecodeSettings.program` (a decoding up to its STOP threshold, number of draws and
+    selection cost)."""
 
     def __init__(self, model, vocab, feature_config):
         self.model, self.vocab, self.feature_config = model, vocab, feature_config
         self.mesh = sharding.data_mesh(jax.local_devices())
-        self._decode_fns = {}
+        self._compiled = {}  # compiled decoders by `DecodeSettings.program`
 
-    def decode_fn(self, settings: decode.DecodeSettings):
+    def decode_fn(self, settings: decode.DecodeSettings) -> decode.Decoder:
+        """The decoder of `settings`, sharing the compiled programs of every settings with its
+        `DecodeSettings.program` (e.g. all thresholds of one STOP rule)."""
         key = settings.program()
-        if key not in self._decode_fns:
-            self._decode_fns[key] = settings.decode_fn(self.model, self.mesh)
-        return self._decode_fns[key]
+        if key not in self._compiled:
+            self._compiled[key] = settings.compiled_decoder(self.model, self.mesh)
+        return settings.decode_fn(self.model, self.mesh, compiled=self._compiled[key])
 
     def local_params(self, params):
         """This host's copy of the replicated `params`, replicated over its local devices."""
@@ -139,7 +142,7 @@ class RunDecoder:
     run: checkpoints.TrainedRun
     settings: decode.DecodeSettings
     feature_config: input_pipeline.FeatureConfig
-    decode_fn: object  # the jitted decoder; it keeps its compiled programs between calls
+    compiled: object  # the run's `DecodeSettings.compiled_decoder`; it keeps its programs between calls
     other_programs: dict = dataclasses.field(default_factory=dict)  # `decode_fn_for`'s, by `DecodeSettings.program`
 
     @classmethod
@@ -151,21 +154,26 @@ class RunDecoder:
         settings = run_decode_settings(run.run_dir, run.config)  # a damaged decode.json names itself
         try:
             settings = settings.replace(**overrides)
-            decode_fn = settings.decode_fn(run.model)  # e.g. the STOP rule "length" of a model without a length head
+            compiled = settings.compiled_decoder(run.model)  # e.g. the STOP rule "length" of a model without a length head
         except ValueError as err:
             raise UserError(f"{checkpoint}: {err}") from None
-        return cls(run, settings, input_pipeline.FeatureConfig.from_config(run.config), decode_fn)
+        return cls(run, settings, input_pipeline.FeatureConfig.from_config(run.config), compiled)
 
-    def decode_fn_for(self, settings: decode.DecodeSettings):
-        """The compiled decoder of `settings`: the run's own where they compile to its program
-        (`DecodeSettings.program`: e.g. only the number of draws differs), else one compiled for
-        them once (another temperature, STOP rule, ...)."""
+    @property
+    def decode_fn(self) -> decode.Decoder:
+        """The decoder of the run's own settings."""
+        return self.settings.decode_fn(self.run.model, compiled=self.compiled)
+
+    def decode_fn_for(self, settings: decode.DecodeSettings) -> decode.Decoder:
+        """The decoder of `settings`: the run's compiled programs where they compile to its program
+        (`DecodeSettings.program`: e.g. only the number of draws or the STOP threshold differs),
+        else programs compiled for them once (another temperature, STOP rule, ...)."""
         key = settings.program()
         if key == self.settings.program():
-            return self.decode_fn
+            return settings.decode_fn(self.run.model, compiled=self.compiled)
         if key not in self.other_programs:
-            self.other_programs[key] = settings.decode_fn(self.run.model)
-        return self.other_programs[key]
+            self.other_programs[key] = settings.compiled_decoder(self.run.model)
+        return settings.decode_fn(self.run.model, compiled=self.other_programs[key])
 
     def predict(self, items: list, progress: bool = False, first_draw: int = 0) -> dict:
         """Predictions {item_id: [Action]} of `items` as the run decodes (`decode.predict`: greedy,
