@@ -9,7 +9,7 @@ cache off (every program compiled cold, as a run's first evaluation compiles the
 
 With `--compare_to`, also whether both trees' decodings are identical: every candidate's val F1
 and a hash of its predictions (each item's actions), candidate by candidate. The rounds alternate
-the trees; the figures are each tree's fastest round. The last line is JSON: {"current": {...},
+the trees; each figure is the lowest of a tree's rounds. The last line is JSON: {"current": {...},
 "baseline": {...}, "identical": bool, "ratio": {...}} ({"current": {...}} alone without
 `--compare_to`).
 """
