@@ -263,3 +263,19 @@ def test_the_thresholds_of_one_stop_rule_share_one_compiled_program():
     assert len(lengths) > 2
     assert compiled._cache_size() == 1
     assert base.replace(stop_rule="argmax").program() != base.program()
+
+
+@pytest.mark.parametrize("name", ["quickstart", "cpu", "cpu_experiment:agg,0", "cl"])
+def test_the_configs_mass_thresholds_have_the_same_log_at_run_time(name):
+    """The compiled decoder takes the mass rule's log(threshold) at run time (`choose_actions` with
+    a traced threshold); for every threshold a config tries it equals the log XLA folds at compile
+    time, so the thresholds decode as when each was written into its own program."""
+    from bapjax.cli import load_config
+    from bapjax.training import run_checks
+
+    config = run_checks.with_defaults(load_config(name))
+    thresholds = {float(t) for t in config.eval.stop_thresholds} | {float(config.eval.stop_threshold)}
+    run_time = jax.jit(jnp.log)
+    for t in sorted(thresholds):
+        folded = jax.jit(lambda: jnp.log(jnp.float32(t)))()
+        assert np.asarray(folded).view(np.int32) == np.asarray(run_time(np.float32(t))).view(np.int32), t

@@ -131,8 +131,11 @@ class DecodeSettings:
 
     def compiled_decoder(self, model: BuilderModel, mesh=None):
         """The jitted `(params, batch, lengths, sample_keys, stop_threshold) -> ids` of these
-        settings' `program()`: `decode_pool` with the STOP threshold a float32 scalar argument (the
-        same comparisons, so the same ids, as the threshold written into the program). With a
+        settings' `program()`: `decode_pool` with the STOP threshold a float32 scalar argument. The
+        comparisons are those of a threshold written into the program, except that "mass" takes the
+        threshold's log at run time instead of at compile time: the same float32 for every threshold
+        of config.eval's grids (`tests/test_decode.py`), one unit in the last place apart for a few
+        others (0.45). With a
         `mesh`, the rows (of the batch, lengths and keys) are split over its 'data' axis and each
         device decodes its rows with `slots / devices` slots."""
         check_stop_rule(self.stop_rule, self.stop_threshold, model)
