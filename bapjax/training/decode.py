@@ -191,6 +191,22 @@ class Decoder:
         return self.compiled.lower(params, batch, lengths, sample_keys, self.stop_threshold)
 
 
+class Decoders:
+    """The decoders of one model (and mesh), one `compiled_decoder` per `DecodeSettings.program`
+    shared by every settings with that program (e.g. all thresholds of one STOP rule):
+    `decoders(settings)` is `settings.decode_fn` over that compiled decoder, compiled on first use."""
+
+    def __init__(self, model: BuilderModel, mesh=None):
+        self.model, self.mesh = model, mesh
+        self._compiled = {}
+
+    def __call__(self, settings: DecodeSettings) -> Decoder:
+        key = settings.program()
+        if key not in self._compiled:
+            self._compiled[key] = settings.compiled_decoder(self.model, self.mesh)
+        return settings.decode_fn(self.model, self.mesh, compiled=self._compiled[key])
+
+
 def describe_sampling(samples: int, temperature: float, cost: float) -> str:
     """", best of greedy and K draws at temperature T (cost C per action)", or "" without draws."""
     return (f", best of greedy and {samples} draws at temperature {temperature:g} (cost {cost:g} per action)"

@@ -53,15 +53,7 @@ class Evaluator:
     def __init__(self, model, vocab, feature_config):
         self.model, self.vocab, self.feature_config = model, vocab, feature_config
         self.mesh = sharding.data_mesh(jax.local_devices())
-        self._compiled = {}  # compiled decoders by `DecodeSettings.program`
-
-    def decode_fn(self, settings: decode.DecodeSettings) -> decode.Decoder:
-        """The decoder of `settings`, sharing the compiled programs of every settings with its
-        `DecodeSettings.program` (e.g. all thresholds of one STOP rule)."""
-        key = settings.program()
-        if key not in self._compiled:
-            self._compiled[key] = settings.compiled_decoder(self.model, self.mesh)
-        return settings.decode_fn(self.model, self.mesh, compiled=self._compiled[key])
+        self.decoders = decode.Decoders(model, self.mesh)
 
     def local_params(self, params):
         """This host's copy of the replicated `params`, replicated over its local devices."""
@@ -70,14 +62,14 @@ class Evaluator:
     def candidates(self, params, items, settings: decode.DecodeSettings) -> list[dict]:
         """`decode.candidates` of `items` (the greedy decoding, then `settings.samples` draws)."""
         return decode.candidates(self.model, self.local_params(params), items, self.vocab, self.feature_config,
-                                 settings, decode_fn=self.decode_fn(settings), mesh=self.mesh)
+                                 settings, decode_fn=self.decoders(settings), mesh=self.mesh)
 
     def split(self, params, items, settings: decode.DecodeSettings, predictions_path=None) -> dict:
         """The v2 report of `items` decoded with `settings`; with `predictions_path` (a path object
         with `write_text`), the predictions are also written there as predictions JSONL
         (`bapjax.world.jsonl`, what `bapjax.evaluate --predictions` reads)."""
         predictions = decode.predict(self.model, self.local_params(params), items, self.vocab, self.feature_config,
-                                     settings, decode_fn=self.decode_fn(settings), mesh=self.mesh)
+                                     settings, decode_fn=self.decoders(settings), mesh=self.mesh)
         if predictions_path is not None:  # an epath.Path: a run's workdir may be a bucket
             predictions_path.parent.mkdir(parents=True, exist_ok=True)
             predictions_path.write_text(jsonl.predictions_jsonl(predictions))
@@ -142,8 +134,7 @@ class RunDecoder:
     run: checkpoints.TrainedRun
     settings: decode.DecodeSettings
     feature_config: input_pipeline.FeatureConfig
-    compiled: object  # the run's `DecodeSettings.compiled_decoder`; it keeps its programs between calls
-    other_programs: dict = dataclasses.field(default_factory=dict)  # `decode_fn_for`'s, by `DecodeSettings.program`
+    decoders: decode.Decoders  # the run model's, one compiled decoder per `DecodeSettings.program`
 
     @classmethod
     def load(cls, checkpoint, **overrides) -> "RunDecoder":
@@ -152,28 +143,24 @@ class RunDecoder:
         `max_actions`, `stop_rule`, `samples`, ...) whose value, where not None, replaces the run's."""
         run = checkpoints.load_run(checkpoint)
         settings = run_decode_settings(run.run_dir, run.config)  # a damaged decode.json names itself
+        decoders = decode.Decoders(run.model)
         try:
             settings = settings.replace(**overrides)
-            compiled = settings.compiled_decoder(run.model)  # e.g. the STOP rule "length" of a model without a length head
+            decoders(settings)  # e.g. the STOP rule "length" of a model without a length head
         except ValueError as err:
             raise UserError(f"{checkpoint}: {err}") from None
-        return cls(run, settings, input_pipeline.FeatureConfig.from_config(run.config), compiled)
+        return cls(run, settings, input_pipeline.FeatureConfig.from_config(run.config), decoders)
 
     @property
     def decode_fn(self) -> decode.Decoder:
         """The decoder of the run's own settings."""
-        return self.settings.decode_fn(self.run.model, compiled=self.compiled)
+        return self.decoders(self.settings)
 
     def decode_fn_for(self, settings: decode.DecodeSettings) -> decode.Decoder:
         """The decoder of `settings`: the run's compiled programs where they compile to its program
         (`DecodeSettings.program`: e.g. only the number of draws or the STOP threshold differs),
         else programs compiled for them once (another temperature, STOP rule, ...)."""
-        key = settings.program()
-        if key == self.settings.program():
-            return settings.decode_fn(self.run.model, compiled=self.compiled)
-        if key not in self.other_programs:
-            self.other_programs[key] = settings.compiled_decoder(self.run.model)
-        return settings.decode_fn(self.run.model, compiled=self.other_programs[key])
+        return self.decoders(settings)
 
     def predict(self, items: list, progress: bool = False, first_draw: int = 0) -> dict:
         """Predictions {item_id: [Action]} of `items` as the run decodes (`decode.predict`: greedy,
