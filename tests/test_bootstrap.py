@@ -44,6 +44,45 @@ def test_the_draws_are_paired_over_items_and_resample_seeds_per_variant():
     assert not (draws.seeds["b"] == draws.seeds["b"][:, :1]).all()
 
 
+def test_paired_variants_share_their_seed_draws_and_the_others_draw_as_before():
+    sizes = {"a": 3, "b": 4, "c": 3, "d": 2}
+    plain = bootstrap.draw(50, sizes, samples=100, seed=3)
+    paired = bootstrap.draw(50, sizes, samples=100, seed=3, paired=[("a", "c")])
+    np.testing.assert_array_equal(paired.items, plain.items)
+    np.testing.assert_array_equal(paired.seeds["a"], plain.seeds["a"])
+    np.testing.assert_array_equal(paired.seeds["c"], paired.seeds["a"])
+    np.testing.assert_array_equal(paired.seeds["b"], plain.seeds["b"])
+    assert not np.array_equal(plain.seeds["c"], plain.seeds["a"])  # unpaired, "c" draws its own seeds
+    with pytest.raises(ValueError, match="different numbers of runs"):
+        bootstrap.draw(50, sizes, samples=10, paired=[("a", "b")])
+    with pytest.raises(ValueError, match="not among"):
+        bootstrap.draw(50, sizes, samples=10, paired=[("a", "z")])
+    with pytest.raises(ValueError, match="two paired groups"):
+        bootstrap.draw(50, {**sizes, "e": 3}, samples=10, paired=[("a", "c"), ("c", "e")])
+
+
+def test_a_paired_difference_is_resampled_seed_by_seed():
+    """One set of models decoded two ways, one way scoring exactly one item better on every model:
+    paired, the difference's every replicate is that one item's effect on the same models; unpaired
+    it also carries the models' spread, which is much wider."""
+    rng = np.random.default_rng(6)
+    models = [_counts(rng, 200, quality=q) for q in (0, 3, 0, 3)]  # models that differ a lot overall
+    better = [{**m, "tp": np.where(np.arange(200) == 0, np.minimum(m["n_pred"], m["n_ref"]), m["tp"])} for m in models]
+    runs = {"one": models, "two": better}
+    both = {name: bootstrap.two_level(runs, [("two", "one")], samples=400, seed=1, paired=paired)
+            for name, paired in (("paired", [("one", "two")]), ("unpaired", []))}
+    gain = lambda boot: boot["differences"]["two - one"]  # noqa: E731
+    assert gain(both["paired"])["mean"] == gain(both["unpaired"])["mean"] >= 0
+    assert gain(both["paired"])["interval"][0] >= 0  # every replicate compares the same models
+    assert gain(both["unpaired"])["interval"][0] < 0
+    width = {name: gain(boot)["interval"][1] - gain(boot)["interval"][0] for name, boot in both.items()}
+    assert width["unpaired"] > 5 * width["paired"]
+    draws = bootstrap.draw(200, {"one": 4, "two": 4}, samples=30, seed=2, paired=[("one", "two")])
+    slow = bootstrap.replicates_reference(runs, draws)  # the oracle sees the shared draws too
+    for variant, fast in bootstrap.replicates(runs, draws).items():
+        np.testing.assert_allclose(fast, slow[variant], rtol=0, atol=1e-12)
+
+
 def test_micro_f1_is_recomputed_from_summed_counts_not_averaged_per_item():
     # item 0: 1 of 1 right (F1 1), item 1: 0 of 9 right (F1 0); micro F1 = 2 / 20, the mean per-item F1 would be 0.5
     counts = {"tp": np.array([1, 0]), "n_pred": np.array([1, 9]), "n_ref": np.array([1, 9])}

@@ -322,3 +322,60 @@ def test_an_ensemble_is_a_row_whose_minutes_are_its_members_runs_and_its_decodin
     assert ens["train_items_seen"] == 4 * 96000 and ens["seed_mean"]["micro_overall"] == 1.0
     assert record["bootstrap"]["reference"] == "agg" and "ens - agg" in record["bootstrap"]["differences"]
     assert "not drawn, no metrics.jsonl in agg-s0." in out.with_suffix(".md").read_text()  # ensembles have no curves
+
+
+def test_paired_variants_draw_their_seeds_together(tmp_path, mdc_path, mdc_corpus, capsys):
+    """Two seeds' runs and one-member ensembles of the same runs that get one more item right:
+    `--paired agg,vote` compares them seed by seed (the difference's interval at or above 0), where
+    unpaired the seeds' spread swamps it; a group of unknown variants or other seeds is refused in one line."""
+    from bapjax.world import jsonl
+
+    items = mdc_corpus.split("test")
+    dropped = {0: {i.item_id for i in items[::3]}, 1: {i.item_id for i in items[::2]}}  # seeds far apart
+    runs = []
+    for seed in (0, 1):
+        for name in (f"agg-s{seed}", f"vote-s{seed}"):
+            kept = dropped[seed] - ({items[0].item_id} if name.startswith("vote") else set())
+            predictions = {i.item_id: [] if i.item_id in kept else trivial.oracle_prediction(i) for i in items}
+            report = {"mc_test": evaluator.evaluate_predictions(items, predictions)}
+            if name.startswith("agg"):
+                argv = ["bapjax/train.py", f"--config=configs/cpu_experiment.py:agg,{seed}"]
+                run = _fake_run(tmp_path, name, f"cpu_experiment.py:agg,{seed}", report, [_invocation(argv, 320, 60.0)],
+                                [])
+                (run / "metrics.jsonl").unlink()
+            else:
+                run = tmp_path / name
+                run.mkdir()
+                (run / "final_eval.json").write_text(json.dumps(report))
+                member = {"run": f"runs/exp/agg-frame-s{seed}", "step": 6000, "seed": seed, "commit": "abc123",
+                          "items_trained": 192000, "wall_minutes": 18.0,
+                          "command": f"python -m bapjax.train --config=configs/cpu_experiment.py:agg,{seed}"}
+                (run / "ensemble.json").write_text(json.dumps({
+                    "command": "python -m bapjax.ensemble --runs ...", "commit": "def456", "members": [member],
+                    "choice": {"EB": {"rule": "select", "value": 0.1}, "NEB": {"rule": "vote", "value": 0.15},
+                               "candidates": []}, "wall_minutes": 21.0}))
+            (run / "predictions").mkdir()
+            jsonl.write_predictions(run / "predictions" / "mc_test.jsonl.gz", predictions)
+            runs.append(str(run))
+    out = tmp_path / "out" / "paired"
+    args = [*runs, "--out", str(out), "--corpus", str(mdc_path), "--bootstrap", "300"]
+    gains = {}
+    for how, extra in (("unpaired", []), ("paired", ["--paired", "agg,vote"])):
+        assert collect_experiment.main([*args, *extra]) == 0
+        boot = json.loads(out.with_suffix(".json").read_text())["bootstrap"]
+        gains[how] = boot["differences"]["vote - agg"]
+        assert boot.get("paired") == ([["agg", "vote"]] if extra else None)
+    assert gains["paired"]["mean"] == gains["unpaired"]["mean"] > 0
+    assert gains["paired"]["interval"][0] >= 0 > gains["unpaired"]["interval"][0]
+    assert "`agg`, `vote` hold the same models seed for seed (`--paired`)" in out.with_suffix(".md").read_text()
+    capsys.readouterr()
+    for paired, line in (("agg,ens", "error: --paired agg,ens: ens is not a variant of these runs (agg, vote)"),
+                         ("agg", "error: --paired agg: expected two or more variants")):
+        with pytest.raises(SystemExit) as exit_status:
+            collect_experiment.main([*args, "--paired", paired])
+        assert exit_status.value.code == 2 and capsys.readouterr().err.startswith(line), paired
+    with pytest.raises(SystemExit) as exit_status:
+        collect_experiment.main([*[r for r in args if not r.endswith("vote-s1")], "--paired", "agg,vote"])
+    assert exit_status.value.code == 2
+    assert capsys.readouterr().err.startswith("error: --paired agg,vote: the variants hold different seeds "
+                                              "(agg: 0, 1; vote: 0)")

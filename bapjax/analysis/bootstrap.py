@@ -10,7 +10,9 @@ items: every replicate draws the items with replacement once, the same draw for 
 variant (paired), and independently per variant that variant's seeds with replacement; a
 variant's replicate value is the mean over its drawn seeds of their micro F1 on the drawn items.
 Its interval accounts for the test items and for the seeds; a difference between two variants is
-taken replicate by replicate. Intervals are percentile intervals (`INTERVAL`). `draw` makes the
+taken replicate by replicate; variants that hold the same models (one set of checkpoints decoded
+two ways) can share their seed draws (`paired`), so their difference is resampled seed by seed.
+Intervals are percentile intervals (`INTERVAL`). `draw` makes the
 draws (one generator: the items first, then each variant's seeds in the variants' order), so that
 the NumPy computation (`replicates`) and the plain-Python one it is tested against
 (`replicates_reference`) see the same draws. With one run per variant the seed draws are trivial
@@ -45,12 +47,38 @@ class Draws:
     seeds: dict[str, np.ndarray]
 
 
-def draw(n_items: int, runs_per_variant: Mapping[str, int], samples: int, seed: int = 0) -> Draws:
+def draw(n_items: int, runs_per_variant: Mapping[str, int], samples: int, seed: int = 0,
+         paired: Sequence[Sequence[str]] = ()) -> Draws:
     """`samples` replicates' draws: the items with replacement (once, for every variant), then per
-    variant (in order) its runs with replacement."""
+    variant (in order) its runs with replacement. Variants of one group of `paired` hold the same
+    models in the same order (e.g. one set of checkpoints decoded two ways): they share one draw of
+    their runs, the first of the group's draw, so their difference is resampled seed by seed; the
+    variants of no group draw as they do without `paired`."""
+    group_of = {}
+    for group in paired:
+        unknown = [v for v in group if v not in runs_per_variant]
+        if unknown:
+            raise ValueError(f"paired variants {', '.join(unknown)} are not among {', '.join(runs_per_variant)}")
+        if len({runs_per_variant[v] for v in group}) > 1:
+            raise ValueError(f"paired variants {', '.join(group)} hold different numbers of runs "
+                             f"({', '.join(str(runs_per_variant[v]) for v in group)})")
+        for variant in group:
+            if variant in group_of:
+                raise ValueError(f"variant {variant} is in two paired groups")
+            group_of[variant] = tuple(group)
     rng = np.random.default_rng(seed)
     items = rng.integers(0, n_items, (samples, n_items))
-    return Draws(items, {variant: rng.integers(0, k, (samples, k)) for variant, k in runs_per_variant.items()})
+    seeds: dict[str, np.ndarray] = {}
+    shared: dict[tuple, np.ndarray] = {}
+    for variant, k in runs_per_variant.items():
+        group = group_of.get(variant)
+        if group is None:
+            seeds[variant] = rng.integers(0, k, (samples, k))
+            continue
+        if group not in shared:
+            shared[group] = rng.integers(0, k, (samples, k))
+        seeds[variant] = shared[group]
+    return Draws(items, seeds)
 
 
 def item_weights(picks: np.ndarray, n_items: int) -> np.ndarray:
@@ -175,15 +203,16 @@ def interval(values: np.ndarray) -> list[float]:
 
 
 def two_level(runs: Mapping[str, Sequence[Counts]], differences: Sequence[tuple[str, str]], samples: int,
-              seed: int = 0) -> dict:
+              seed: int = 0, paired: Sequence[Sequence[str]] = ()) -> dict:
     """The two-level bootstrap of `runs` ({variant: per-run counts, the same items in the same
     order}): per variant its runs' micro F1, their mean, standard deviation (None for one run) and
     the mean's 95% interval, and with >= 2 runs their `spread` on the same item draws; per difference (a, b) of `differences` "a - b": the difference of the
-    means, its 95% interval and the share of replicates above 0."""
+    means, its 95% interval and the share of replicates above 0. `paired`: groups of variants whose
+    runs are the same models in the same order, drawn together (`draw`)."""
     n_items = len(next(iter(next(iter(runs.values()))))["tp"])
     if any(len(c[k]) != n_items for counts in runs.values() for c in counts for k in ("tp", "n_pred", "n_ref")):
         raise ValueError("every run's per-item counts must cover the same items")
-    draws = draw(n_items, {v: len(c) for v, c in runs.items()}, samples, seed)
+    draws = draw(n_items, {v: len(c) for v, c in runs.items()}, samples, seed, paired)
     weights = item_weights(draws.items, n_items)
     out = {"samples": samples, "seed": seed, "items": n_items, "variants": {}, "differences": {}}
     means, values = {}, {}

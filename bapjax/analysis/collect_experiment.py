@@ -2,6 +2,7 @@
 
     python -m bapjax.analysis.collect_experiment runs/exp/mc-s{0,1,2} runs/exp/agg-s{0,1,2,3} runs/exp/cl-s{0,1} \
         [--out results/cpu_experiment] [--corpus @mdc] [--bootstrap 2000] [--seed 0] [--reference VARIANT] [--baseline VARIANT]
+        [--paired VARIANT,VARIANT ...]
 
 Each run directory is a finished `python -m bapjax.train` workdir or a `python -m bapjax.ensemble`
 folder (its ensemble.json names the members, their minutes and items, and the rule chosen on
@@ -32,7 +33,9 @@ From their per-item fairer counts:
   every run, seeds resampled per variant), and ``"bootstrap"`` holds the differences of seed means
   with their intervals: every variant minus the reference (`--reference`, default the first M_agg
   variant) and the reference minus the baseline (`--baseline`, default the first M_mc variant), each
-  beside the paper's difference;
+  beside the paper's difference; variants named together by `--paired` (the same models seed for
+  seed, e.g. runs and one-member ensembles of those runs) draw their seeds together, so their
+  difference is resampled seed by seed (``"paired"`` lists the groups);
 * ``"seed_spread"`` per variant of >= 2 such seeds: its seed SD split into the item x seed part (which
   items each seed gets right) and the rest, on the same replicates (`bapjax.analysis.bootstrap.spread`);
 * ``"mc_test_subgroups"`` per variant: micro Overall F1 of NEB test items by what the last
@@ -261,22 +264,48 @@ def compared_variants(variants: dict, reference: str | None = None,
     return reference, baseline
 
 
+def paired_groups(variants: dict, texts: list[str]) -> list[list[str]]:
+    """`--paired A,B` (repeatable) as groups of variants whose runs are the same models, seed for
+    seed (e.g. one set of runs decoded two ways): every name a variant of these runs, each in one
+    group, and the same seeds in each group."""
+    groups, seen = [], set()
+    for text in texts:
+        group = [name for name in text.split(",") if name]
+        if len(group) < 2:
+            raise UserError(f"--paired {text}: expected two or more variants, comma-separated")
+        for name in group:
+            if name not in variants:
+                raise UserError(f"--paired {text}: {name} is not a variant of these runs ({', '.join(variants)})")
+            if name in seen:
+                raise UserError(f"--paired {text}: {name} is already in another group")
+            seen.add(name)
+        seeds = {name: [s["seed"] for s in variants[name]["seeds"]] for name in group}
+        if len({tuple(v) for v in seeds.values()}) > 1:
+            listed = "; ".join(f"{name}: {', '.join(map(str, v))}" for name, v in seeds.items())
+            raise UserError(f"--paired {text}: the variants hold different seeds ({listed})")
+        groups.append(group)
+    return groups
+
+
 def add_intervals(variants: dict, counts: dict, samples: int, seed: int, reference: str | None,
-                  baseline: str | None = None) -> dict:
+                  baseline: str | None = None, paired: list[list[str]] = ()) -> dict:
     """The two-level bootstrap of the variants whose every seed kept its predictions: sets their
     "micro_overall_interval" and returns OUT.json's "bootstrap" record (the differences of seed
-    means: the reference minus the baseline, every other variant minus the reference)."""
+    means: the reference minus the baseline, every other variant minus the reference); the variants
+    of a `paired` group (`paired_groups`) draw their seeds together."""
     reference, baseline = compared_variants(variants, reference, baseline)
     complete = {v: [counts[s["run"]] for s in row["seeds"]] for v, row in variants.items()
                 if all(s["run"] in counts for s in row["seeds"])}
     pairs = [(reference, baseline)] if baseline else []
     pairs += [(v, reference) for v in variants if v not in (reference, baseline)]
     pairs = [(a, b) for a, b in pairs if a in complete and b in complete]
+    paired = [group for group in paired if all(v in complete for v in group)]
     record = {"samples": samples, "seed": seed, "reference": reference, "baseline": baseline,
+              **({"paired": paired} if paired else {}),
               "without_intervals": [v for v in variants if v not in complete], "differences": {}}
     if not complete or not samples:
         return record
-    boot = bootstrap.two_level(complete, pairs, samples, seed)
+    boot = bootstrap.two_level(complete, pairs, samples, seed, paired)
     record["items"] = boot["items"]
     for variant, result in boot["variants"].items():
         assert result["mean"] == variants[variant]["seed_mean"]["micro_overall"], variant  # the rescored counts' F1
@@ -436,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the variant the others are compared with (default: the first M_agg variant)")
     parser.add_argument("--baseline", default=None,
                         help="the variant the reference is compared with (default: the first M_mc variant)")
+    parser.add_argument("--paired", action="append", default=[], metavar="A,B",
+                        help="variants whose runs are the same models seed for seed (e.g. one set of runs decoded "
+                             "two ways): the bootstrap draws their seeds together; repeat for more groups")
     args = parser.parse_args(argv)
     command = " ".join(["python", "-m", "bapjax.analysis.collect_experiment",
                         *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
@@ -458,12 +490,13 @@ def collect(args: argparse.Namespace, command: str) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     variants = by_variant(results)
     compared_variants(variants, args.reference, args.baseline)  # a wrong --reference or --baseline: refused first
+    paired = paired_groups(variants, args.paired)
     counts = {}
     if any(jsonl.stored(run / "predictions" / PREDICTIONS).exists() for run in runs.values()):
         items = mdc.load_corpus(paths.mdc_path(args.corpus)).split("test")
         counts = rescored_counts(runs, results, items)
         add_subgroups(variants, runs, items)
-    boot = add_intervals(variants, counts, args.bootstrap, args.seed, args.reference, args.baseline)
+    boot = add_intervals(variants, counts, args.bootstrap, args.seed, args.reference, args.baseline, paired)
     out.with_suffix(".json").write_text(entry_per_line({"command": command, "bootstrap": boot, "variants": variants}, levels=3))
     kept = (f"the MDC test predictions of {len(counts)} of the {len(runs)} runs rescore to them exactly (checked by "
             "this command)" if counts else "no run kept its MDC test predictions: nothing was rescored")
@@ -500,7 +533,9 @@ def intervals_note(boot: dict) -> str:
             "of their summed counts on the drawn items; seed SD: standard deviation over the seeds, and in brackets "
             "the part which items each seed gets right explains (item x seed: half the bootstrap variance of two "
             "seeds' paired difference, over pairs) and the rest (seeds better or worse overall), "
-            "`bapjax.analysis.bootstrap.spread`")
+            "`bapjax.analysis.bootstrap.spread`"
+            + "".join(f"; {', '.join(f'`{v}`' for v in group)} hold the same models seed for seed (`--paired`): "
+                      "their seeds are drawn together" for group in boot.get("paired", ())))
 
 
 if __name__ == "__main__":
