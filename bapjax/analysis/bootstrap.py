@@ -52,8 +52,8 @@ def draw(n_items: int, runs_per_variant: Mapping[str, int], samples: int, seed: 
     """`samples` replicates' draws: the items with replacement (once, for every variant), then per
     variant (in order) its runs with replacement. Variants of one group of `paired` hold the same
     models in the same order (e.g. one set of checkpoints decoded two ways): they share one draw of
-    their runs, the first of the group's draw, so their difference is resampled seed by seed; the
-    variants of no group draw as they do without `paired`."""
+    their runs, made in the place of the group's first variant, so their difference is resampled
+    seed by seed; the variants of no group draw as they do without `paired`."""
     group_of = {}
     for group in paired:
         unknown = [v for v in group if v not in runs_per_variant]
