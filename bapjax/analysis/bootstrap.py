@@ -52,7 +52,7 @@ def draw(n_items: int, runs_per_variant: Mapping[str, int], samples: int, seed: 
     """`samples` replicates' draws: the items with replacement (once, for every variant), then per
     variant (in order) its runs with replacement. Variants of one group of `paired` hold the same
     models in the same order (e.g. one set of checkpoints decoded two ways): they share one draw of
-    their runs, made in the place of the group's first variant, so their difference is resampled
+    their runs, made at the first of them in the variants' order, so their difference is resampled
     seed by seed; the variants of no group draw as they do without `paired`."""
     group_of = {}
     for group in paired:
