@@ -22,6 +22,17 @@ def _fake_run(root, name, config_arg, reports, invocations, metrics):
     return run
 
 
+def _fake_ensemble(root, name, reports, members, choice, wall_minutes):
+    """A `python -m bapjax.ensemble` folder: its ensemble.json (members, the rules chosen) and final_eval.json."""
+    run = root / name
+    run.mkdir()
+    (run / "final_eval.json").write_text(json.dumps(reports))
+    (run / "ensemble.json").write_text(json.dumps({
+        "command": "python -m bapjax.ensemble --runs ...", "commit": "def456", "members": members, "choice": choice,
+        "wall_minutes": wall_minutes}))
+    return run
+
+
 def _invocation(argv, items, seconds, finished=True, commit="abc123"):
     return {"argv": argv, "commit": commit, "wall_seconds": seconds, "items_trained": items, "finished": finished}
 
@@ -292,17 +303,13 @@ def test_an_ensemble_is_a_row_whose_minutes_are_its_members_runs_and_its_decodin
             run = _fake_run(tmp_path, name, "cpu_experiment.py:agg,0", report, [_invocation(argv, 320, 60.0)], [])
             (run / "metrics.jsonl").unlink()
         else:
-            run = tmp_path / name
-            run.mkdir()
-            (run / "final_eval.json").write_text(json.dumps(report))
             members = [{"run": f"runs/ens/agg-m{k}", "step": 3000, "seed": k, "commit": "abc123", "items_trained": 96000,
                         "command": f"python -m bapjax.train --config=configs/cpu_ensemble.py:{k}", "wall_minutes": 8.0}
                        for k in range(4)]
-            (run / "ensemble.json").write_text(json.dumps({
-                "command": "python -m bapjax.ensemble --runs ...", "commit": "def456", "members": members,
-                "choice": ({"rule": "vote", "value": 0.15, "candidates": []} if name == "ens-s1" else
-                           {"EB": {"rule": "select", "value": 0.1}, "NEB": {"rule": "vote", "value": 0.15},
-                            "candidates": []}), "wall_minutes": 35.04}))
+            run = _fake_ensemble(tmp_path, name, report, members,
+                                 {"rule": "vote", "value": 0.15, "candidates": []} if name == "ens-s1" else
+                                 {"EB": {"rule": "select", "value": 0.1}, "NEB": {"rule": "vote", "value": 0.15},
+                                  "candidates": []}, 35.04)
         (run / "predictions").mkdir()
         jsonl.write_predictions(run / "predictions" / "mc_test.jsonl.gz", predictions)
         runs.append(str(run))
@@ -344,16 +351,12 @@ def test_paired_variants_draw_their_seeds_together(tmp_path, mdc_path, mdc_corpu
                                 [])
                 (run / "metrics.jsonl").unlink()
             else:
-                run = tmp_path / name
-                run.mkdir()
-                (run / "final_eval.json").write_text(json.dumps(report))
                 member = {"run": f"runs/exp/agg-frame-s{seed}", "step": 6000, "seed": seed, "commit": "abc123",
                           "items_trained": 192000, "wall_minutes": 18.0,
                           "command": f"python -m bapjax.train --config=configs/cpu_experiment.py:agg,{seed}"}
-                (run / "ensemble.json").write_text(json.dumps({
-                    "command": "python -m bapjax.ensemble --runs ...", "commit": "def456", "members": [member],
-                    "choice": {"EB": {"rule": "select", "value": 0.1}, "NEB": {"rule": "vote", "value": 0.15},
-                               "candidates": []}, "wall_minutes": 21.0}))
+                run = _fake_ensemble(tmp_path, name, report, [member],
+                                     {"EB": {"rule": "select", "value": 0.1}, "NEB": {"rule": "vote", "value": 0.15},
+                                      "candidates": []}, 21.0)
             (run / "predictions").mkdir()
             jsonl.write_predictions(run / "predictions" / "mc_test.jsonl.gz", predictions)
             runs.append(str(run))
