@@ -35,7 +35,7 @@ from bapjax import cli, paths
 from bapjax.corpus import load
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import checkpoints, decode, ensemble, run_checks, run_eval
+from bapjax.training import checkpoints, decode, ensemble, mbr, run_checks, run_eval
 from bapjax.world import jsonl
 
 FLAGS = flags.FLAGS
@@ -127,7 +127,7 @@ def whole_minutes(recorded: list[dict]) -> float:
 
 def chosen_text(choice: dict) -> str:
     """"EB <rule> at <value>, NEB <rule> at <value>": the rules chosen on val."""
-    return ", ".join(f"{kind} {choice[kind]['rule']} at {choice[kind]['value']:g}" for kind in ensemble.BOARDS)
+    return ", ".join(f"{kind} {choice[kind]['rule']} at {choice[kind]['value']:g}" for kind in mbr.BOARDS)
 
 
 def main(argv) -> int:
@@ -164,7 +164,7 @@ def main(argv) -> int:
         for i, member in enumerate(members):
             passes.append(ensemble.member_passes(member, splits[split], FLAGS.samples, FLAGS.temperature,
                                                  sampler=FLAGS.sampler, first_draw=FLAGS.first_draw))
-            own.append(ensemble.member_alone(member, passes[-1]))
+            own.append(ensemble.member_alone(member, passes[-1], splits[split]))
             alone.setdefault(FLAGS.runs[i], {})[split] = ensemble.score(splits[split], own[-1])
             print(f"{split}: member {i + 1}/{len(members)} decoded ({FLAGS.runs[i]}, {len(passes[-1])} passes of "
                   f"{len(splits[split])} items, alone {100 * alone[FLAGS.runs[i]][split]['micro_overall']:.2f}; "

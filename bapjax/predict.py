@@ -45,7 +45,7 @@ def define_flags() -> None:
              "(0: greedy only; default: the run's decode.json, chosen on val; else 0).")
     cli.flag("float", "temperature", None, "Sampling temperature of those draws (default: the run's decode.json).")
     cli.flag("float", "cost", None, "Cost per predicted action in the selection among them (default: the run's "
-             "decode.json).")
+             "decode.json; given, it replaces a run's rules per board).")
     cli.flag("enum", "sampler", None, "How the draws pick each action (default: the run's decode.json).",
              enum_values=list(decode.SAMPLERS))
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)

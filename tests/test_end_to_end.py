@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bapjax.world import jsonl
 from tests.test_train import tiny_config
 
@@ -90,11 +92,13 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
     """A tiny run of world_encoding "once" with every CPU model option (the Builder's frame, the
     length head and its STOP rule, cells reading the text, the instruction's colors) through the user's tools: `python -m
     bapjax.predict` (predictions in world coordinates, equal to the run's own), the long-lived
-    decoder `bapjax.play` uses, the report of its checkpoint, and bapjax/analysis/error_analysis.py."""
+    decoder `bapjax.play` uses, the report of its checkpoint, and bapjax/analysis/error_analysis.py;
+    then the same with a decode.json that keeps a rule per kind of board (`eval.vote_samples`), which
+    decodes as the run alone in an ensemble of one member does."""
     from bapjax.analysis import error_analysis
     from bapjax.evaluation import evaluator
     from bapjax.pages import report_page
-    from bapjax.training import loop, run_eval
+    from bapjax.training import decode, ensemble, loop, mbr, run_eval
     from configs import common
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
@@ -107,12 +111,14 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
     config.features.builder_frame = True
     config.train.update(dict(max_steps=2, eval_every_steps=2))
     config.eval.update(dict(stop_thresholds=(0.5,), length_quantiles=(0.5,), final_splits=("mc:test",),
-                            max_actions=4))
+                            max_actions=4, vote_samples=3))
     run = tmp_path / "run"
     loop.train_and_evaluate(config, run)
     assert json.loads((run / "config.json").read_text())["model"]["name"] == "once"
     candidates = json.loads((run / "decode.json").read_text())["candidates"]
-    assert [c["stop_rule"] for c in candidates] == ["argmax", "mass", "length"]
+    votes = [c for c in candidates if "rules" in c]
+    assert [c["stop_rule"] for c in candidates[:3]] == ["argmax", "mass", "length"]
+    assert len(votes) == len(candidates) - 3 == len(ensemble.COSTS) + len(ensemble.THRESHOLDS) + 1
 
     items = list(mdc_corpus.split("test"))[:8]
     jsonl.write_items(tmp_path / "items.jsonl", items)
@@ -126,6 +132,21 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
         assert report["counts"]["dropped_infeasible_actions"] == 0  # world coordinates: feasible as written
     assert jsonl.read_predictions(run / "predictions" / "mc_test.jsonl") == run_eval.RunDecoder.load(
         str(run)).predict(items) != {}  # bapjax.play's decoder: the run's own final predictions
+    # the pair of rules chosen per board, as decode.json keeps a winning one: the run alone in an ensemble
+    pair = votes[-1]
+    assert pair["samples"] == 3 and pair["temperature"] == 0.8 and set(pair["rules"]) == set(mbr.BOARDS)
+    run_eval.write_decode_choice(run, {**{k: pair[k] for k in ("stop_rule", "stop_threshold", "samples",
+                                                                  "temperature", "rules")}, "sampler": "inverse_cdf"})
+    decoder = run_eval.RunDecoder.load(str(run))
+    assert decoder.settings.rules == decode.rules_from_json(pair["rules"]) and decoder.settings.samples == 3
+    val = list(mdc_corpus.split("val"))[:8]
+    alone = ensemble.choose_combination(ensemble.pool([ensemble.member_passes(decoder, val)]), val,
+                                        ensemble.COSTS, ensemble.THRESHOLDS)
+    assert alone["micro_overall"] == pytest.approx(pair["val_overall_micro_f1"], abs=1e-12)
+    voted = ensemble.combine_chosen(ensemble.pool([ensemble.member_passes(decoder, items)]), pair["rules"], items)
+    run_cli("bapjax.predict", f"--checkpoint={run}", f"--items={tmp_path / 'items.jsonl'}",
+            f"--out={tmp_path / 'voted.jsonl'}", env=env)
+    assert jsonl.read_predictions(tmp_path / "voted.jsonl") == decoder.predict(items) == voted
     page = report_page.make_report(out=str(tmp_path / "r"), checkpoint=str(run), corpus=str(mdc_path), split="val",
                               limit=8, batch_size=8)
     assert len(report_page.read_embedded_data(page.read_text(encoding="utf-8"))["items"]) == 8

@@ -27,7 +27,7 @@ def utility(net, voters, cost):
 
 def brute_force_vote(voters, threshold):
     """The highest-utility set among all sets of the voters' net actions with at most one action
-    of each type per cell (the plain reference of `ensemble.vote`)."""
+    of each type per cell (the plain reference of `mbr.vote`)."""
     actions = sorted({a for v in voters for a in G.net_actions(v)})
     best, best_value = (), float("-inf")
     for size in range(len(actions) + 1):
@@ -55,7 +55,7 @@ def test_vote_is_the_set_of_highest_utility(threshold):
     rng = random.Random(0)
     for _ in range(40):
         voters = random_voters(rng, rng.randint(2, 6))
-        voted = ensemble.vote(voters, threshold)
+        voted = mbr.vote(voters, threshold)
         _, best_value = brute_force_vote(voters, threshold)
         assert utility(voted, voters, threshold) == pytest.approx(best_value)
         assert len(voted) == len(set(voted))
@@ -63,9 +63,9 @@ def test_vote_is_the_set_of_highest_utility(threshold):
 
 def test_vote_keeps_the_more_frequent_of_two_colors_in_a_cell():
     red, blue = G.Action(G.PLACE, 1, 0, 1, 0), G.Action(G.PLACE, 2, 0, 1, 0)
-    assert ensemble.vote([[red], [red], [blue]], 0.2) == [red]
-    assert ensemble.vote([[red], [blue]], 0.2) == [red]  # a tie: the lower color
-    assert ensemble.vote([[red], [blue]], 0.5) == []  # neither is predicted by more than half
+    assert mbr.vote([[red], [red], [blue]], 0.2) == [red]
+    assert mbr.vote([[red], [blue]], 0.2) == [red]  # a tie: the lower color
+    assert mbr.vote([[red], [blue]], 0.5) == []  # neither is predicted by more than half
 
 
 def test_voted_sets_are_built_in_the_order_given():
@@ -73,7 +73,7 @@ def test_voted_sets_are_built_in_the_order_given():
     top = G.Action(G.REMOVE, 3, 1, 2, 0)
     start = {(1, 1, 0): 4, (1, 2, 0): 3}
     voters = [[upper, lower, top][::-1], [lower, upper, top]]
-    ordered = ensemble.vote(voters, 0.5, start)
+    ordered = mbr.vote(voters, 0.5, start)
     assert ordered == [top, lower, upper]
     walk = G.StructureWalk(start)
     for action in ordered:
@@ -85,7 +85,7 @@ def test_a_voted_block_nothing_supports_is_left_out_and_a_chain_is_built_in_a_fe
     pillar = G.Action(G.PLACE, 1, 2, 1, 0)
     chain = [G.Action(G.PLACE, 2, x, 2, 0) for x in (0, 1, 2)]  # held up by the pillar under x = 2 only
     floating = G.Action(G.PLACE, 3, -4, 5, -4)
-    voted = ensemble.vote([[pillar, *chain, floating]] * 2, 0.5)
+    voted = mbr.vote([[pillar, *chain, floating]] * 2, 0.5)
     assert voted == [pillar, chain[2], chain[1], chain[0]]
     walk = G.StructureWalk()
     assert all(walk.step(action) for action in voted)  # feasible in the order given
@@ -117,9 +117,13 @@ def test_select_over_one_member_is_the_runs_own_selection():
 def test_pool_orders_greedy_passes_first_and_votes_among_greedy_members_without_draws():
     a, b, c = ({"x": [G.Action(G.PLACE, n, 0, 1, 0)]} for n in (1, 2, 3))
     pooled = ensemble.pool([[a, b], [c, a]])
-    assert pooled.passes == [a, c, b, a] and pooled.draws_from == 2 and pooled.voters == [b, a]
+    assert pooled.passes == [a, c, b, a] and pooled.draws_from == 2
+    # the vote is among the draws only: blocks in three cells, c's predicted by none of the draws
+    d, e, f = ({"x": [G.Action(G.PLACE, 1, n, 1, 0)]} for n in (1, 2, 3))
+    assert set(ensemble.combine(ensemble.pool([[d, e], [f, d]]), "vote", 0.4, [Item("x", ())])["x"]) == {
+        *d["x"], *e["x"]}
     greedy_only = ensemble.pool([[a], [b], [a]])
-    assert greedy_only.draws_from == 0 and greedy_only.voters == [a, b, a]
+    assert greedy_only.draws_from == 0
     assert ensemble.combine(greedy_only, "vote", 0.5, [Item("x", ())]) == {"x": a["x"]}
     with pytest.raises(ValueError, match="rule must be one of select, vote"):
         ensemble.combine(greedy_only, "average", 0.5, [Item("x", ())])
@@ -193,15 +197,15 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     assert val_record["test"] is None and val_record["test_items"] == 0 and not (on_val / "final_eval.json").exists()
     assert val_record["choice"] == record["choice"]
     # --rules fixed at the pair chosen on val: only scored there, the same test predictions
-    rules = ",".join(f"{chosen[kind]['rule']}:{chosen[kind]['value']:g}" for kind in ensemble.BOARDS)
+    rules = ",".join(f"{chosen[kind]['rule']}:{chosen[kind]['value']:g}" for kind in mbr.BOARDS)
     fixed = tmp_path / "ens_fixed"
     done = subprocess.run([*command[:-1], f"--out={fixed}", f"--rules={rules}"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     fixed_record = json.loads((fixed / "ensemble.json").read_text())
     assert fixed_record["choice"]["fixed"] and len(fixed_record["choice"]["candidates"]) == 2
-    assert {kind: fixed_record["choice"][kind] for kind in ensemble.BOARDS} == {kind: chosen[kind]
-                                                                                for kind in ensemble.BOARDS}
+    assert {kind: fixed_record["choice"][kind] for kind in mbr.BOARDS} == {kind: chosen[kind]
+                                                                                for kind in mbr.BOARDS}
     assert fixed_record["choice"]["micro_overall"] == pytest.approx(chosen["micro_overall"], abs=1e-12)
     assert jsonl.read_predictions(fixed / "predictions" / "mc_test.jsonl.gz") == predictions
     for bad, message in (("select:0.1", "expected two rules"), ("select:x,vote:0.2", "with a number"),
@@ -227,8 +231,8 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     whole = [ensemble.member_passes(m, val, samples=4, temperature=50.0) for m in members]
     for first, size in ((0, 2), (2, 2), (1, 3)):
         alone = [ensemble.member_passes(m, val, samples=size, temperature=50.0, first_draw=first) for m in members]
-        assert ensemble_noise.set_pool(members, whole, first, size) == ensemble.pool(
-            alone, [ensemble.member_alone(m, one) for m, one in zip(members, alone)])
+        assert ensemble_noise.set_pool(members, whole, val, first, size) == ensemble.pool(
+            alone, [ensemble.member_alone(m, one, val) for m, one in zip(members, alone)])
     assert ensemble_noise.sizes(32, 8) == [32, 64, 128, 256] and ensemble_noise.sizes(2, 6) == [2, 4]
     noise = tmp_path / "noise"
     assert ensemble_noise.main([str(runs[0]), str(runs[1]), "--samples", "1", "--sets", "2", "--temperature", "50",

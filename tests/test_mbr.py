@@ -284,6 +284,88 @@ def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch)
     assert run_eval.run_decode_settings(tmp_path, config).sampler == decode.LEGACY_SAMPLER == "gumbel"
 
 
+def _passes_near_the_references(items, draws, seed):
+    """[greedy, draw 0, ...] of `items`: the greedy pass empty, each draw a prefix of the item's
+    reference actions (so buildable) of random length, so a vote over the draws is near the references."""
+    rng = np.random.default_rng(seed)
+    passes = [{item.item_id: [] for item in items}]
+    for _ in range(draws):
+        passes.append({item.item_id: list(item.reference_actions[:rng.integers(0, len(item.reference_actions) + 1)])
+                       for item in items})
+    return passes
+
+
+def test_rules_per_board_combine_each_item_by_its_boards_rule(mdc_corpus):
+    """`DecodeSettings.rules`: each item is "select"ed or "vote"d by the rule of its kind of board
+    (`mbr.combine` among the greedy pass and the first `samples` draws), as an ensemble of one member
+    combines its pool; decode.json's form reads back; the compiled program ignores them."""
+    from bapjax.training import ensemble
+
+    items = list(mdc_corpus.split("val"))[:40]
+    assert {mbr.board(item) for item in items} == set(mbr.BOARDS)
+    passes = _passes_near_the_references(items, 6, 0)
+    settings = decode.DecodeSettings(5, 1, 4, samples=4, temperature=0.8, rules=(("select", 0.1), ("vote", 0.3)))
+    chosen = decode.select(passes, settings, items)
+    for item in items:
+        candidates = [one[item.item_id] for one in passes[:5]]
+        rule = ("select", 0.1) if item.is_empty_board else ("vote", 0.3)
+        assert chosen[item.item_id] == mbr.combine(candidates, *rule, item.prev_structure)
+    choice = {"EB": {"rule": "select", "value": 0.1}, "NEB": {"rule": "vote", "value": 0.3}}
+    assert chosen == ensemble.combine_chosen(ensemble.pool([passes[:5]]), choice, items)
+    assert any(chosen[item.item_id] != passes[0][item.item_id] for item in items)
+    assert decode.select(passes, settings.replace(samples=0), items) is passes[0]
+    with pytest.raises(ValueError, match="need the items"):
+        decode.select(passes, settings)
+    assert settings.rules_json() == choice
+    back = decode.DecodeSettings(5, 1, 4).chosen({"stop_rule": "argmax", "stop_threshold": 0.5, "samples": 4,
+                                                  "temperature": 0.8, "rules": choice, "sampler": "inverse_cdf"})
+    assert back == settings and back.program() == settings.replace(rules=(), samples=0).program()
+    assert "EB select 0.1, NEB vote 0.3" in settings.describe()
+    for rules, message in (((("vote", 1.0), ("vote", 0.1)), r"in \[0, 1\)"), ((("average", 0.1),) * 2, "one of"),
+                           ((("vote", 0.1),), "one \\(rule, value\\) per kind of board")):
+        with pytest.raises(ValueError, match=message):
+            settings.replace(rules=rules)
+
+
+def test_a_run_keeps_a_rule_per_board_when_it_scores_higher_on_val(tmp_path, monkeypatch, mdc_corpus):
+    """`choose_decoding` with `eval.vote_samples`: the winning STOP rule's draws at
+    `eval.vote_temperature`, every rule of `ensemble.COSTS` and `THRESHOLDS` for every item, then the
+    pair per kind of board `ensemble.choose_combination` picks over the run as its one member; it wins
+    here (its draws are near the references), so decode.json keeps its rules and no cost, and the
+    run decodes with them."""
+    from bapjax.training import ensemble, run_checks, run_eval
+
+    items = list(mdc_corpus.split("val"))[:40]
+    config = run_checks.with_defaults({})
+    config.eval.update(dict(stop_thresholds=(0.3,), samples=2, vote_samples=6, vote_temperature=0.9))
+    evaluator = run_eval.Evaluator.__new__(run_eval.Evaluator)
+    evaluator.model = None
+    decoded = []
+    near, poor = _passes_near_the_references(items, 6, 1), _passes_near_the_references(items, 2, 2)
+    for one in poor[1:]:
+        one.update({item.item_id: one[item.item_id][:1] for item in items})
+
+    def fake_candidates(params, val_items, settings):
+        decoded.append((settings.stop_rule, settings.samples, settings.temperature))
+        return near if settings.samples == 6 else poor[:settings.samples + 1]
+
+    monkeypatch.setattr(evaluator, "candidates", fake_candidates)
+    chosen = evaluator.choose_decoding(None, items, config.eval, log_fn=lambda *a: None)
+    assert decoded[-1] == (decoded[-2][0], 6, 0.9)  # the vote's draws: the rule the greedy choice kept
+    pair = ensemble.choose_combination(ensemble.pool([near]), items, ensemble.COSTS, ensemble.THRESHOLDS)
+    rules = {kind: {"rule": pair[kind]["rule"], "value": pair[kind]["value"]} for kind in mbr.BOARDS}
+    assert chosen["rules"] == rules and "cost" not in chosen and chosen["samples"] == 6
+    assert chosen["temperature"] == 0.9
+    rows = chosen["candidates"]
+    assert len(rows) == 2 + 4 + len(ensemble.COSTS) + len(ensemble.THRESHOLDS) + 1
+    assert rows[-1]["rules"] == rules and rows[-1]["val_overall_micro_f1"] == pytest.approx(pair["micro_overall"])
+    assert rows[-1]["val_overall_micro_f1"] == max(r["val_overall_micro_f1"] for r in rows)
+    run_eval.write_decode_choice(tmp_path, chosen)
+    settings = run_eval.run_decode_settings(tmp_path, config)
+    assert settings.rules == tuple((rules[k]["rule"], rules[k]["value"]) for k in mbr.BOARDS)
+    assert decode.select(near, settings, items) == ensemble.combine_chosen(ensemble.pool([near]), pair, items)
+
+
 @pytest.mark.parametrize("field, value", [("samples", -1), ("temperatures", (0.0,)), ("costs", (1.0,))])
 def test_bad_sampling_settings_name_their_field(field, value):
     from bapjax.training import run_checks, sharding

@@ -32,7 +32,7 @@ from bapjax.training import run_eval
 
 def draw_sets(decoder: run_eval.RunDecoder, items: list, sets: int) -> list[dict]:
     """The run's predictions of `items` with each of `sets` disjoint sets of its K draws
-    (`decoder.settings.samples`): set s chooses (`mbr.select` at the run's cost) among the greedy
+    (`decoder.settings.samples`): set s chooses (the run's own rule, `decode.select`) among the greedy
     pass and draws s*K .. s*K + K - 1; set 0 is the run's own decoding."""
     samples = decoder.settings.samples
     return [decoder.predict(items, first_draw=s * samples) for s in range(sets)]

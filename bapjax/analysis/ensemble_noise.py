@@ -32,7 +32,7 @@ from bapjax.analysis import add_spread_flags, bootstrap, finish
 from bapjax.corpus import load, mdc
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import decode, ensemble, run_eval
+from bapjax.training import decode, ensemble, mbr, run_eval
 
 
 def sizes(samples: int, sets: int) -> list[int]:
@@ -44,11 +44,11 @@ def sizes(samples: int, sets: int) -> list[int]:
     return found
 
 
-def set_pool(members: list, passes: list[list[dict]], first: int, size: int) -> ensemble.Pool:
+def set_pool(members: list, passes: list[list[dict]], items: list, first: int, size: int) -> ensemble.Pool:
     """The pool of one set: each member's greedy pass and its draws `first` .. `first + size - 1` of
-    `passes` (per member [greedy, draw 0, ...]), with each member's own decoding of them."""
+    `passes` (per member [greedy, draw 0, ...] of `items`), with each member's own decoding of them."""
     chosen = [[one[0], *one[1 + first:1 + first + size]] for one in passes]
-    return ensemble.pool(chosen, [ensemble.member_alone(m, c) for m, c in zip(members, chosen)])
+    return ensemble.pool(chosen, [ensemble.member_alone(m, c, items) for m, c in zip(members, chosen)])
 
 
 def counts_of(items: list, predictions: dict) -> tuple[dict, dict]:
@@ -60,11 +60,12 @@ def counts_of(items: list, predictions: dict) -> tuple[dict, dict]:
 def one_set(members, val_passes, test_passes, splits, first, size, rules) -> tuple[dict, dict]:
     """One set's row (its draws, the rules chosen on val, val and test scores; with `rules`, those
     of the fixed rules too, under "fixed") and its test counts per item ({"chosen": ..., "fixed": ...})."""
-    val_pool, test_pool = (set_pool(members, p, first, size) for p in (val_passes, test_passes))
+    val_pool, test_pool = (set_pool(members, p, splits[split], first, size)
+                           for p, split in ((val_passes, "val"), (test_passes, "test")))
     choice = ensemble.choose_combination(val_pool, splits["val"], ensemble.COSTS, ensemble.THRESHOLDS)
     test, counts = counts_of(splits["test"], ensemble.combine_chosen(test_pool, choice, splits["test"]))
     row = {"first_draw": first, "draws": size, "val": choice["micro_overall"], "test": test,
-           "rules": {kind: [choice[kind]["rule"], choice[kind]["value"]] for kind in ensemble.BOARDS}}
+           "rules": {kind: [choice[kind]["rule"], choice[kind]["value"]] for kind in mbr.BOARDS}}
     counts = {"chosen": counts}
     if rules:
         fixed = ensemble.fixed_combination(val_pool, splits["val"], rules)

@@ -27,7 +27,7 @@ pass over BapItems is `predict_items` (greedy, forced `lengths`, or draw number 
 several draws are `predict_draws` (an item's draws in one pool, its text and start world encoded
 once), and `predict` decodes as the settings say: greedy, or with `samples` > 0 the
 minimum-Bayes-risk selection (`bapjax.training.mbr`) among the greedy pass and the draws
-(`candidates`).
+(`candidates`), or with `rules` a rule per kind of board ("select" or "vote", `mbr.combine`).
 """
 
 from __future__ import annotations
@@ -83,7 +83,9 @@ class DecodeSettings:
     """How a run decodes, from config.eval (`from_eval_config`) to the kernel (`decode_pool`): its
     length limits, pool size, STOP rule and, with `samples` > 0, minimum-Bayes-risk selection among
     the greedy decoding and `samples` draws at `temperature` with `cost` per predicted action
-    (`bapjax.training.mbr`); checked on construction. A run's own settings are
+    (`bapjax.training.mbr`), or, with `rules`, one rule per kind of board (`mbr.BOARDS` order:
+    (rule, value) pairs of `mbr.combine`, "select" at a cost or "vote" at a share of the draws);
+    checked on construction. A run's own settings are
     `bapjax.training.run_eval.run_decode_settings` (config.eval with the decoding the run chose on
     val, `chosen`)."""
 
@@ -96,6 +98,7 @@ class DecodeSettings:
     temperature: float = 1.0
     cost: float = 0.1
     sampler: str = SAMPLERS[0]
+    rules: tuple = ()  # ((rule, value) for the items on an empty board, (rule, value) for the others) or ()
 
     def __post_init__(self):
         check_stop_rule(self.stop_rule, self.stop_threshold)
@@ -105,6 +108,7 @@ class DecodeSettings:
         check_sampling(self.samples, self.temperature, self.cost)
         if self.sampler not in SAMPLERS:
             raise ValueError(f"the sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
+        check_rules(self.rules)
 
     @classmethod
     def from_eval_config(cls, eval_config) -> "DecodeSettings":
@@ -116,7 +120,7 @@ class DecodeSettings:
     def describe(self) -> str:
         """"STOP rule <rule>, threshold <t>" and, with samples, how the decoding chooses among draws."""
         return f"STOP rule {self.stop_rule}, threshold {self.stop_threshold:g}" + describe_sampling(
-            self.samples, self.temperature, self.cost)
+            self.samples, self.temperature, self.cost, self.rules)
 
     def replace(self, **changes) -> "DecodeSettings":
         """A copy with the given fields changed; a None value keeps the field."""
@@ -127,7 +131,7 @@ class DecodeSettings:
         does not depend on (the number of draws, the selection cost): settings with equal programs
         share one `compiled_decoder`, so choosing a threshold on val compiles one decoder per STOP rule."""
         return dataclasses.replace(self, stop_threshold=DecodeSettings.stop_threshold, samples=0,
-                                   cost=DecodeSettings.cost)
+                                   cost=DecodeSettings.cost, rules=())
 
     def compiled_decoder(self, model: BuilderModel, mesh=None):
         """The jitted `(params, batch, lengths, sample_keys, stop_threshold) -> ids` of these
@@ -164,16 +168,22 @@ class DecodeSettings:
 
     def chosen(self, choice: dict | None) -> "DecodeSettings":
         """These settings with a run's choice on val (decode.json's `stop_rule`, `stop_threshold`
-        and, if it chose sampling, `samples`, `temperature` and `cost`; without them: greedy; its
-        `sampler`, or `LEGACY_SAMPLER` for a file written before it was recorded, so a run's draws
-        stay the ones it chose with); None: unchanged."""
+        and, if it chose sampling, `samples`, `temperature` and `cost`, or `rules` {"EB": {"rule",
+        "value"}, "NEB": {...}} instead of the cost; without them: greedy; its `sampler`, or
+        `LEGACY_SAMPLER` for a file written before it was recorded, so a run's draws stay the ones
+        it chose with); None: unchanged."""
         if choice is None:
             return self
-        return self.replace(stop_rule=choice["stop_rule"], stop_threshold=float(choice["stop_threshold"]),
-                            samples=int(choice.get("samples", 0)),
-                            temperature=float(choice.get("temperature", self.temperature)),
-                            cost=float(choice.get("cost", self.cost)),
-                            sampler=str(choice.get("sampler", LEGACY_SAMPLER)))
+        rules = choice.get("rules")
+        return dataclasses.replace(
+            self, stop_rule=choice["stop_rule"], stop_threshold=float(choice["stop_threshold"]),
+            samples=int(choice.get("samples", 0)), temperature=float(choice.get("temperature", self.temperature)),
+            cost=float(choice.get("cost", self.cost)), sampler=str(choice.get("sampler", LEGACY_SAMPLER)),
+            rules=rules_from_json(rules) if rules else ())
+
+    def rules_json(self) -> dict:
+        """`rules` as decode.json keeps them: {"EB": {"rule", "value"}, "NEB": {...}}."""
+        return {kind: {"rule": rule, "value": value} for kind, (rule, value) in zip(mbr.BOARDS, self.rules)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,10 +217,30 @@ class Decoders:
         return settings.decode_fn(self.model, self.mesh, compiled=self._compiled[key])
 
 
-def describe_sampling(samples: int, temperature: float, cost: float) -> str:
-    """", best of greedy and K draws at temperature T (cost C per action)", or "" without draws."""
-    return (f", best of greedy and {samples} draws at temperature {temperature:g} (cost {cost:g} per action)"
-            if samples else "")
+def describe_sampling(samples: int, temperature: float, cost: float, rules: tuple = ()) -> str:
+    """", best of greedy and K draws at temperature T (cost C per action)", with `rules` ", greedy
+    and K draws at temperature T, EB <rule> <value>, NEB <rule> <value>", or "" without draws."""
+    if not samples:
+        return ""
+    if rules:
+        return f", greedy and {samples} draws at temperature {temperature:g}, " + ", ".join(
+            f"{kind} {rule} {value:g}" for kind, (rule, value) in zip(mbr.BOARDS, rules))
+    return f", best of greedy and {samples} draws at temperature {temperature:g} (cost {cost:g} per action)"
+
+
+def rules_from_json(rules: dict) -> tuple:
+    """decode.json's {"EB": {"rule", "value"}, "NEB": {...}} as `DecodeSettings.rules`."""
+    return tuple((str(rules[kind]["rule"]), float(rules[kind]["value"])) for kind in mbr.BOARDS)
+
+
+def check_rules(rules: tuple) -> None:
+    """The one check of `DecodeSettings.rules`: empty, or a (rule, value) per kind of board
+    (`mbr.BOARDS`), each `mbr.check_rule`'s: ValueError. (Without draws they are not used.)"""
+    if rules and (len(rules) != len(mbr.BOARDS) or any(len(pair) != 2 for pair in rules)):
+        raise ValueError(f"the rules per board must be one (rule, value) per kind of board "
+                         f"({', '.join(mbr.BOARDS)}), got {rules!r}")
+    for rule, value in rules:
+        mbr.check_rule(rule, value)
 
 
 def check_sampling(samples: int, temperature: float, cost: float | None = None) -> None:
@@ -608,21 +638,29 @@ def predict(model: BuilderModel, params, items: list, vocab, feature_config, set
             decode_fn=None, mesh=None, features=None, progress: bool = False,
             first_draw: int = 0) -> dict[str, list[G.Action]]:
     """Predictions {item_id: [Action]} decoded as `settings` say: greedy (`predict_items`) when
-    `settings.samples` is 0, else the minimum-Bayes-risk selection at `settings.cost` among the
-    greedy decoding and the draws from `first_draw` on (`candidates`, `bapjax.training.mbr.select`)."""
+    `settings.samples` is 0, else `select` among the greedy decoding and the draws from
+    `first_draw` on (`candidates`)."""
     if settings.samples == 0:
         return predict_items(model, params, items, vocab, feature_config, settings, decode_fn=decode_fn, mesh=mesh,
                              features=features, progress=progress)
     passes = candidates(model, params, items, vocab, feature_config, settings, decode_fn=decode_fn, mesh=mesh,
                         features=features, progress=progress, first_draw=first_draw)
-    return select(passes, settings)
+    return select(passes, settings, items)
 
 
-def select(passes: list[dict], settings: DecodeSettings) -> dict[str, list[G.Action]]:
+def select(passes: list[dict], settings: DecodeSettings, items: Sequence = ()) -> dict[str, list[G.Action]]:
     """What `predict` returns from [greedy, draw 1, ...] (`candidates`, at `settings`' STOP rule and
-    temperature): the greedy pass when `settings.samples` is 0 (or only it was decoded), else the
-    minimum-Bayes-risk selection at `settings.cost` among the greedy pass and the first
-    `settings.samples` draws."""
+    temperature): the greedy pass when `settings.samples` is 0 (or only it was decoded), else
+    among the greedy pass and the first `settings.samples` draws the minimum-Bayes-risk selection
+    at `settings.cost` (`mbr.select`), or with `settings.rules` each item's board's rule
+    (`mbr.combine`; votes built from the item's start structure, so the BapItems `items` are needed)."""
     if settings.samples == 0 or len(passes) == 1:
         return passes[0]
-    return mbr.select(passes[:settings.samples + 1], settings.cost)
+    passes = passes[:settings.samples + 1]
+    if not settings.rules:
+        return mbr.select(passes, settings.cost)
+    if not items:
+        raise ValueError("rules per board need the items (their board and start structure)")
+    rules = dict(zip(mbr.BOARDS, settings.rules))
+    return {item.item_id: mbr.combine([one[item.item_id] for one in passes], *rules[mbr.board(item)],
+                                      item.prev_structure) for item in items}

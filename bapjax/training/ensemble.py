@@ -13,11 +13,10 @@ with the draws on average less a cost per predicted action, so the sum over its 
 * "select" at a cost: the pass with the highest utility (`mbr.choose`), a sequence one member
   decoded, so always buildable;
 * "vote" at a threshold: the net actions predicted by more than that share of the draws
-  (`vote`): the set of highest utility when any set may be predicted and the cost is the
-  threshold. A threshold of 0.5 or more never keeps two placements in one cell; below it the
-  more frequent of two conflicting actions is kept. The set is built from the item's start
-  structure, removals first (top down), then placements bottom up; a voted block that nothing
-  in the voted structure supports is left out (`buildable_order`), so every prediction is buildable.
+  (`mbr.vote`): the set of highest utility when any set may be predicted and the cost is the
+  threshold. The set is built from the item's start structure, removals first (top down), then
+  placements bottom up; a voted block that nothing in the voted structure supports is left out
+  (`mbr.buildable_order`), so every prediction is buildable.
 
 The third weighs members, not draws: "members" at m keeps the net actions that at least m of the
 members' own decodings predict (`vote` among them, built the same way).
@@ -26,7 +25,9 @@ With fewer than two draws in the pool (greedy-only members) the greedy passes ar
 `choose_combination` scores every rule on val items and keeps the best for the items on an empty
 board and the best for the others (ties: the first tried, "select", "vote", "members", lower
 values first); `combine_chosen` applies them. The command is
-`python -m bapjax.ensemble`.
+`python -m bapjax.ensemble`. A one-member ensemble is a run decoded with a vote over its own
+draws, which a run can choose on val itself (`config.eval.vote_samples`,
+`bapjax.training.run_eval.Evaluator.choose_decoding`, by `choose_combination`).
 """
 
 from __future__ import annotations
@@ -40,8 +41,7 @@ from bapjax.evaluation import evaluator
 from bapjax.training import decode, mbr
 from bapjax.world import grid as G
 
-RULES = ("select", "vote", "members")
-BOARDS = ("EB", "NEB")  # items that start on an empty board, and the others: each kind chooses its own rule
+RULES = mbr.RULES + ("members",)
 COSTS = (0.075, 0.1, 0.125, 0.15, 0.2)  # "select"'s costs per action tried on val by default
 THRESHOLDS = (0.1, 0.125, 0.15, 0.175, 0.2, 0.25)  # "vote"'s shares of the draws tried on val by default
 
@@ -56,13 +56,6 @@ class Pool:
     draws_from: int
     alone: list = dataclasses.field(default_factory=list)
 
-    @property
-    def voters(self) -> list:
-        """The passes that stand for the ensemble's distribution: the draws, or every pass when
-        the pool holds fewer than two draws."""
-        draws = self.passes[self.draws_from:]
-        return draws if len(draws) >= 2 else self.passes
-
 
 def pool(member_passes: Sequence[Sequence[dict]], alone: Sequence[dict] = ()) -> Pool:
     """A `Pool` from each member's [greedy, draw 0, ...] (`decode.candidates`) and, optionally,
@@ -73,48 +66,15 @@ def pool(member_passes: Sequence[Sequence[dict]], alone: Sequence[dict] = ()) ->
     return Pool(greedy + draws, draws_from, list(alone))
 
 
-def buildable_order(start, net: frozenset) -> list[G.Action]:
-    """A net action set as a sequence built from the `start` structure: removals from the top
-    down, then placements from the bottom up (by cell, then color), each pass over the placements
-    left doing every one that is feasible by then, until a pass does none; what no order makes
-    feasible (a block with nothing under or beside it in the voted structure, the 21st block of a
-    color) is left out."""
-    walk = G.StructureWalk(start)
-    for action in sorted((a for a in net if a.type == G.REMOVE), key=lambda a: (-a.y, a.x, a.z, a.color)):
-        walk.step(action)
-    pending = sorted((a for a in net if a.type == G.PLACE), key=lambda a: (a.y, a.x, a.z, a.color))
-    while pending:
-        left = [action for action in pending if not walk.step(action)]
-        if len(left) == len(pending):
-            break
-        pending = left
-    return list(walk.applied)
-
-
-def vote(voters: Sequence[Sequence[G.Action]], threshold: float, start=()) -> list[G.Action]:
-    """The net actions predicted by more than `threshold` of the `voters` (action sequences), at
-    most one action of each type per cell (the more frequent; ties: the lower color), as a sequence
-    from the `start` structure (`buildable_order`)."""
-    counts: dict = {}
-    for actions in voters:
-        for action in G.net_actions(actions):
-            counts[action] = counts.get(action, 0) + 1
-    kept: dict = {}
-    for action, count in counts.items():
-        if count / len(voters) <= threshold:
-            continue
-        key = (action.type, action.x, action.y, action.z)
-        if key not in kept or (count, -action.color) > (counts[kept[key]], -kept[key].color):
-            kept[key] = action
-    return buildable_order(start, frozenset(kept.values()))
-
-
 def check_rule(rule: str, value: float, members: int) -> None:
-    """The one check of a rule's name (`RULES`) and, for "members", of m against the `members`
-    own decodings there are to count: ValueError."""
+    """The one check of a rule (`RULES`) and its value: a cost or share in [0, 1)
+    (`mbr.check_rule`), or for "members" m against the `members` own decodings there are to
+    count: ValueError."""
     if rule not in RULES:
         raise ValueError(f"the ensemble rule must be one of {', '.join(RULES)}, got {rule!r}")
-    if rule == "members" and not 1 <= value <= members:
+    if rule != "members":
+        mbr.check_rule(rule, value)
+    elif not 1 <= value <= members:
         raise ValueError(f"the rule 'members' needs 1 <= m <= {members} (the members' own decodings "
                          f"in the pool), got {value!r}")
 
@@ -123,11 +83,11 @@ def parse_rules(texts: Sequence[str], members: int) -> dict:
     """Two rules written RULE:VALUE, for the items on an empty board and then for the others, as
     {"EB": (rule, value), "NEB": (rule, value)}, each checked (`check_rule`; a cost or share in
     [0, 1)); ValueError naming the text at fault."""
-    if len(texts) != len(BOARDS):
+    if len(texts) != len(mbr.BOARDS):
         raise ValueError(f"{','.join(texts)}: expected two rules, RULE:VALUE for the items on an empty board, then "
                          "for the others (e.g. select:0.075,vote:0.15)")
     rules = {}
-    for kind, text in zip(BOARDS, texts):
+    for kind, text in zip(mbr.BOARDS, texts):
         rule, _, value = text.partition(":")
         try:
             number = float(value)
@@ -137,8 +97,6 @@ def parse_rules(texts: Sequence[str], members: int) -> dict:
             check_rule(rule, number, members)
         except ValueError as err:
             raise ValueError(f"{text}: {err}") from None
-        if rule != "members" and not 0.0 <= number < 1.0:
-            raise ValueError(f"{text}: a cost or share must be in [0, 1)")
         rules[kind] = (rule, number)
     return rules
 
@@ -150,14 +108,12 @@ def combine(pooled: Pool, rule: str, value: float, items: Sequence) -> dict[str,
     check_rule(rule, value, len(pooled.alone))
     chosen = {}
     for item in items:
-        candidates = [one[item.item_id] for one in pooled.passes]
-        if rule == "select":
-            chosen[item.item_id] = candidates[mbr.choose(candidates, value, draws_from=pooled.draws_from)]
-        elif rule == "vote":
-            chosen[item.item_id] = vote([one[item.item_id] for one in pooled.voters], value, item.prev_structure)
-        else:  # more than (m - 1/2) / n of n voters: at least m of them
+        if rule == "members":  # more than (m - 1/2) / n of n voters: at least m of them
             voters = [one[item.item_id] for one in pooled.alone]
-            chosen[item.item_id] = vote(voters, (value - 0.5) / len(voters), item.prev_structure)
+            chosen[item.item_id] = mbr.vote(voters, (value - 0.5) / len(voters), item.prev_structure)
+        else:
+            chosen[item.item_id] = mbr.combine([one[item.item_id] for one in pooled.passes], rule, value,
+                                               item.prev_structure, draws_from=pooled.draws_from)
     return chosen
 
 
@@ -177,24 +133,21 @@ def member_passes(decoder, items: list, samples: int | None = None, temperature:
                              decode_fn=decoder.decode_fn_for(settings), progress=progress, first_draw=first_draw)
 
 
-def member_alone(decoder, passes: list[dict]) -> dict[str, list[G.Action]]:
-    """A member's predictions from its `member_passes`, as it decodes alone (`decode.select` at its
-    own settings; draw k is the same whatever the number of draws, so this is exactly its own
-    decoding when the passes hold at least its number of draws, at its temperature)."""
-    return decode.select(passes, decoder.settings)
-
-
-def board(item) -> str:
-    return "EB" if item.is_empty_board else "NEB"
+def member_alone(decoder, passes: list[dict], items: list) -> dict[str, list[G.Action]]:
+    """A member's predictions of `items` from its `member_passes`, as it decodes alone
+    (`decode.select` at its own settings; draw k is the same whatever the number of draws, so this
+    is exactly its own decoding when the passes hold at least its number of draws, at its
+    temperature)."""
+    return decode.select(passes, decoder.settings, items)
 
 
 def score(items: list, predictions: dict) -> dict:
     """The scores a combination is chosen by and reported with (v2 evaluator), and its fairer
     counts [true positives, predicted, reference net actions] per `BOARDS` kind ("counts")."""
     report, scores, _ = evaluator.evaluate_items(items, predictions, drop_infeasible=False)
-    kinds = np.array([board(item) for item in items])
+    kinds = np.array([mbr.board(item) for item in items])
     counts = {kind: [int(np.sum(column[kinds == kind])) for column in (scores.fair_tp, scores.n_pred, scores.n_ref)]
-              for kind in BOARDS}
+              for kind in mbr.BOARDS}
     return {**evaluator.headline(report), "counts": counts}
 
 
@@ -228,8 +181,8 @@ def fixed_combination(pooled: Pool, items: list, rules: dict) -> dict:
     `bapjax.analysis.ensemble_rules`) instead of chosen on these `items`: each scored on them
     ("candidates"), and the pair's micro F1 ("micro_overall"); "fixed": True."""
     rows = [{"rule": rules[kind][0], "value": float(rules[kind][1]),
-             **score(items, combine(pooled, rules[kind][0], float(rules[kind][1]), items))} for kind in BOARDS]
-    return {**{kind: {"rule": row["rule"], "value": row["value"]} for kind, row in zip(BOARDS, rows)},
+             **score(items, combine(pooled, rules[kind][0], float(rules[kind][1]), items))} for kind in mbr.BOARDS]
+    return {**{kind: {"rule": row["rule"], "value": row["value"]} for kind, row in zip(mbr.BOARDS, rows)},
             "micro_overall": micro_f1([rows[0]["counts"]["EB"], rows[1]["counts"]["NEB"]]), "candidates": rows,
             "fixed": True}
 
@@ -258,8 +211,8 @@ def pooled_choice(choices: Sequence[dict]) -> dict:
 def combine_chosen(pooled: Pool, choice: dict, items: list) -> dict[str, list[G.Action]]:
     """Predictions of `items` by the rules `choose_combination` chose for each kind of board."""
     predictions = {}
-    for kind in BOARDS:
-        chosen = [item for item in items if board(item) == kind]
+    for kind in mbr.BOARDS:
+        chosen = [item for item in items if mbr.board(item) == kind]
         if chosen:
             predictions.update(combine(pooled, choice[kind]["rule"], choice[kind]["value"], chosen))
     return predictions

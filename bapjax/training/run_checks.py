@@ -77,6 +77,8 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
         ("eval.samples", lambda: decode.check_sampling(ec.samples, 1.0)),
         ("eval.temperatures", lambda: [decode.check_sampling(0, t) for t in ec.temperatures]),
         ("eval.costs", lambda: [decode.check_sampling(0, 1.0, c) for c in ec.costs]),
+        ("eval.vote_samples", lambda: decode.check_sampling(ec.vote_samples, 1.0)),
+        ("eval.vote_temperature", lambda: decode.check_sampling(0, ec.vote_temperature)),
         ("train", lambda: optimizer.make_optimizer(tc, total_steps=1)),
     ]
     for section, build in owners:

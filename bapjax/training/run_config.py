@@ -148,6 +148,11 @@ def base_config() -> ml_collections.ConfigDict:
     config.eval.samples = 0
     config.eval.temperatures = (0.5,)
     config.eval.costs = (0.075, 0.1, 0.125, 0.15)
+    # > 0: then also the chosen rule with this many draws at vote_temperature, one rule for the items on
+    # an empty board and one for the others, each "select" (as above) or "vote" (the net actions more
+    # than a share of the draws predict) on the grids of bapjax.training.ensemble (COSTS, THRESHOLDS)
+    config.eval.vote_samples = 0
+    config.eval.vote_temperature = 0.8
     config.eval.stop_rule_val = ""  # "": choose the STOP rule on all val items; a source name (e.g. "mc"): on its val only
     config.eval.val_decode_items = 0  # decode-and-score this many val items per source at each eval (0: all, -1: none)
     config.eval.val_decode_sources = ()  # the sources whose val items evals decode (empty: every source), e.g. ("mc",)

@@ -1,6 +1,6 @@
 """Decoding and scoring a run: its decode settings (config.eval with the STOP rule, and the
-minimum-Bayes-risk sampling if any, it chose on val: <workdir>/decode.json, written and read only
-here), the `Evaluator` training scores val and test with, and predictions of a trained model in
+minimum-Bayes-risk sampling if any, a cost or a rule per kind of board, it chose on val:
+<workdir>/decode.json, written and read only here), the `Evaluator` training scores val and test with, and predictions of a trained model in
 the evaluator's JSONL format (the command `python -m bapjax.predict` writes them)."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import jax
 from bapjax.data import input_pipeline
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import checkpoints, decode, run_checks, sharding
+from bapjax.training import checkpoints, decode, ensemble, mbr, run_checks, sharding
 from bapjax.world import jsonl
 
 DECODE_SETTINGS = "decode.json"  # in a run's workdir: the decoding chosen on val (`Evaluator.choose_decoding`)
 CHOICE_FIELDS = ("stop_rule", "stop_threshold")  # what decode.json always keeps of the chosen decoding
-SAMPLING_FIELDS = ("samples", "temperature", "cost")  # and these when the choice has draws
+SAMPLING_FIELDS = ("samples", "temperature", "cost", "rules")  # and those of these a choice with draws has
 
 
 def read_decode_choice(run_dir) -> dict | None:
@@ -37,7 +37,7 @@ def write_decode_choice(workdir, choice: dict) -> None:
 
 def run_decode_settings(run_dir, config) -> decode.DecodeSettings:
     """How a run decodes: config.eval's settings with the STOP rule (and the sampling, if any:
-    `samples`, `temperature`, `cost`, and the `sampler` its draws use) of <run_dir>/decode.json if
+    `samples`, `temperature`, `cost` or `rules`, and the `sampler` its draws use) of <run_dir>/decode.json if
     the run has chosen them (its final evaluation, `predict_with_run` and the benchmarks); a
     decode.json without sampling: greedy."""
     return decode.DecodeSettings.from_eval_config(config.eval).chosen(read_decode_choice(run_dir))
@@ -82,10 +82,15 @@ class Evaluator:
         for a model with a length head, "length" at each of `config.eval.length_quantiles`; then,
         with `config.eval.samples` > 0, the winning rule with minimum-Bayes-risk selection among
         the greedy decoding and that many draws (`bapjax.training.mbr`) at each of
-        `config.eval.temperatures` (drawn once per temperature) and each of `config.eval.costs`.
+        `config.eval.temperatures` (drawn once per temperature) and each of `config.eval.costs`;
+        then, with `config.eval.vote_samples` > 0, the winning rule with that many draws at
+        `config.eval.vote_temperature`, combined by one rule for the items on an empty board and one
+        for the others ("rules": "select" at each of `ensemble.COSTS`, "vote" at each of
+        `ensemble.THRESHOLDS`; `ensemble.choose_combination` over the run as its one member).
         The highest val micro Overall (fairer) F1 wins (ties: the first tried, greedy before
-        sampled). `chosen_on` names the items ("val": every source's val; "mc:val": one source's);
-        "candidates" lists every decoding tried with its val F1."""
+        sampled, one rule for every item before a rule per board). `chosen_on` names the items
+        ("val": every source's val; "mc:val": one source's); "candidates" lists every decoding
+        tried with its val F1."""
         base = decode.DecodeSettings.from_eval_config(eval_config)
         rules = [("argmax", 0.5)] + [("mass", float(t)) for t in eval_config.stop_thresholds]
         if getattr(self.model, "length_head", False):
@@ -93,8 +98,8 @@ class Evaluator:
         rows = []
 
         def score(settings: decode.DecodeSettings, predictions: dict):
-            rows.append(_val_row(settings, evaluator.evaluate_predictions(val_items, predictions,
-                                                                         drop_infeasible=False)))
+            rows.append(_val_row(settings, evaluator.headline(evaluator.evaluate_predictions(
+                val_items, predictions, drop_infeasible=False))))
             log_fn("val with %s: micro Overall F1 %.4f, %.2f net actions per item", settings.describe(),
                    rows[-1]["val_overall_micro_f1"], rows[-1]["mean_predicted_net_actions"])
 
@@ -109,16 +114,32 @@ class Evaluator:
             for cost in eval_config.costs:
                 settings = sampled.replace(cost=float(cost))
                 score(settings, decode.select(passes, settings))
+        if int(eval_config.vote_samples):
+            voted = base.replace(stop_rule=greedy_best["stop_rule"], stop_threshold=greedy_best["stop_threshold"],
+                                 samples=int(eval_config.vote_samples), temperature=float(eval_config.vote_temperature))
+            passes = self.candidates(params, val_items, voted)
+            choice = ensemble.choose_combination(ensemble.pool([passes]), val_items, ensemble.COSTS,
+                                                 ensemble.THRESHOLDS)
+            for row in choice["candidates"]:  # one rule for every item, scored by choose_combination
+                settings = voted.replace(rules=((row["rule"], row["value"]),) * len(mbr.BOARDS))
+                rows.append(_val_row(settings, row))
+                log_fn("val with %s: micro Overall F1 %.4f, %.2f net actions per item", settings.describe(),
+                       row["micro_overall"], row["mean_predicted_net_actions"])
+            settings = voted.replace(rules=tuple((choice[kind]["rule"], choice[kind]["value"]) for kind in mbr.BOARDS))
+            score(settings, decode.select(passes, settings, val_items))
         best = max(rows, key=lambda r: r["val_overall_micro_f1"])  # ties: the first
-        fields = CHOICE_FIELDS + (SAMPLING_FIELDS if best["samples"] else ())
+        fields = CHOICE_FIELDS + (tuple(key for key in SAMPLING_FIELDS if key in best) if best["samples"] else ())
         return {**{key: best[key] for key in fields}, "sampler": base.sampler, "chosen_on": chosen_on,
                 "val_items": len(val_items), "candidates": rows}
 
 
-def _val_row(settings: decode.DecodeSettings, report: dict) -> dict:
-    """A decoding tried on val, as decode.json's "candidates" list it: its settings and scores."""
-    sampled = {"temperature": settings.temperature, "cost": settings.cost} if settings.samples else {}
-    headline = evaluator.headline(report)
+def _val_row(settings: decode.DecodeSettings, headline: dict) -> dict:
+    """A decoding tried on val, as decode.json's "candidates" list it: its settings and scores
+    (`headline`: `evaluator.headline` of its val report)."""
+    sampled = {}
+    if settings.samples:
+        sampled = ({"temperature": settings.temperature, "rules": settings.rules_json()} if settings.rules
+                   else {"temperature": settings.temperature, "cost": settings.cost})
     return {"stop_rule": settings.stop_rule, "stop_threshold": settings.stop_threshold,
             "samples": settings.samples, **sampled,
             "val_overall_micro_f1": headline["micro_overall"],
@@ -140,10 +161,13 @@ class RunDecoder:
     def load(cls, checkpoint, **overrides) -> "RunDecoder":
         """The run's best (else latest) checkpoint with `run_decode_settings` (its config.eval
         with the decoding it chose on val); `overrides` are `DecodeSettings` fields (`slots`,
-        `max_actions`, `stop_rule`, `samples`, ...) whose value, where not None, replaces the run's."""
+        `max_actions`, `stop_rule`, `samples`, ...) whose value, where not None, replaces the run's;
+        a `cost` selects at that cost instead of by the run's rules per board, if it has them."""
         run = checkpoints.load_run(checkpoint)
         settings = run_decode_settings(run.run_dir, run.config)  # a damaged decode.json names itself
         decoders = decode.Decoders(run.model)
+        if overrides.get("cost") is not None:
+            overrides["rules"] = ()
         try:
             settings = settings.replace(**overrides)
             decoders(settings)  # e.g. the STOP rule "length" of a model without a length head

@@ -43,7 +43,8 @@ def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[s
             if best is not None else f"the last state, step {steps} (no val split to choose by)")
     chosen = run_eval.read_decode_choice(workdir)
     if chosen is not None:
-        sampled = decode.describe_sampling(chosen.get("samples", 0), chosen.get("temperature"), chosen.get("cost"))
+        sampled = decode.describe_sampling(chosen.get("samples", 0), chosen.get("temperature"), chosen.get("cost"),
+                                           decode.rules_from_json(chosen["rules"]) if chosen.get("rules") else ())
         rule = (f"{chosen['stop_rule']} at {chosen['stop_threshold']}{sampled} "
                 f"(chosen on {chosen.get('chosen_on', 'val')})")
     else:
