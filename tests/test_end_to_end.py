@@ -139,6 +139,7 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
                                                                   "temperature", "rules")}, "sampler": "inverse_cdf"})
     decoder = run_eval.RunDecoder.load(str(run))
     assert decoder.settings.rules == decode.rules_from_json(pair["rules"]) and decoder.settings.samples == 3
+    assert run_eval.RunDecoder.load(str(run), cost=0.1).settings.rules == ()  # a cost: the selection at it
     val = list(mdc_corpus.split("val"))[:8]
     alone = ensemble.choose_combination(ensemble.pool([ensemble.member_passes(decoder, val)]), val,
                                         ensemble.COSTS, ensemble.THRESHOLDS)

@@ -19,7 +19,7 @@ with the draws on average less a cost per predicted action, so the sum over its 
   (`mbr.buildable_order`), so every prediction is buildable.
 
 The third weighs members, not draws: "members" at m keeps the net actions that at least m of the
-members' own decodings predict (`vote` among them, built the same way).
+members' own decodings predict (`mbr.vote` among them, built the same way).
 
 With fewer than two draws in the pool (greedy-only members) the greedy passes are the draws.
 `choose_combination` scores every rule on val items and keeps the best for the items on an empty
