@@ -12,6 +12,10 @@ decoded together with today's sampler decode 2.9x the item-passes per second (re
 Result: MDC test micro Overall, seed means on the 2-core host: mc 26.9 (8), agg 30.0 (8), cl_la 29.6 (8)
 (results/cpu_experiment_host2.md); the earlier collection: mc 27.0, agg 30.3, cl 28.7, cl_mc 28.0, cl_la 30.1.
 Evidence for each choice, and the collection's command: docs/results.md ("What the models score now").
+With --config.eval.vote_samples=64 a run also tries, on MDC val, a vote over 64 of its draws (one rule per kind
+of board) and keeps it if it wins: agg 31.9 over 4 seeds against 29.4 for the same checkpoints' own decoding,
++2.5 [+1.7, +3.3], about 1.6 more minutes of decoding on a host half as fast as the 2-core one above
+(results/cpu_run_vote64_host4.md).
 
 The argument: a variant of `VARIANTS` (mc: the augmented MDC training games; agg: + D_bs, D_ss, D_r,
 shuffled; cl, cl_la, cl_mc: agg with a curriculum), a seed (default 0; it sets `config.seed` and the
