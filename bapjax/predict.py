@@ -5,8 +5,8 @@ final evaluation does: `bapjax.training.run_eval`).
     python -m bapjax.predict --checkpoint runs/cl --store data/store --split test --dataset bs --out bs.jsonl
     python -m bapjax.predict --checkpoint runs/cpu --items items.jsonl --out preds.jsonl --evaluate
 
-`--checkpoint` is a training workdir (it holds config.json, vocab.json and checkpoints/best|latest)
-or a checkpoints/best or /latest directory inside one; `--split` defaults to test. Then score with
+`--checkpoint` is a training workdir (it holds config.json, vocab.json and checkpoints/best|latest),
+a checkpoints/best or /latest directory inside one, or one kept step (checkpoints/latest/STEP); `--split` defaults to test. Then score with
 `python -m bapjax.evaluate --predictions preds.jsonl --corpus ... --split ...` (or `--evaluate`).
 """
 
@@ -30,7 +30,8 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.flag("string", "checkpoint", None, "Training workdir (or its checkpoints/best or /latest).")
+    cli.flag("string", "checkpoint", None, "Training workdir (or its checkpoints/best or /latest, or one step: "
+             "checkpoints/latest/STEP).")
     cli.define_item_source_flags()  # --split defaults to test here (main)
     cli.flag("string", "out", None, "Output predictions JSONL.")
     cli.flag("integer", "batch_size", None, "Items decoded at once (default: the run's config.eval.batch_size).")

@@ -2,6 +2,7 @@
 train step, and as the weights a checkpoint is evaluated and predicted with."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -81,3 +82,26 @@ def test_train_step_keeps_the_moving_average_and_trains_the_same_weights(tmp_pat
             sharding.replicate(loop.create_state(model, optimizer, jax.random.PRNGKey(0), None, decay), mesh),
             batches[0])
 
+
+
+def test_load_params_reads_the_named_step(tmp_path):
+    """A step directory of a manager (checkpoints/latest/<step>) loads that step, not the newest;
+    the run directory loads its best; a damaged step is an error naming it, not another step."""
+    ckpts = checkpoints.Checkpoints(tmp_path)
+    for step in (4, 8):
+        state = {"step": jnp.int32(step), "params": {"w": jnp.full((3,), float(step))},
+                 "ema_params": {"w": jnp.full((3,), step + 0.5)}}
+        ckpts.save(ckpts.latest, state, {"iterator": {}})
+        if step == 4:
+            ckpts.save(ckpts.best, state, {"iterator": {}})
+    ckpts.close()
+    for path, step in ((tmp_path, 4), (tmp_path / "checkpoints" / "latest", 8),
+                       (tmp_path / "checkpoints" / "latest" / "4", 4), (tmp_path / "checkpoints" / "latest" / "8", 8)):
+        params, loaded = checkpoints.load_params(path)
+        assert loaded == step, path
+        np.testing.assert_array_equal(np.asarray(params["w"]), np.full((3,), step + 0.5))  # the moving average
+    for array in (tmp_path / "checkpoints" / "latest" / "8" / "state").rglob("*"):
+        if array.is_file() and array.stat().st_size > 0:
+            array.write_bytes(b"damaged")
+    with pytest.raises(checkpoints.CheckpointError, match="latest/8: this checkpoint step does not restore"):
+        checkpoints.load_params(tmp_path / "checkpoints" / "latest" / "8")

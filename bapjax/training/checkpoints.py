@@ -151,12 +151,22 @@ def evaluation_params(state: dict):
 
 def load_params(checkpoint_dir: str | os.PathLike) -> tuple[Any, int]:
     """(params, step) of a run's best (else latest) intact checkpoint, its evaluation weights
-    (`evaluation_params`): `checkpoint_dir` is the run's workdir, its checkpoints/ dir, or a best/
-    or latest/ manager dir (the params tree comes from the checkpoint's own metadata)."""
+    (`evaluation_params`): `checkpoint_dir` is the run's workdir, its checkpoints/ dir, a best/
+    or latest/ manager dir, or one step of one (e.g. checkpoints/latest/4800: that step only, an
+    error when it does not restore); the params tree comes from the checkpoint's own metadata."""
     root = workdir_path(checkpoint_dir)
+    args = ocp.args.Composite(state=ocp.args.StandardRestore())
+    if root.name.isdigit() and (root / "state").is_dir():  # one step of a manager dir
+        manager = ocp.CheckpointManager(root.parent)
+        try:
+            restored, step = _restore_newest_intact(manager, lambda _: args, str(root.parent), [int(root.name)])
+        finally:
+            manager.close()
+        if restored is None:
+            raise CheckpointError(f"{checkpoint_dir}: this checkpoint step does not restore")
+        return evaluation_params(restored["state"]), step
     candidates = [root / "checkpoints" / "best", root / "checkpoints" / "latest", root / "best",
                   root / "latest", root]
-    args = ocp.args.Composite(state=ocp.args.StandardRestore())
     for directory in candidates:
         if not directory.is_dir():
             continue
