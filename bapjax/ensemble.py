@@ -166,7 +166,8 @@ def main(argv) -> int:
     first_draws, first = [], FLAGS.first_draw
     for member in members:  # draw k is the same whatever the member (`decode.sample_keys`) unless each takes its own
         first_draws.append(first)
-        first += (FLAGS.samples if FLAGS.samples is not None else member.settings.samples) * FLAGS.distinct_draws
+        if FLAGS.distinct_draws:
+            first += FLAGS.samples if FLAGS.samples is not None else member.settings.samples
 
     def pooled(split: str):
         began = time.time()

@@ -83,7 +83,6 @@ def test_train_step_keeps_the_moving_average_and_trains_the_same_weights(tmp_pat
             batches[0])
 
 
-
 def test_load_params_reads_the_named_step(tmp_path):
     """A step directory of a manager (checkpoints/latest/<step>) loads that step, not the newest;
     the run directory loads its best; a damaged step is an error naming it, not another step."""

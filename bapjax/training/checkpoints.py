@@ -156,27 +156,21 @@ def load_params(checkpoint_dir: str | os.PathLike) -> tuple[Any, int]:
     error when it does not restore); the params tree comes from the checkpoint's own metadata."""
     root = workdir_path(checkpoint_dir)
     args = ocp.args.Composite(state=ocp.args.StandardRestore())
-    if root.name.isdigit() and (root / "state").is_dir():  # one step of a manager dir
-        manager = ocp.CheckpointManager(root.parent)
-        try:
-            restored, step = _restore_newest_intact(manager, lambda _: args, str(root.parent), [int(root.name)])
-        finally:
-            manager.close()
-        if restored is None:
-            raise CheckpointError(f"{checkpoint_dir}: this checkpoint step does not restore")
-        return evaluation_params(restored["state"]), step
-    candidates = [root / "checkpoints" / "best", root / "checkpoints" / "latest", root / "best",
-                  root / "latest", root]
+    named = [int(root.name)] if root.name.isdigit() and (root / "state").is_dir() else None  # one step of a manager
+    candidates = [root.parent] if named else [root / "checkpoints" / "best", root / "checkpoints" / "latest",
+                                              root / "best", root / "latest", root]
     for directory in candidates:
         if not directory.is_dir():
             continue
         manager = ocp.CheckpointManager(directory)
         try:
-            restored, step = _restore_newest_intact(manager, lambda _: args, str(directory))
+            restored, step = _restore_newest_intact(manager, lambda _: args, str(directory), named)
         finally:
             manager.close()
         if restored is not None:
             return evaluation_params(restored["state"]), step
+    if named:
+        raise CheckpointError(f"{checkpoint_dir}: this checkpoint step does not restore")
     raise CheckpointError(f"no intact Orbax checkpoint under {checkpoint_dir} (looked in "
                           f"{', '.join(str(c) for c in candidates)})")
 
