@@ -8,8 +8,7 @@ Each `--runs` entry is a finished training workdir (its best checkpoint and its 
 `bapjax.predict` decodes it; `--samples` and `--temperature` replace every member's number of
 draws, their temperature and `--sampler` how they pick each action; `--first_draw F` takes draws
 F .. F+K-1 instead of 0 .. K-1, another set of the same distribution; every member draws with the
-same draw numbers, so the same random numbers, unless `--distinct_draws` gives each the next set).
-An entry may also name one kept step of a run, `<workdir>/checkpoints/latest/<step>` (its
+same draw numbers, so the same random numbers). An entry may also name one kept step of a run, `<workdir>/checkpoints/latest/<step>` (its
 decode.json is the run's): members that share a run count its minutes once. `--corpus` is the MDC
 (`@mdc`) unless given. The val split chooses among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
 actions at least m members' own decodings predict) at each m, one rule for the items on an empty
@@ -55,9 +54,6 @@ def define_flags() -> None:
              enum_values=list(decode.SAMPLERS))
     cli.flag("integer", "first_draw", 0, "The first draw's index: another set of draws, e.g. --samples 32 "
              "--first_draw 32 for draws 32..63 (python -m bapjax.analysis.ensemble_noise compares such sets).")
-    cli.flag("bool", "distinct_draws", False, "Member i takes the i-th next set of draws (with --samples K: draws "
-             "F+iK .. F+iK+K-1), not the same draw numbers as the others: for members that predict alike, e.g. "
-             "two kept steps of one run.")
     cli.flag("list", "rules", None, "Two rules fixed beforehand, RULE:VALUE for the items on an empty board, then "
              "for the others (e.g. select:0.075,vote:0.15, the best on the pooled val of earlier ensembles: python -m "
              "bapjax.analysis.ensemble_rules): no choice on val, where they are only scored.")
@@ -163,18 +159,13 @@ def main(argv) -> int:
     minutes = {"load": (time.time() - start) / 60}
 
     alone: dict = {}  # each member decoded as it decodes alone: its scores on each split
-    first_draws, first = [], FLAGS.first_draw
-    for member in members:  # draw k is the same whatever the member (`decode.sample_keys`) unless each takes its own
-        first_draws.append(first)
-        if FLAGS.distinct_draws:
-            first += FLAGS.samples if FLAGS.samples is not None else member.settings.samples
 
     def pooled(split: str):
         began = time.time()
         passes, own = [], []
         for i, member in enumerate(members):
             passes.append(ensemble.member_passes(member, splits[split], FLAGS.samples, FLAGS.temperature,
-                                                 sampler=FLAGS.sampler, first_draw=first_draws[i]))
+                                                 sampler=FLAGS.sampler, first_draw=FLAGS.first_draw))
             own.append(ensemble.member_alone(member, passes[-1], splits[split]))
             alone.setdefault(FLAGS.runs[i], {})[split] = ensemble.score(splits[split], own[-1])
             print(f"{split}: member {i + 1}/{len(members)} decoded ({FLAGS.runs[i]}, {len(passes[-1])} passes of "
@@ -205,7 +196,7 @@ def main(argv) -> int:
     minutes["total"] = (time.time() - start) / 60
     record = {"command": "python -m bapjax.ensemble " + " ".join(sys.argv[1:]), "commit": commit,
               "members": recorded, "samples": FLAGS.samples, "temperature": FLAGS.temperature,
-              "sampler": FLAGS.sampler, "first_draw": FLAGS.first_draw, "first_draws": first_draws, "alone": alone,
+              "sampler": FLAGS.sampler, "first_draw": FLAGS.first_draw, "alone": alone,
               "val_items": len(splits["val"]), "test_items": len(splits.get("test", ())), "choice": choice,
               "test": None if report is None else evaluator.headline_f1(report),
               "minutes": {k: round(v, 2) for k, v in minutes.items()},

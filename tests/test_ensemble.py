@@ -196,19 +196,19 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     val_record = json.loads((on_val / "ensemble.json").read_text())
     assert val_record["test"] is None and val_record["test_items"] == 0 and not (on_val / "final_eval.json").exists()
     assert val_record["choice"] == record["choice"]
-    # a kept step of a run as a member beside the run itself, each with its own set of draws (--distinct_draws)
+    # a kept step of a run as a member beside the run itself
     step = min(int(p.name) for p in (runs[0] / "checkpoints" / "latest").iterdir() if p.name.isdigit())
     kept = runs[0] / "checkpoints" / "latest" / str(step)
     steps_out = tmp_path / "ens_steps"
-    done = subprocess.run([*command[:-1], f"--runs={runs[0]},{kept}", "--distinct_draws", "--notest",
+    done = subprocess.run([*command[:-1], f"--runs={runs[0]},{kept}", "--notest",
                            f"--out={steps_out}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     steps_record = json.loads((steps_out / "ensemble.json").read_text())
-    assert steps_record["first_draws"] == [0, 2] and [m["step"] for m in steps_record["members"]][1] == step
+    assert [m["step"] for m in steps_record["members"]][1] == step
     assert steps_record["wall_minutes"] == pytest.approx(
         steps_record["minutes"]["total"] + record["members"][0]["wall_minutes"], abs=0.02)  # one run behind both
     second = run_eval.RunDecoder.load(str(kept))
-    passes = ensemble.member_passes(second, val, samples=2, first_draw=2)
+    passes = ensemble.member_passes(second, val, samples=2)
     assert steps_record["alone"][str(kept)]["val"]["micro_overall"] == pytest.approx(
         ensemble.score(val, ensemble.member_alone(second, passes, val))["micro_overall"], abs=1e-12)
     # --rules fixed at the pair chosen on val: only scored there, the same test predictions
