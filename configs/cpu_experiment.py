@@ -17,7 +17,10 @@ of board) and keeps it if it wins: agg 31.9 over 4 seeds against 29.4 for the sa
 +2.5 [+1.7, +3.3], about 1.6 more minutes of decoding on a host half as fast as the 2-core one above
 (results/cpu_run_vote64_host4.md); 31.8 over 6 seeds, seed SD 1.0 (results/cpu_run_vote64_host4_6seeds.md).
 Add --config.eval.samples=0 with it: the 32 draws at T 0.5 never beat the vote on val, and skipping them
-saves ~0.7 of those minutes there with the same choice (results/bench_vote_choice_samples0.json).
+saves ~0.7 of those minutes there with the same choice (results/bench_vote_choice_samples0.json). And
+--config.eval.vote_rules=select:0.075,vote:0.175 fixes the vote's rules at the six agg runs' pooled val best
+(results/ensemble_rules_agg_vote64.md): those runs' test decoded so, 32.1, seed SD 0.6 against 1.0
+(results/cpu_run_vote64_fixed_host4.md).
 
 The argument: a variant of `VARIANTS` (mc: the augmented MDC training games; agg: + D_bs, D_ss, D_r,
 shuffled; cl, cl_la, cl_mc: agg with a curriculum), a seed (default 0; it sets `config.seed` and the

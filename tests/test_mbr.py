@@ -366,6 +366,51 @@ def test_a_run_keeps_a_rule_per_board_when_it_scores_higher_on_val(tmp_path, mon
     assert decode.select(near, settings, items) == ensemble.combine_chosen(ensemble.pool([near]), pair, items)
 
 
+def test_a_run_with_vote_rules_fixed_only_scores_them_on_val(tmp_path, monkeypatch, mdc_corpus):
+    """`eval.vote_rules` fixes the vote's two rules: val scores that pair alone (no other rule's row),
+    its score is `ensemble.fixed_combination`'s, and it competes with the greedy rows as a chosen pair
+    does; decode.json keeps the fixed rules and the run decodes with them."""
+    from bapjax.training import ensemble, run_checks, run_eval
+
+    items = list(mdc_corpus.split("val"))[:40]
+    config = run_checks.with_defaults({})
+    config.eval.update(dict(stop_thresholds=(0.3,), samples=0, vote_samples=6, vote_rules="select:0.15, vote:0.5"))
+    evaluator = run_eval.Evaluator.__new__(run_eval.Evaluator)
+    evaluator.model = None
+    near = _passes_near_the_references(items, 6, 1)
+    empty = [{item.item_id: [] for item in items}]
+    monkeypatch.setattr(evaluator, "candidates",
+                        lambda params, val_items, settings: near if settings.samples == 6 else empty)
+    chosen = evaluator.choose_decoding(None, items, config.eval, log_fn=lambda *a: None)
+    fixed = {"EB": ("select", 0.15), "NEB": ("vote", 0.5)}
+    assert chosen["rules"] == {kind: {"rule": rule, "value": value} for kind, (rule, value) in fixed.items()}
+    rows = chosen["candidates"]
+    assert len(rows) == 2 + 1 and [row["samples"] for row in rows] == [0, 0, 6]
+    expected = ensemble.fixed_combination(ensemble.pool([near]), items, fixed)["micro_overall"]
+    assert rows[-1]["val_overall_micro_f1"] == pytest.approx(expected)
+    run_eval.write_decode_choice(tmp_path, chosen)
+    settings = run_eval.run_decode_settings(tmp_path, config)
+    assert settings.rules == (("select", 0.15), ("vote", 0.5))
+    # draws no better than the greedy pass: the fixed pair ties and the earlier, greedy, is kept
+    monkeypatch.setattr(evaluator, "candidates", lambda params, val_items, settings: empty * (settings.samples + 1))
+    chosen = evaluator.choose_decoding(None, items, config.eval, log_fn=lambda *a: None)
+    assert chosen["stop_rule"] == "argmax" and "rules" not in chosen and "samples" not in chosen
+    assert len(chosen["candidates"]) == 3
+
+
+@pytest.mark.parametrize("text, message", [("vote:0.15", "expected two rules"),
+                                           ("members:1,vote:0.15", "a run's own vote takes select or vote"),
+                                           ("select:0.1,vote:high", "expected RULE:VALUE with a number"),
+                                           ("select:0.1,vote:1.5", r"in \[0, 1\)")])
+def test_bad_vote_rules_name_the_field(text, message):
+    from bapjax.training import run_checks, sharding
+
+    config = run_checks.with_defaults({})
+    config.eval.vote_rules = text
+    with pytest.raises(run_checks.ConfigError, match=rf"eval\.vote_rules: .*{message}"):
+        run_checks.validate_config(config, sharding.data_mesh())
+
+
 @pytest.mark.parametrize("field, value", [("samples", -1), ("temperatures", (0.0,)), ("costs", (1.0,))])
 def test_bad_sampling_settings_name_their_field(field, value):
     from bapjax.training import run_checks, sharding

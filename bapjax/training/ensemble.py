@@ -101,6 +101,21 @@ def parse_rules(texts: Sequence[str], members: int) -> dict:
     return rules
 
 
+def run_vote_rules(text: str) -> dict | None:
+    """`config.eval.vote_rules`: "" (None: a run chooses its vote's two rules on val) or two rules
+    fixed beforehand written as `--rules` takes them, "RULE:VALUE,RULE:VALUE" (`parse_rules`), each
+    "select" or "vote": a run's own vote pools one run's draws, with no members to count.
+    ValueError naming the text at fault."""
+    if not text.strip():
+        return None
+    texts = [part.strip() for part in text.split(",")]
+    for part in texts:
+        if part.partition(":")[0] not in mbr.RULES:
+            raise ValueError(f"{part}: a run's own vote takes {' or '.join(mbr.RULES)} (the rule 'members' "
+                             "counts an ensemble's runs: python -m bapjax.ensemble --rules)")
+    return parse_rules(texts, members=0)
+
+
 def combine(pooled: Pool, rule: str, value: float, items: Sequence) -> dict[str, list[G.Action]]:
     """Predictions {item_id: [Action]} of `items` (BapItems) from the pooled passes by `rule`
     ("select" at cost `value`, "vote" at threshold `value`, "members" by at least `value` members;

@@ -21,7 +21,7 @@ from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.paths import REPO_ROOT
 from bapjax.text.vocab import Vocabulary
-from bapjax.training import decode, optimizer, run_config, sharding
+from bapjax.training import decode, ensemble, optimizer, run_config, sharding
 from bapjax.training.metric_writer import REPORT_F1
 from bapjax.world.items import SPLITS
 
@@ -79,6 +79,7 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
         ("eval.costs", lambda: [decode.check_sampling(0, 1.0, c) for c in ec.costs]),
         ("eval.vote_samples", lambda: decode.check_sampling(ec.vote_samples, 1.0)),
         ("eval.vote_temperature", lambda: decode.check_sampling(0, ec.vote_temperature)),
+        ("eval.vote_rules", lambda: ensemble.run_vote_rules(ec.vote_rules)),
         ("train", lambda: optimizer.make_optimizer(tc, total_steps=1)),
     ]
     for section, build in owners:

@@ -86,7 +86,8 @@ class Evaluator:
         then, with `config.eval.vote_samples` > 0, the winning rule with that many draws at
         `config.eval.vote_temperature`, combined by one rule for the items on an empty board and one
         for the others ("rules": "select" at each of `ensemble.COSTS`, "vote" at each of
-        `ensemble.THRESHOLDS`; `ensemble.choose_combination` over the run as its one member).
+        `ensemble.THRESHOLDS`; `ensemble.choose_combination` over the run as its one member), or
+        by the two rules `config.eval.vote_rules` fixes (only scored).
         The highest val micro Overall (fairer) F1 wins (ties: the first tried, greedy before
         sampled, one rule for every item before a rule per board). `chosen_on` names the items
         ("val": every source's val; "mc:val": one source's); "candidates" lists every decoding
@@ -118,13 +119,17 @@ class Evaluator:
             voted = base.replace(stop_rule=greedy_best["stop_rule"], stop_threshold=greedy_best["stop_threshold"],
                                  samples=int(eval_config.vote_samples), temperature=float(eval_config.vote_temperature))
             passes = self.candidates(params, val_items, voted)
-            choice = ensemble.choose_combination(ensemble.pool([passes]), val_items, ensemble.COSTS,
-                                                 ensemble.THRESHOLDS)
-            for row in choice["candidates"]:  # one rule for every item, scored by choose_combination
-                settings = voted.replace(rules=((row["rule"], row["value"]),) * len(mbr.BOARDS))
-                rows.append(_val_row(settings, row))
-                log_fn("val with %s: micro Overall F1 %.4f, %.2f net actions per item", settings.describe(),
-                       row["micro_overall"], row["mean_predicted_net_actions"])
+            fixed = ensemble.run_vote_rules(eval_config.vote_rules)
+            if fixed is None:
+                choice = ensemble.choose_combination(ensemble.pool([passes]), val_items, ensemble.COSTS,
+                                                     ensemble.THRESHOLDS)
+                for row in choice["candidates"]:  # one rule for every item, scored by choose_combination
+                    settings = voted.replace(rules=((row["rule"], row["value"]),) * len(mbr.BOARDS))
+                    rows.append(_val_row(settings, row))
+                    log_fn("val with %s: micro Overall F1 %.4f, %.2f net actions per item", settings.describe(),
+                           row["micro_overall"], row["mean_predicted_net_actions"])
+            else:
+                choice = {kind: {"rule": rule, "value": value} for kind, (rule, value) in fixed.items()}
             settings = voted.replace(rules=tuple((choice[kind]["rule"], choice[kind]["value"]) for kind in mbr.BOARDS))
             score(settings, decode.select(passes, settings, val_items))
         best = max(rows, key=lambda r: r["val_overall_micro_f1"])  # ties: the first
