@@ -119,8 +119,8 @@ class Evaluator:
             voted = base.replace(stop_rule=greedy_best["stop_rule"], stop_threshold=greedy_best["stop_threshold"],
                                  samples=int(eval_config.vote_samples), temperature=float(eval_config.vote_temperature))
             passes = self.candidates(params, val_items, voted)
-            fixed = ensemble.run_vote_rules(eval_config.vote_rules)
-            if fixed is None:
+            pair = ensemble.run_vote_rules(eval_config.vote_rules)  # fixed beforehand, or None: chosen here
+            if pair is None:
                 choice = ensemble.choose_combination(ensemble.pool([passes]), val_items, ensemble.COSTS,
                                                      ensemble.THRESHOLDS)
                 for row in choice["candidates"]:  # one rule for every item, scored by choose_combination
@@ -128,9 +128,8 @@ class Evaluator:
                     rows.append(_val_row(settings, row))
                     log_fn("val with %s: micro Overall F1 %.4f, %.2f net actions per item", settings.describe(),
                            row["micro_overall"], row["mean_predicted_net_actions"])
-            else:
-                choice = {kind: {"rule": rule, "value": value} for kind, (rule, value) in fixed.items()}
-            settings = voted.replace(rules=tuple((choice[kind]["rule"], choice[kind]["value"]) for kind in mbr.BOARDS))
+                pair = {kind: (choice[kind]["rule"], choice[kind]["value"]) for kind in mbr.BOARDS}
+            settings = voted.replace(rules=tuple(pair[kind] for kind in mbr.BOARDS))
             score(settings, decode.select(passes, settings, val_items))
         best = max(rows, key=lambda r: r["val_overall_micro_f1"])  # ties: the first
         fields = CHOICE_FIELDS + (tuple(key for key in SAMPLING_FIELDS if key in best) if best["samples"] else ())
