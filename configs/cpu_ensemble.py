@@ -21,7 +21,11 @@ More draws: in two pairs decoded with 32, 64, 128 and 256 draws per member, MDC 
 128 is the next pairs' setting where it fits 40 minutes.
 With --samples 128: eight pairs (seeds 7+8, 17+18, 19+20, 21+22, 23+24, 25+26, 27+28, 29+30) 33.6 [31.9, 35.3]
 (32.9, 34.2, 34.4, 32.3, 34.6, 32.7, 32.7, 34.8), strict 29.5, seed SD 1.0, at 59.5-70.8 min per pair on a host
-half as fast (results/cpu_best_pair_d128_host3.md).
+half as fast (results/cpu_best_pair_d128_host3.md). With --rules select:0.075,vote:0.175 (the pooled val best of
+those pairs, results/ensemble_rules_pairs_d128.md) and members trained with --config.eval.length_quantiles=()
+(their draws then sample their length), five pairs of cpu_experiment.py:agg runs (the same weights as full
+members) 33.5 [31.7, 35.2], strict 29.5, seed SD 0.6 (results/cpu_best_pair_d128_fixed_host5.md; those members
+timed only on slow hosts).
 Result: MDC test micro Overall, pairs of full members at T 0.8 (seeds 0+4, 1+2, 5+6, 7+8, 9+10, 11+12, 13+14,
 15+16): 32.9 [31.3, 34.6] (33.6, 32.4, 32.7, 33.5, 32.2, 32.9, 33.7, 32.1), strict 28.7 (docs/results.md, "The best
 CPU builder within 40 minutes"; results/cpu_best_pair.md); the first four pairs at T 0.5: 32.8, and 33.3 for members 7 and 8
