@@ -13,8 +13,8 @@ decode.json is the run's): members that share a run count its minutes once. `--c
 (`@mdc`) unless given. The val split chooses among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
 actions at least m members' own decodings predict) at each m, one rule for the items on an empty
 board and one for the others (`--rules`: two rules fixed beforehand, e.g. the best on the pooled val
-of earlier ensembles, `python -m bapjax.analysis.ensemble_rules`; val only scores them); the test
-split is decoded once (`--notest`: not at all). `--out`
+of earlier ensembles, `python -m bapjax.analysis.ensemble_rules`; val only scores them, `--noval`: not
+at all, its decoding saved); the test split is decoded once (`--notest`: not at all). `--out`
 receives ensemble.json (each member's provenance and minutes, and those of the runs its weights
 started from, `train.init_from`; the choice and every rule's val scores, each member's scores
 decoded alone as its own run decodes, the minutes of each part, and `wall_minutes`: every run
@@ -62,6 +62,8 @@ def define_flags() -> None:
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("bool", "test", True, "Decode the test split with the rule chosen on val; --notest: stop after the "
              "choice (ensemble.json only), to compare ensembles on val with the test split untouched.")
+    cli.flag("bool", "val", True, "Decode the val split (to choose the rules, or with --rules to score them); "
+             "--noval, with --rules only: the test split alone, the fixed rules unscored on val.")
 
 
 def floats(name: str) -> list[float]:
@@ -147,6 +149,10 @@ def main(argv) -> int:
         raise UserError(f"--temperature is {FLAGS.temperature}; expected a number > 0")
     load.check_limit(FLAGS.limit)
     rules = fixed_rules(FLAGS.rules, len(FLAGS.runs))
+    if not FLAGS.val and rules is None:
+        raise UserError("--noval needs --rules: without rules fixed beforehand the val split chooses them")
+    if not FLAGS.val and not FLAGS.test:
+        raise UserError("--noval with --notest: neither split would be decoded")
     out = Path(FLAGS.out)
     if (out / "ensemble.json").exists():
         raise UserError(f"--out {out}: holds a finished ensemble (ensemble.json); choose another folder")
@@ -155,7 +161,7 @@ def main(argv) -> int:
     recorded = [member_record(path, member) for path, member in zip(FLAGS.runs, members)]
     corpus = FLAGS.corpus or paths.MDC
     splits = {split: load.first_items(load.load_split(corpus, split), FLAGS.limit)
-              for split in (("val", "test") if FLAGS.test else ("val",))}
+              for split in ("val",) * FLAGS.val + ("test",) * FLAGS.test}
     minutes = {"load": (time.time() - start) / 60}
 
     alone: dict = {}  # each member decoded as it decodes alone: its scores on each split
@@ -174,17 +180,17 @@ def main(argv) -> int:
         minutes[f"{split}_decode"] = (time.time() - began) / 60
         return ensemble.pool(passes, own)
 
-    val_pool = pooled("val")
+    val_pool = pooled("val") if FLAGS.val else None
     began = time.time()
     choice = (ensemble.choose_combination(val_pool, splits["val"], costs, thresholds) if rules is None
-              else ensemble.fixed_combination(val_pool, splits["val"], rules))
+              else ensemble.fixed_combination(val_pool, splits.get("val", []), rules))
     how = "fixed" if rules else "chosen on val"
     minutes["val_choice"] = (time.time() - began) / 60
     for row in choice["candidates"]:
         print(f"val {row['rule']} at {row['value']:g}: micro Overall {100 * row['micro_overall']:.2f}, "
               f"{row['mean_predicted_net_actions']:.2f} net actions per item", file=sys.stderr)
-    print(f"{how}: {chosen_text(choice)} (val micro Overall {100 * choice['micro_overall']:.2f})",
-          file=sys.stderr, flush=True)
+    scored = "val not decoded" if val_pool is None else f"val micro Overall {100 * choice['micro_overall']:.2f}"
+    print(f"{how}: {chosen_text(choice)} ({scored})", file=sys.stderr, flush=True)
     report = None
     out.mkdir(parents=True, exist_ok=True)
     if FLAGS.test:
@@ -197,7 +203,7 @@ def main(argv) -> int:
     record = {"command": "python -m bapjax.ensemble " + " ".join(sys.argv[1:]), "commit": commit,
               "members": recorded, "samples": FLAGS.samples, "temperature": FLAGS.temperature,
               "sampler": FLAGS.sampler, "first_draw": FLAGS.first_draw, "alone": alone,
-              "val_items": len(splits["val"]), "test_items": len(splits.get("test", ())), "choice": choice,
+              "val_items": len(splits.get("val", ())), "test_items": len(splits.get("test", ())), "choice": choice,
               "test": None if report is None else evaluator.headline_f1(report),
               "minutes": {k: round(v, 2) for k, v in minutes.items()},
               "wall_minutes": round(minutes["total"] + whole_minutes(recorded), 2)}

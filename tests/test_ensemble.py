@@ -223,6 +223,24 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
                                                                                 for kind in mbr.BOARDS}
     assert fixed_record["choice"]["micro_overall"] == pytest.approx(chosen["micro_overall"], abs=1e-12)
     assert jsonl.read_predictions(fixed / "predictions" / "mc_test.jsonl.gz") == predictions
+    # --noval with them: the test split alone, the same predictions, nothing scored on val
+    unscored = tmp_path / "ens_noval"
+    done = subprocess.run([*command[:-1], f"--out={unscored}", f"--rules={rules}", "--noval"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    noval_record = json.loads((unscored / "ensemble.json").read_text())
+    assert noval_record["val_items"] == 0 and "val_decode" not in noval_record["minutes"]
+    assert noval_record["choice"] == {**{kind: chosen[kind] for kind in mbr.BOARDS}, "micro_overall": None,
+                                      "candidates": [], "fixed": True}
+    assert all(set(splits) == {"test"} for splits in noval_record["alone"].values())
+    assert jsonl.read_predictions(unscored / "predictions" / "mc_test.jsonl.gz") == predictions
+    assert noval_record["test"] == fixed_record["test"]
+    for extra, message in ((["--noval"], "--noval needs --rules"),
+                           ([f"--rules={rules}", "--noval", "--notest"], "--noval with --notest")):
+        refused = subprocess.run([*command[:-1], f"--out={tmp_path / 'refused'}", *extra], cwd=REPO, env=env,
+                                 capture_output=True, text=True, timeout=600)
+        last = refused.stderr.strip().splitlines()[-1]
+        assert refused.returncode == 2 and last.startswith(f"error: {message}"), last
     for bad, message in (("select:0.1", "expected two rules"), ("select:x,vote:0.2", "with a number"),
                          ("average:0.1,vote:0.2", "must be one of"), ("members:3,vote:0.2", "1 <= m <= 2")):
         refused = subprocess.run([*command[:-1], f"--out={tmp_path / 'refused'}", f"--rules={bad}"], cwd=REPO,

@@ -190,11 +190,15 @@ def choose_combination(pooled: Pool, items: list, costs: Sequence[float], thresh
     return {kind: best[kind] for kind in ("EB", "NEB", "micro_overall")} | {"candidates": rows}
 
 
-def fixed_combination(pooled: Pool, items: list, rules: dict) -> dict:
+def fixed_combination(pooled: Pool | None, items: list, rules: dict) -> dict:
     """What `choose_combination` returns, for rules fixed beforehand ({"EB": (rule, value), "NEB":
     (rule, value)}, e.g. the best on the pooled val items of earlier ensembles:
     `bapjax.analysis.ensemble_rules`) instead of chosen on these `items`: each scored on them
-    ("candidates"), and the pair's micro F1 ("micro_overall"); "fixed": True."""
+    ("candidates"), and the pair's micro F1 ("micro_overall"); "fixed": True. With `pooled` None (no
+    val split decoded) the rules alone: no candidates, "micro_overall" None."""
+    if pooled is None:
+        return {**{kind: {"rule": rules[kind][0], "value": float(rules[kind][1])} for kind in mbr.BOARDS},
+                "micro_overall": None, "candidates": [], "fixed": True}
     rows = [{"rule": rules[kind][0], "value": float(rules[kind][1]),
              **score(items, combine(pooled, rules[kind][0], float(rules[kind][1]), items))} for kind in mbr.BOARDS]
     return {**{kind: {"rule": row["rule"], "value": row["value"]} for kind, row in zip(mbr.BOARDS, rows)},
