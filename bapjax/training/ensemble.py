@@ -196,14 +196,13 @@ def fixed_combination(pooled: Pool | None, items: list, rules: dict) -> dict:
     `bapjax.analysis.ensemble_rules`) instead of chosen on these `items`: each scored on them
     ("candidates"), and the pair's micro F1 ("micro_overall"); "fixed": True. With `pooled` None (no
     val split decoded) the rules alone: no candidates, "micro_overall" None."""
+    fixed = {kind: {"rule": rules[kind][0], "value": float(rules[kind][1])} for kind in mbr.BOARDS}
     if pooled is None:
-        return {**{kind: {"rule": rules[kind][0], "value": float(rules[kind][1])} for kind in mbr.BOARDS},
-                "micro_overall": None, "candidates": [], "fixed": True}
-    rows = [{"rule": rules[kind][0], "value": float(rules[kind][1]),
-             **score(items, combine(pooled, rules[kind][0], float(rules[kind][1]), items))} for kind in mbr.BOARDS]
-    return {**{kind: {"rule": row["rule"], "value": row["value"]} for kind, row in zip(mbr.BOARDS, rows)},
-            "micro_overall": micro_f1([rows[0]["counts"]["EB"], rows[1]["counts"]["NEB"]]), "candidates": rows,
-            "fixed": True}
+        return {**fixed, "micro_overall": None, "candidates": [], "fixed": True}
+    rows = [{**fixed[kind], **score(items, combine(pooled, fixed[kind]["rule"], fixed[kind]["value"], items))}
+            for kind in mbr.BOARDS]
+    return {**fixed, "micro_overall": micro_f1([rows[0]["counts"]["EB"], rows[1]["counts"]["NEB"]]),
+            "candidates": rows, "fixed": True}
 
 
 def pooled_choice(choices: Sequence[dict]) -> dict:
