@@ -235,18 +235,20 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     assert all(set(splits) == {"test"} for splits in noval_record["alone"].values())
     assert jsonl.read_predictions(unscored / "predictions" / "mc_test.jsonl.gz") == predictions
     assert noval_record["test"] == fixed_record["test"]
+
+    def refused(*extra):  # a mistaken command: its exit status and its last line
+        done = subprocess.run([*command[:-1], f"--out={tmp_path / 'refused'}", *extra], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=600)
+        return done.returncode, done.stderr.strip().splitlines()[-1]
+
     for extra, message in ((["--noval"], "--noval needs --rules"),
                            ([f"--rules={rules}", "--noval", "--notest"], "--noval with --notest")):
-        refused = subprocess.run([*command[:-1], f"--out={tmp_path / 'refused'}", *extra], cwd=REPO, env=env,
-                                 capture_output=True, text=True, timeout=600)
-        last = refused.stderr.strip().splitlines()[-1]
-        assert refused.returncode == 2 and last.startswith(f"error: {message}"), last
+        code, last = refused(*extra)
+        assert code == 2 and last.startswith(f"error: {message}"), last
     for bad, message in (("select:0.1", "expected two rules"), ("select:x,vote:0.2", "with a number"),
                          ("average:0.1,vote:0.2", "must be one of"), ("members:3,vote:0.2", "1 <= m <= 2")):
-        refused = subprocess.run([*command[:-1], f"--out={tmp_path / 'refused'}", f"--rules={bad}"], cwd=REPO,
-                                 env=env, capture_output=True, text=True, timeout=600)
-        last = refused.stderr.strip().splitlines()[-1]
-        assert refused.returncode == 2 and last.startswith("error: --rules") and message in last, last
+        code, last = refused(f"--rules={bad}")
+        assert code == 2 and last.startswith("error: --rules") and message in last, last
     assert not (tmp_path / "refused").exists()
     # the rules best on several ensembles' val items together: for copies of one ensemble, its own choice
     from bapjax.analysis import ensemble_rules
