@@ -1,5 +1,5 @@
-"""Members of a CPU ensemble: M_agg of `configs/cpu_experiment.py` without what only a run decoded alone needs,
-for `python -m bapjax.ensemble`.
+"""Members of a CPU ensemble: M_agg (or another variant) of `configs/cpu_experiment.py` without what only a run
+decoded alone needs, for `python -m bapjax.ensemble`.
 
 Differs from cpu_experiment.py:agg: the member's own choice on MDC val is its STOP rule only (the ensemble draws),
 and no test decode (the ensemble decodes test with every member). ":<seed>" trains half the items (96,000: 3,000
@@ -7,8 +7,9 @@ steps of 32, two evals); ":<seed>,full" trains exactly as cpu_experiment.py:agg,
 evals and checkpoint choice: the same weights), so full members decoded together give what those runs decoded
 together give with the same draws; at temperature 0.8 (chosen on MDC val over 0.5, what the runs choose alone,
 1.0 and 64 draws) they score higher.
-Command: python -m bapjax.train --config=configs/cpu_ensemble.py:<seed>[,full]   (runs/ens/agg-m<seed>,
-  runs/ens/agg-full-m<seed>), for each member's seed, then
+Command: python -m bapjax.train --config=configs/cpu_ensemble.py:<seed>[,full][,<variant>]   (runs/ens/agg-m<seed>,
+  runs/ens/agg-full-m<seed>; another variant of cpu_experiment.py, e.g. cl_la, in place of agg), for each member's
+  seed, then
   python -m bapjax.ensemble --runs runs/ens/agg-full-m<s0>,runs/ens/agg-full-m<s1> --samples 32 --temperature 0.8
   --out runs/ens/<name>   (four half members: --samples 8 --temperature 0.5)
 Runtime: full 12.9-15.9 min per member (seeds 0-2, 4-16), 4.3-5.3 min for two members' ensemble decoding: 31.3-35.7
@@ -40,16 +41,21 @@ order from its own initialization.
 from configs import cpu_experiment
 
 # the member's budget: half of cpu_experiment.py's training items (the default, the first) or all of them; its workdir
-BUDGETS = {"half": "runs/ens/agg-m{seed}", "full": "runs/ens/agg-full-m{seed}"}
+BUDGETS = {"half": "runs/ens/{variant}-m{seed}", "full": "runs/ens/{variant}-full-m{seed}"}
+DEFAULT_VARIANT = "agg"  # a member is this variant of cpu_experiment.py unless the argument names another
 
 
 def get_config(arg: str = "0"):
     seed, *rest = arg.split(",")
-    if not seed.isdigit() or len(rest) > 1 or any(r not in BUDGETS for r in rest):
-        raise ValueError(f"configs/cpu_ensemble.py:{arg}: expected <seed>[,full] with a seed (an integer >= 0)")
-    budget = rest[0] if rest else next(iter(BUDGETS))
-    config = cpu_experiment.get_config(f"agg,{seed}")
-    config.workdir = BUDGETS[budget].format(seed=seed)
+    budgets = [r for r in rest if r in BUDGETS]
+    variants = [r for r in rest if r in cpu_experiment.VARIANTS]
+    if not seed.isdigit() or len(budgets) > 1 or len(variants) > 1 or len(budgets) + len(variants) < len(rest):
+        raise ValueError(f"configs/cpu_ensemble.py:{arg}: expected <seed>[,full][,<variant>] with a seed (an integer "
+                         f">= 0) and a variant of {', '.join(cpu_experiment.VARIANTS)}")
+    budget = budgets[0] if budgets else next(iter(BUDGETS))
+    variant = variants[0] if variants else DEFAULT_VARIANT
+    config = cpu_experiment.get_config(f"{variant},{seed}")
+    config.workdir = BUDGETS[budget].format(variant=variant, seed=seed)
     if budget == "half":
         config.train.max_steps //= 2
         config.train.eval_every_steps = config.train.max_steps // 2
