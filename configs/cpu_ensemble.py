@@ -27,7 +27,10 @@ those pairs, results/ensemble_rules_pairs_d128.md) and members trained with --co
 (their draws then sample their length), five pairs of cpu_experiment.py:agg runs (the same weights as full
 members) 33.5 [31.7, 35.2], strict 29.5, seed SD 0.6 (results/cpu_best_pair_d128_fixed_host5.md; those members
 timed only on slow hosts). With rules fixed, --noval leaves the val split (which then only scores them) undecoded:
-4.8-5.0 of those pairs' 10.4-11.1 min of ensemble decoding (two pairs of cl_la runs: 5.9-6.1 min without it).
+4.8-5.0 of those pairs' 10.4-11.1 min of ensemble decoding. Four pairs of cpu_experiment.py:cl_la runs trained
+the same way (seeds 0+1, 2+3, 4+5, 6+7), decoded so with --noval (5.5-6.1 min each on those slow hosts): 34.1
+[32.4, 35.9], strict 30.2, seed SD 0.4 (results/cpu_cl_la_pairs128_noval.md; ":<seed>,full,cl_la" trains such a
+member without its own draws and test decode, not yet timed).
 Result: MDC test micro Overall, pairs of full members at T 0.8 (seeds 0+4, 1+2, 5+6, 7+8, 9+10, 11+12, 13+14,
 15+16): 32.9 [31.3, 34.6] (33.6, 32.4, 32.7, 33.5, 32.2, 32.9, 33.7, 32.1), strict 28.7 (docs/results.md, "The best
 CPU builder within 40 minutes"; results/cpu_best_pair.md); the first four pairs at T 0.5: 32.8, and 33.3 for members 7 and 8

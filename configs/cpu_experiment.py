@@ -22,7 +22,7 @@ saves ~0.7 of those minutes there with the same choice (results/bench_vote_choic
 (results/ensemble_rules_agg_vote64.md): those runs' test decoded so, 32.1, seed SD 0.6 against 1.0
 (results/cpu_run_vote64_fixed_host4.md); with --config.eval.length_quantiles=() too (the vote's draws then
 sample their length) eight agg seeds 32.0, seed SD 0.6 (results/cpu_run_vote64_nolength_host4.md); cl_la with
-all three, four seeds, 32.4, seed SD 0.7 (results/cpu_cl_la_vote_host6.md). Not yet
+all three, eight seeds, 32.3, seed SD 0.7 (results/cpu_cl_la_vote.md). Not yet
 the default: Table 5's runs have not been timed with the vote on the host they were collected on.
 
 The argument: a variant of `VARIANTS` (mc: the augmented MDC training games; agg: + D_bs, D_ss, D_r,
