@@ -2,9 +2,11 @@
 
 Differs from the defaults: the CPU "frame" model (`common.cpu_frame_model`; "once", "film" by argument) in
 the Builder's frame, the newest 128 dialogue tokens, the simulated sets at Table 3 sizes (tested only for
-mc), a fixed item budget (`TRAIN_ITEMS`: cosine schedule, lr 2e-3, no early stopping), the checkpoint of
-best decoded MDC val F1 under a weights average (ema 0.999), the STOP rule chosen on MDC val, then 32
-draws (`eval.samples`); cl: curriculum D (cl_la: L_A; cl_mc: the MDC in every stage), 10 buckets.
+mc), a fixed item budget (`TRAIN_ITEMS`: cosine schedule, lr 2e-3), the checkpoint of best decoded MDC val F1
+under a weights average (ema 0.999), a stop after two evals without a better one (mc's val F1 peaks at its
+second eval: its runs stop at 4,800 steps with the same kept checkpoint and predictions, 0.83x the minutes;
+no agg or cl_la run in results/ would have stopped), the STOP rule chosen on MDC val, then 32 draws
+(`eval.samples`); cl: curriculum D (cl_la: L_A; cl_mc: the MDC in every stage), 10 buckets.
 Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]   (runs/exp/<variant>-<model>-s<seed>)
 Runtime: 16.3-19.7 min per run on a 2-core host, alone (results/cpu_experiment_host2.md); 34-43 min on the earlier
 collection's slower host (results/cpu_experiment_runs.md). Both measured with one decoding pass per draw; draws
@@ -70,7 +72,7 @@ def get_config(arg: str = "cl"):
         warmup_steps=50,
         ema_decay=0.999,  # evals, checkpoint choice and decoding use the weights' moving average
         select_by="mc_val_overall_micro_f1",  # checkpoints/best: the best decoded MDC val F1
-        patience=0,  # no early stopping
+        patience=2,  # two evals without a better select_by end the run (docs/results.md, "Early stopping")
         eval_every_steps=max_steps // 5,  # five evals (val loss, decoded MDC val F1 on every MDC val item)
         log_every_steps=10,
     ))
