@@ -72,8 +72,11 @@ def test_collect_rebuilds_rows_from_run_files(tmp_path, mdc_corpus):
     assert eb_line.split("|")[3].strip() == f"{100 * oracle['micro']['EB']['type']:.1f}"
     assert sum(line.startswith("| M'_agg+cl") for line in breakdown.splitlines()) == 3
 
-    collect_experiment.plot_curves({"mc": mc, "bert_cl": bert}, tmp_path / "curves.png")
+    assert collect_experiment.plot_curves({"mc": mc, "bert_cl": bert}, tmp_path / "curves.png") == ["mc", "bert_cl"]
     assert (tmp_path / "curves.png").stat().st_size > 1000
+    # seeds of one variant share a colour and one legend entry
+    seeds = {"mc-s0": mc, "mc-s1": mc, "bert_cl-s0": bert}
+    assert collect_experiment.plot_curves(seeds, tmp_path / "seeds.png") == ["mc (2 runs)", "bert_cl"]
 
 
 def test_collect_refuses_an_unfinished_run(tmp_path):

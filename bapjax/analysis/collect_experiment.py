@@ -50,6 +50,7 @@ import json
 import shlex
 import statistics
 import sys
+from collections import Counter
 from pathlib import Path
 
 import matplotlib
@@ -425,11 +426,18 @@ def subgroups_table(variants: dict) -> str:
             "Builder's last action; seed mean (per seed):\n\n" + "\n".join(lines))
 
 
-def plot_curves(runs: dict[str, Path], out: Path) -> None:
-    """Train loss, val loss and decoded MDC val F1 against training items, one line per run."""
+def plot_curves(runs: dict[str, Path], out: Path) -> list[str]:
+    """Train loss, val loss and decoded MDC val F1 against training items: one line per run, one colour and
+    one legend entry per variant (its seeds' runs), so a collection of many seeds stays readable. Returns the
+    legend entries of the three panels, each once."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    variants = Counter(name_parts(name)[0] for name in runs)
+    colors = {variant: f"C{i % 10}" for i, variant in enumerate(variants)}
+    labelled = {id(ax): set() for ax in axes}  # the variants each axis's legend already names
     decoded = set()  # each run's eval.val_decode_items (0: all val items)
     for name, run in runs.items():
+        variant = name_parts(name)[0]
+        label = variant if variants[variant] == 1 else f"{variant} ({variants[variant]} runs)"
         rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
         config = json.loads((run / "config.json").read_text())
         batch = config["train"]["batch_size"]
@@ -440,7 +448,10 @@ def plot_curves(runs: dict[str, Path], out: Path) -> None:
         f1 = [(r["step"] * batch, 100 * r["mc_val_overall_micro_f1"]) for r in val if "mc_val_overall_micro_f1" in r]
         for ax, points, style in ((axes[0], train, "-"), (axes[1], loss, "o-"), (axes[2], f1, "o-")):
             if points:
-                ax.plot(*zip(*points), style, label=name, markersize=3, linewidth=1)
+                first = variant not in labelled[id(ax)]
+                labelled[id(ax)].add(variant)
+                ax.plot(*zip(*points), style, label=label if first else None, color=colors[variant], markersize=3,
+                        linewidth=1, alpha=0.8)
     axes[0].set(xlabel="training items", ylabel="train loss (per action, log window)")
     axes[1].set(xlabel="training items", ylabel="val loss (the run's val sets)")
     items = ", ".join("all items" if n == 0 else f"{n} items" for n in sorted(decoded))
@@ -448,9 +459,11 @@ def plot_curves(runs: dict[str, Path], out: Path) -> None:
     for ax in axes:
         if ax.lines:
             ax.legend()
+    entries = list(dict.fromkeys(text.get_text() for ax in axes if ax.lines for text in ax.get_legend().get_texts()))
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
+    return entries
 
 
 def main(argv: list[str] | None = None) -> int:
