@@ -43,4 +43,6 @@ def get_config(variant: str = "cl"):
     config.eval.val_decode_items = -1
     config.train.select_by = "loss"
     config.train.ema_decay = 0.0  # as M' was run
+    # decoded as M' was run: the STOP rule, then the selection among 32 draws at T 0.5, no vote
+    config.eval.update(dict(samples=32, vote_samples=0, vote_rules=""))
     return config

@@ -23,8 +23,8 @@ More draws: in two pairs decoded with 32, 64, 128 and 256 draws per member, MDC 
 With --samples 128: eight pairs (seeds 7+8, 17+18, 19+20, 21+22, 23+24, 25+26, 27+28, 29+30) 33.6 [31.9, 35.3]
 (32.9, 34.2, 34.4, 32.3, 34.6, 32.7, 32.7, 34.8), strict 29.5, seed SD 1.0, at 59.5-70.8 min per pair on a host
 half as fast (results/cpu_best_pair_d128_host3.md). With --rules select:0.075,vote:0.175 (the pooled val best of
-those pairs, results/ensemble_rules_pairs_d128.md) and members trained with --config.eval.length_quantiles=()
-(their draws then sample their length), five pairs of cpu_experiment.py:agg runs (the same weights as full
+those pairs, results/ensemble_rules_pairs_d128.md) and members whose STOP rule leaves out "length" (their draws
+then sample their length; cpu_experiment.py's default), five pairs of cpu_experiment.py:agg runs (the same weights as full
 members) 33.5 [31.7, 35.2], strict 29.5, seed SD 0.6 (results/cpu_best_pair_d128_fixed_host5.md; those members
 timed only on slow hosts). With rules fixed, --noval leaves the val split (which then only scores them) undecoded:
 4.8-5.0 of those pairs' 10.4-11.1 min of ensemble decoding. Four pairs of cpu_experiment.py:cl_la runs trained
@@ -62,6 +62,6 @@ def get_config(arg: str = "0"):
     if budget == "half":
         config.train.max_steps //= 2
         config.train.eval_every_steps = config.train.max_steps // 2
-    config.eval.samples = 0
+    config.eval.vote_samples = 0
     config.eval.final_splits = ()
     return config

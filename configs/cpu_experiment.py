@@ -5,27 +5,22 @@ the Builder's frame, the newest 128 dialogue tokens, the simulated sets at Table
 mc), a fixed item budget (`TRAIN_ITEMS`: cosine schedule, lr 2e-3), the checkpoint of best decoded MDC val F1
 under a weights average (ema 0.999), a stop after two evals without a better one (mc's val F1 peaks at its
 second eval: its runs stop at 4,800 steps with the same kept checkpoint and predictions, 0.83x the minutes;
-no agg or cl_la run in results/ would have stopped), the STOP rule chosen on MDC val, then 32 draws
-(`eval.samples`); cl: curriculum D (cl_la: L_A; cl_mc: the MDC in every stage), 10 buckets.
+no agg or cl_la run in results/ would have stopped), the STOP rule chosen on MDC val (argmax, or mass at three
+thresholds), then a vote over 64 draws per item at T 0.8 with one rule for the items on an empty board and one
+for the others fixed at six agg runs' pooled val best (EB select 0.075, NEB vote 0.175;
+results/ensemble_rules_agg_vote64.md), kept where it beats the greedy rows on MDC val (it did in every run of
+results/cpu_experiment.md); cl: curriculum D (cl_la: L_A; cl_mc: the MDC in every stage), 10 buckets.
 Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]   (runs/exp/<variant>-<model>-s<seed>)
-Runtime: 16.3-19.7 min per run on a 2-core host, alone (results/cpu_experiment_host2.md); 34-43 min on the earlier
-collection's slower host (results/cpu_experiment_runs.md). Both measured with one decoding pass per draw; draws
-decoded together with today's sampler decode 2.9x the item-passes per second (results/bench_draws_agg_member.json).
-Result: MDC test micro Overall, seed means on the 2-core host: mc 26.9 (8), agg 30.0 (8), cl_la 29.6 (8)
-(results/cpu_experiment_host2.md); the earlier collection: mc 27.0, agg 30.3, cl 28.7, cl_mc 28.0, cl_la 30.1.
+Runtime: 24.5-34.7 min per run, alone, on 2-core hosts whose train step ran at 114-130 items/s at batch 32
+(`python benchmarks/bench_train.py --config configs/cpu_experiment.py:agg --fixed_length 5 --decode_items 200`),
+about 3 of them decoding (results/cpu_experiment.md). Not timed on the host of results/cpu_experiment_host2.md
+(256.7 items/s), where runs with the earlier decoding (the best of greedy and 32 draws at T 0.5:
+--config.eval.samples=32 --config.eval.vote_samples=0 "--config.eval.length_quantiles=(0.5,0.6,0.7,0.8)") took
+16.3-19.7 min.
+Result: MDC test micro Overall, seed means: mc 29.5 (6 seeds), agg 32.2 (6), cl_la 32.3 (8); agg - mc
++2.7 [+1.6, +3.8], cl_la - agg +0.1 [-0.8, +0.9] (results/cpu_experiment.md); with the earlier decoding mc 26.9, agg 30.0, cl_la 29.6
+(8 seeds each, results/cpu_experiment_host2.md); the first collection, five variants: results/cpu_experiment_earlier.md.
 Evidence for each choice, and the collection's command: docs/results.md ("What the models score now").
-With --config.eval.vote_samples=64 a run also tries, on MDC val, a vote over 64 of its draws (one rule per kind
-of board) and keeps it if it wins: agg 31.9 over 4 seeds against 29.4 for the same checkpoints' own decoding,
-+2.5 [+1.7, +3.3], about 1.6 more minutes of decoding on a host half as fast as the 2-core one above
-(results/cpu_run_vote64_host4.md); 31.8 over 6 seeds, seed SD 1.0 (results/cpu_run_vote64_host4_6seeds.md).
-Add --config.eval.samples=0 with it: the 32 draws at T 0.5 never beat the vote on val, and skipping them
-saves ~0.7 of those minutes there with the same choice (results/bench_vote_choice_samples0.json). And
---config.eval.vote_rules=select:0.075,vote:0.175 fixes the vote's rules at the six agg runs' pooled val best
-(results/ensemble_rules_agg_vote64.md): those runs' test decoded so, 32.1, seed SD 0.6 against 1.0
-(results/cpu_run_vote64_fixed_host4.md); with --config.eval.length_quantiles=() too (the vote's draws then
-sample their length) eight agg seeds 32.0, seed SD 0.6 (results/cpu_run_vote64_nolength_host4.md); cl_la with
-all three, eight seeds, 32.3, seed SD 0.7 (results/cpu_cl_la_vote.md). Not yet
-the default: Table 5's runs have not been timed with the vote on the host they were collected on.
 
 The argument: a variant of `VARIANTS` (mc: the augmented MDC training games; agg: + D_bs, D_ss, D_r,
 shuffled; cl, cl_la, cl_mc: agg with a curriculum), a seed (default 0; it sets `config.seed` and the
@@ -79,10 +74,14 @@ def get_config(arg: str = "cl"):
 
     config.eval.val_decode_sources = ("mc",)  # the MDC's val items only: select_by reads nothing else
     config.eval.stop_thresholds = (0.2, 0.3, 0.4)  # with argmax: 4 candidates, decoded on MDC val
+    # no STOP rule "length": it fixes every draw's length at one quantile, where the vote's draws sample theirs
+    config.eval.length_quantiles = ()
     config.eval.stop_rule_val = "mc"
-    # then the chosen rule with minimum-Bayes-risk selection among it and 32 draws per item at
-    # temperature 0.5 (bapjax.training.mbr), kept if it wins on MDC val at one of the default costs
-    config.eval.samples = 32
+    # then a vote over 64 draws per item at T 0.8 with the rules fixed at agg's pooled val best, kept if it
+    # beats the greedy rows on MDC val (it did in every run); no selection among 32 draws at T 0.5, which never won
+    config.eval.samples = 0
+    config.eval.vote_samples = 64
+    config.eval.vote_rules = "select:0.075,vote:0.175"
 
     config.data.sources.mc = run_config.mdc_source(augment=True)
     for name, (train, val, test) in run_config.PAPER_SIZES.items():

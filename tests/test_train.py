@@ -603,18 +603,18 @@ def test_the_wide_model_is_the_frame_model_at_the_papers_widths():
 
 def test_a_full_ensemble_member_trains_as_the_experiment_run_of_its_seed():
     """configs/cpu_ensemble.py:<seed>,full differs from cpu_experiment.py:agg,<seed> only in what a run decoded
-    alone needs (its draws on val, the test decode) and its workdir, so it trains the same weights; the default
+    alone needs (its vote's draws on val, the test decode) and its workdir, so it trains the same weights; the default
     member trains half the items; a variant in the argument (cl_la) makes it that variant's run of its seed."""
     member, run = load_config("cpu_ensemble:7,full").to_dict(), load_config("cpu_experiment:agg,7").to_dict()
     assert member["train"] == run["train"] and member["data"] == run["data"] and member["model"] == run["model"]
-    assert {k for k in run["eval"] if member["eval"][k] != run["eval"][k]} == {"samples", "final_splits"}
+    assert {k for k in run["eval"] if member["eval"][k] != run["eval"][k]} == {"vote_samples", "final_splits"}
     assert {k for k in run if member[k] != run[k]} == {"eval", "workdir"}
     half = load_config("cpu_ensemble:7")
     assert half.train.max_steps == run["train"]["max_steps"] // 2 and half.workdir == "runs/ens/agg-m7"
     cl_member, cl_run = load_config("cpu_ensemble:7,cl_la,full").to_dict(), load_config("cpu_experiment:cl_la,7").to_dict()
     assert {k for k in cl_run if cl_member[k] != cl_run[k]} == {"eval", "workdir"}
     assert cl_member != member and cl_member["workdir"] == "runs/ens/cl_la-full-m7"
-    assert {k for k in cl_run["eval"] if cl_member["eval"][k] != cl_run["eval"][k]} == {"samples", "final_splits"}
+    assert {k for k in cl_run["eval"] if cl_member["eval"][k] != cl_run["eval"][k]} == {"vote_samples", "final_splits"}
     for bad in ("7,fll", "7,full,half", "7,cl_la,mc", "x,full"):
         with pytest.raises(ValueError, match=f"cpu_ensemble.py:{bad}"):
             load_config(f"cpu_ensemble:{bad}")
