@@ -433,7 +433,6 @@ def plot_curves(runs: dict[str, Path], out: Path) -> list[str]:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     variants = Counter(name_parts(name)[0] for name in runs)
     colors = {variant: f"C{i % 10}" for i, variant in enumerate(variants)}
-    labelled = {id(ax): set() for ax in axes}  # the variants each axis's legend already names
     decoded = set()  # each run's eval.val_decode_items (0: all val items)
     for name, run in runs.items():
         variant = name_parts(name)[0]
@@ -448,22 +447,22 @@ def plot_curves(runs: dict[str, Path], out: Path) -> list[str]:
         f1 = [(r["step"] * batch, 100 * r["mc_val_overall_micro_f1"]) for r in val if "mc_val_overall_micro_f1" in r]
         for ax, points, style in ((axes[0], train, "-"), (axes[1], loss, "o-"), (axes[2], f1, "o-")):
             if points:
-                first = variant not in labelled[id(ax)]
-                labelled[id(ax)].add(variant)
-                ax.plot(*zip(*points), style, label=label if first else None, color=colors[variant], markersize=3,
-                        linewidth=1, alpha=0.8)
+                ax.plot(*zip(*points), style, label=label, color=colors[variant], markersize=3, linewidth=1, alpha=0.8)
     axes[0].set(xlabel="training items", ylabel="train loss (per action, log window)")
     axes[1].set(xlabel="training items", ylabel="val loss (the run's val sets)")
     items = ", ".join("all items" if n == 0 else f"{n} items" for n in sorted(decoded))
     axes[2].set(xlabel="training items", ylabel=f"MDC val micro Overall F1 ({items}, %)")
+    entries = {}
     for ax in axes:
         if ax.lines:
-            ax.legend()
-    entries = list(dict.fromkeys(text.get_text() for ax in axes if ax.lines for text in ax.get_legend().get_texts()))
+            lines, labels = ax.get_legend_handles_labels()
+            handles = dict(zip(labels, lines))  # one line per label: a variant's runs share their colour
+            ax.legend(handles.values(), handles.keys())
+            entries.update(dict.fromkeys(handles))
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
-    return entries
+    return list(entries)
 
 
 def main(argv: list[str] | None = None) -> int:
