@@ -7,15 +7,24 @@ training runs it). The rest (change convolution, per-cell head, loss) is the dif
     python benchmarks/profile_once.py [--config configs/cpu_experiment.py:mc] [--config.model.world.encode_chunk=4 ...]
 
 `--config.<field>=value` overrides work as in training (e.g. to time other chunk sizes, which do
-not change the function). Best of 3 tries of 5 calls each. The last line is JSON {"<part>_fwd_ms",
-"<part>_fwd_bwd_ms", "packed_steps"} for the parts loss, text, text_decoder, start_cnn.
+not change the function). Best of 3 tries of 5 calls each. `--ops N` then traces 3 calls of the
+loss's forward+backward with JAX's profiler and prints the N XLA ops that took longest (ms per call,
+runs per call, the op's result shape, opcode and the model code it came from, from the compiled
+HLO's metadata; loops and calls are left out, their bodies' ops count): where the step's time goes
+below the parts. The last line is JSON {"<part>_fwd_ms", "<part>_fwd_bwd_ms", "packed_steps"} for
+the parts loss, text, text_decoder, start_cnn (with --ops also "top_ops": [{"op", "ms_per_call",
+"runs_per_call", "shape", "opcode", "source"}]).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import gzip
 import json
+import re
 import sys
+import tempfile
 from pathlib import Path
 
 import jax
@@ -24,6 +33,33 @@ from bench_gru import timed_ms  # noqa: E402 (benchmarks/ is the script's direct
 from bench_train import load_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+HLO_OP = re.compile(r'^\s*(?:ROOT )?%?([\w.\-]+) = (.+?) ([a-z][\w\-]*)\(')
+OP_NAME = re.compile(r'op_name="([^"]*)"')
+CONTAINERS = ("while", "call", "conditional")  # their time is their bodies' ops'
+
+
+def top_ops(compiled, args, count: int, calls: int = 3) -> list[dict]:
+    """The `count` ops of `compiled` (a `jax.stages.Compiled`) that took longest over `calls` calls
+    traced by JAX's profiler: the trace's events named as the compiled HLO's instructions."""
+    ops = {}
+    for line in compiled.as_text().splitlines():
+        head, source = HLO_OP.match(line), OP_NAME.search(line)
+        if head and head.group(3) not in CONTAINERS:
+            ops[head.group(1)] = {"shape": head.group(2), "opcode": head.group(3),
+                                  "source": "/".join(source.group(1).split("/")[-2:]) if source else ""}
+    jax.block_until_ready(compiled(*args))
+    with tempfile.TemporaryDirectory() as trace_dir:
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            for _ in range(calls):
+                jax.block_until_ready(compiled(*args))
+        trace = json.load(gzip.open(next(Path(trace_dir).rglob("perfetto_trace.json.gz"))))
+    micros, runs = collections.Counter(), collections.Counter()
+    for event in trace["traceEvents"] if isinstance(trace, dict) else trace:
+        if event.get("ph") == "X" and event.get("name") in ops:
+            micros[event["name"]] += event["dur"]
+            runs[event["name"]] += 1
+    return [{"op": name, "ms_per_call": round(us / calls / 1e3, 2), "runs_per_call": runs[name] // calls, **ops[name]}
+            for name, us in micros.most_common(count)]
 
 
 def main():
@@ -31,6 +67,8 @@ def main():
     parser.add_argument("--config", default="configs/cpu_experiment.py:mc")
     parser.add_argument("--corpus", default="@mdc")
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--ops", type=int, default=0, help="also list the N XLA ops of the loss's forward+backward "
+                        "that took longest (JAX's profiler)")
     args, overrides = parser.parse_known_args()
     bad = [o for o in overrides if not o.startswith("--config.")]
     if bad:
@@ -89,6 +127,12 @@ def main():
     rest = result["loss_fwd_bwd_ms"] - result["text_decoder_fwd_bwd_ms"] - result["start_cnn_fwd_bwd_ms"]
     print(f"rest (change convolution, head, loss): {rest:.1f} ms of {result['loss_fwd_bwd_ms']:.1f}; "
           f"batch {args.batch}, {packed} packed steps")
+    if args.ops > 0:
+        result["top_ops"] = top_ops(jax.jit(jax.grad(loss)).lower(params, batch).compile(), (params, batch), args.ops)
+        print(f"the loss's forward+backward: its {args.ops} longest XLA ops (ms per call, runs per call)")
+        for op in result["top_ops"]:
+            print(f"  {op['ms_per_call']:7.2f} ms x{op['runs_per_call']:<4d} {op['op']:28s} {op['opcode']:12s} "
+                  f"{op['shape'][:40]:40s} {op['source']}")
     print(json.dumps(result))
 
 
