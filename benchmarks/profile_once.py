@@ -73,6 +73,8 @@ def main():
     bad = [o for o in overrides if not o.startswith("--config.")]
     if bad:
         parser.error(f"unknown argument {bad[0]} (overrides are --config.<field>=value)")
+    if args.ops < 0:
+        parser.error(f"--ops {args.ops}: expected a number of ops >= 0")
 
     from bapjax.corpus import mdc
     from bapjax.data import input_pipeline

@@ -137,8 +137,8 @@ class BuilderModel(nn.Module):
 
     def action_logits(self, world_feats, dec_out):
         """[N, 11, 9, 11, C] world features and [N, H] decoder outputs -> [N, 7624] logits. The unit
-        convolutions run as 2-D matmuls over the N x 1089 cells: XLA's CPU backend computes their
-        kernels' gradients faster so than over the 5-D array (the same function)."""
+        convolutions run as 2-D matmuls over the N x 1089 cells, the same function as over the 5-D
+        array, whose kernels' gradients XLA's CPU backend computes through transposed copies."""
         n, f = world_feats.shape[0], world_feats.shape[-1]
         h = self.head_world(world_feats.reshape(-1, f)).reshape(n, -1, self.heads.hidden)
         h = nn.relu(h + self.head_state(dec_out)[:, None, :])

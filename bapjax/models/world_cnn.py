@@ -36,8 +36,8 @@ def patches_reference(x: jax.Array, k: int) -> jax.Array:
 
 def conv3d_im2col(x: jax.Array, kernel: jax.Array) -> jax.Array:
     """SAME 3D convolution [N, X, Y, Z, C] * [k, k, k, C, F] -> [N, X, Y, Z, F] as one GEMM of the
-    k^3 * C patch matrix (no bias), 2-D: [N * X * Y * Z, k^3 * C] @ [k^3 * C, F] (XLA's CPU backend
-    runs the kernel's gradient faster so than as a dot over the 5-D patch array)."""
+    k^3 * C patch matrix (no bias), 2-D: [N * X * Y * Z, k^3 * C] @ [k^3 * C, F] (as a dot over the
+    5-D patch array, XLA's CPU backend computes the kernel's gradient through transposed copies)."""
     p = patches(x, kernel.shape[0])
     out = p.reshape(-1, p.shape[-1]) @ kernel.reshape(-1, kernel.shape[-1])
     return out.reshape(p.shape[:-1] + (kernel.shape[-1],))
