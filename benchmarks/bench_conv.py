@@ -115,8 +115,8 @@ def conv3d_xla(x: jax.Array, kernel: jax.Array) -> jax.Array:
 
 def conv3d_im2col_offsets(x: jax.Array, kernel: jax.Array) -> jax.Array:
     """im2col with the patch matrix built as one slice per offset (`world_cnn.patches_reference`,
-    what `world_cnn` ran before it built the same matrix one axis at a time)."""
-    return world_cnn.patches_reference(x, kernel.shape[0]) @ kernel.reshape(-1, kernel.shape[-1])
+    what `world_cnn` ran before it built the same matrix one axis at a time), the same GEMM."""
+    return world_cnn.patch_gemm(world_cnn.patches_reference(x, kernel.shape[0]), kernel)
 
 
 CONV_IMPLS = {"im2col": world_cnn.conv3d_im2col, "im2col_offsets": conv3d_im2col_offsets,

@@ -120,17 +120,18 @@ def main():
             return m.encode_starts(world_input.start_world(b), summary)
         return squares(model.apply({"params": p}, b, method=run))
 
-    result = {"packed_steps": packed}
+    result, grads = {"packed_steps": packed}, {}
     for name, fn in (("loss", loss), ("text", text), ("text_decoder", text_decoder), ("start_cnn", start_cnn)):
+        grads[name] = jax.jit(jax.grad(fn)).lower(params, batch).compile()
         result[f"{name}_fwd_ms"] = round(timed_ms(jax.jit(fn), params, batch, repeats=5), 2)
-        result[f"{name}_fwd_bwd_ms"] = round(timed_ms(jax.jit(jax.grad(fn)), params, batch, repeats=5), 2)
+        result[f"{name}_fwd_bwd_ms"] = round(timed_ms(grads[name], params, batch, repeats=5), 2)
         print(f"{name:13s} forward {result[f'{name}_fwd_ms']:7.1f} ms   forward+backward "
               f"{result[f'{name}_fwd_bwd_ms']:7.1f} ms", flush=True)
     rest = result["loss_fwd_bwd_ms"] - result["text_decoder_fwd_bwd_ms"] - result["start_cnn_fwd_bwd_ms"]
     print(f"rest (change convolution, head, loss): {rest:.1f} ms of {result['loss_fwd_bwd_ms']:.1f}; "
           f"batch {args.batch}, {packed} packed steps")
     if args.ops > 0:
-        result["top_ops"] = top_ops(jax.jit(jax.grad(loss)).lower(params, batch).compile(), (params, batch), args.ops)
+        result["top_ops"] = top_ops(grads["loss"], (params, batch), args.ops)  # the program timed above
         print(f"the loss's forward+backward: its {args.ops} longest XLA ops (ms per call, runs per call)")
         for op in result["top_ops"]:
             print(f"  {op['ms_per_call']:7.2f} ms x{op['runs_per_call']:<4d} {op['op']:28s} {op['opcode']:12s} "

@@ -34,13 +34,18 @@ def patches_reference(x: jax.Array, k: int) -> jax.Array:
                             for l in range(k)], axis=-1)
 
 
-def conv3d_im2col(x: jax.Array, kernel: jax.Array) -> jax.Array:
-    """SAME 3D convolution [N, X, Y, Z, C] * [k, k, k, C, F] -> [N, X, Y, Z, F] as one GEMM of the
-    k^3 * C patch matrix (no bias), 2-D: [N * X * Y * Z, k^3 * C] @ [k^3 * C, F] (as a dot over the
-    5-D patch array, XLA's CPU backend computes the kernel's gradient through transposed copies)."""
-    p = patches(x, kernel.shape[0])
+def patch_gemm(p: jax.Array, kernel: jax.Array) -> jax.Array:
+    """Patch matrix [N, X, Y, Z, k^3 * C] @ kernel [k, k, k, C, F] -> [N, X, Y, Z, F] as one 2-D GEMM,
+    [N * X * Y * Z, k^3 * C] @ [k^3 * C, F] (as a dot over the 5-D array, XLA's CPU backend computes the
+    kernel's gradient through transposed copies)."""
     out = p.reshape(-1, p.shape[-1]) @ kernel.reshape(-1, kernel.shape[-1])
     return out.reshape(p.shape[:-1] + (kernel.shape[-1],))
+
+
+def conv3d_im2col(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """SAME 3D convolution [N, X, Y, Z, C] * [k, k, k, C, F] -> [N, X, Y, Z, F] as one GEMM of the
+    k^3 * C patch matrix (no bias)."""
+    return patch_gemm(patches(x, kernel.shape[0]), kernel)
 
 
 class Conv3DIm2Col(nn.Module):
