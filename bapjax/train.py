@@ -29,7 +29,7 @@ from bapjax import cli
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
 from bapjax.paths import workdir_path
-from bapjax.training import preemption, run_checks, run_config, summary
+from bapjax.training import preemption, run_checks, run_config, sharding, summary
 from bapjax.training.loop import train_and_evaluate
 
 FLAGS = flags.FLAGS
@@ -54,6 +54,10 @@ def main(argv) -> int:
     if FLAGS.print_config:
         print(run_checks.with_defaults(config).to_json_best_effort(indent=1))
         return 0
+    try:
+        sharding.set_cpu_devices(config.get("cpu_devices", 0))
+    except ValueError as err:
+        raise run_checks.ConfigError(f"--config.cpu_devices={config.cpu_devices}: {err}") from None
     cli.apply_compilation_cache_flag()
     workdir = workdir_path(FLAGS.workdir or config.workdir)
     if not FLAGS.redo_final_eval and run_checks.finished_run(config, workdir) is not None:

@@ -54,6 +54,7 @@ def get_config(arg: str = "cl"):
     config = run_config.base_config()
     config.seed = seed
     config.workdir = f"runs/exp/{variant}-{model}-s{seed}"  # runs of one model group by seed
+    config.cpu_devices = 4  # a CPU host as 4 XLA devices, data-parallel (results/bench_cpu_devices_agg.json)
     config.model = MODELS[model]()
     config.features.max_text_tokens = 128  # the newest 128 dialogue tokens
     config.features.update(FEATURES.get(model, {}))

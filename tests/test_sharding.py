@@ -85,3 +85,35 @@ def test_eight_devices_match_one_device(options):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "OK" in result.stdout
 
+
+
+CPU_DEVICES = textwrap.dedent('''
+    import jax, pytest
+    from bapjax.training import sharding
+    sharding.set_cpu_devices(0)  # leaves JAX's default: nothing is set, JAX has not started
+    sharding.set_cpu_devices(3)
+    assert jax.device_count() == 3 and len(sharding.data_mesh().devices) == 3, jax.devices()
+    sharding.set_cpu_devices(3)  # started with this many: nothing to do
+    with pytest.raises(ValueError, match="already started with 3 CPU device"):
+        sharding.set_cpu_devices(2)
+    print("OK")
+''')
+
+
+def test_cpu_devices_split_the_host_before_jax_starts_and_refuse_a_late_change():
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}
+    result = subprocess.run([sys.executable, "-c", CPU_DEVICES], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "OK" in result.stdout
+
+
+def test_the_train_command_refuses_a_negative_cpu_device_count_in_one_line(tmp_path):
+    """`python -m bapjax.train` applies config.cpu_devices before JAX starts; a negative count is a config error."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    result = subprocess.run([sys.executable, "-m", "bapjax.train", "--config=quickstart", "--config.cpu_devices=-1",
+                             f"--workdir={tmp_path / 'run'}"], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "--config.cpu_devices=-1 is out of range" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "run").exists()

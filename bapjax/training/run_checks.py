@@ -90,6 +90,7 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
     checks = [
         ("seed", config.seed, int(config.seed) >= 0, ">= 0"),
         ("init_seed", config.init_seed, int(config.init_seed) >= -1, ">= 0, or -1 (config.seed)"),
+        ("cpu_devices", config.cpu_devices, int(config.cpu_devices) >= 0, ">= 0 (0: JAX's default)"),
         ("train.batch_size", tc.batch_size, int(tc.batch_size) >= 1, ">= 1"),
         ("train.num_epochs", tc.num_epochs, int(tc.num_epochs) >= 1, ">= 1"),
         ("train.max_steps", tc.max_steps, int(tc.max_steps) >= 0, ">= 0 (0: no cap)"),

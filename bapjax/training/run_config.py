@@ -86,6 +86,11 @@ def base_config() -> ml_collections.ConfigDict:
     config.workdir = "runs/baseline"
     config.seed = 0  # the data order, the curriculum's shuffles and, where init_seed is -1, the initialization
     config.init_seed = -1  # the parameters' initialization alone (-1: config.seed), to tell the two apart
+    # > 0: `python -m bapjax.train` splits a CPU host into this many XLA devices before JAX starts
+    # (`sharding.set_cpu_devices`), and the run is data-parallel over them: the same function (float summation
+    # order aside), faster where one device's program leaves cores idle between its many small ops
+    # (benchmarks/bench_cpu_devices.py); 0: JAX's default (one CPU device, or what XLA_FLAGS forces)
+    config.cpu_devices = 0
 
     config.data = ml_collections.ConfigDict()
     config.data.sources = ml_collections.ConfigDict()

@@ -21,6 +21,22 @@ DATA_AXIS = "data"
 DATA_SPEC = P(DATA_AXIS)  # leading axis split over 'data'
 
 
+def set_cpu_devices(count: int) -> None:
+    """Split the CPU backend into `count` XLA devices (`config.cpu_devices`; 0: leave JAX's default),
+    which must happen before JAX runs anything; a process whose backends already started keeps its
+    devices, and a different count then is a ValueError saying so."""
+    count = int(count)
+    if count <= 0:
+        return
+    try:
+        jax.config.update("jax_num_cpu_devices", count)
+    except RuntimeError:  # backends started: fine if they already have this many CPU devices
+        have = len(jax.devices("cpu"))
+        if have != count:
+            raise ValueError(f"JAX already started with {have} CPU device(s); set it before JAX runs anything "
+                             f"(a fresh process)") from None
+
+
 def maybe_initialize_distributed(config: Any | None) -> None:
     """`jax.distributed.initialize` when `config.distributed.initialize` is set.
 
