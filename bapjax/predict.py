@@ -22,7 +22,7 @@ from bapjax import cli
 from bapjax.corpus import load
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import decode
+from bapjax.training import decode, run_eval
 from bapjax.training.run_eval import predict_with_run
 from bapjax.world import jsonl
 
@@ -81,6 +81,7 @@ def main(argv) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     check_flags()
+    run_eval.use_runs_cpu_devices([FLAGS.checkpoint])
     every = load.items_from_flags(FLAGS.corpus, FLAGS.split or "test", FLAGS.items, FLAGS.store, FLAGS.dataset)
     items = load.first_items(every, FLAGS.limit)
     start = time.time()

@@ -117,3 +117,28 @@ def test_the_train_command_refuses_a_negative_cpu_device_count_in_one_line(tmp_p
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
     assert "--config.cpu_devices=-1 is out of range" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "run").exists()
+
+
+RUNS_CPU_DEVICES = textwrap.dedent('''
+    import json, pathlib, sys, jax
+    from bapjax.training import run_eval
+    root = pathlib.Path(sys.argv[1])
+    for name, count in (("a", 2), ("b", 3), ("c", None)):
+        (root / name).mkdir()
+        (root / name / "config.json").write_text(json.dumps({} if count is None else {"cpu_devices": count}))
+        (root / name / "vocab.json").write_text("{}")
+    paths = [str(root / "a"), str(root / "b" / "checkpoints" / "best"), str(root / "c"), str(root / "nosuch")]
+    assert run_eval.use_runs_cpu_devices(paths) == 3  # the most any run trained on; a non-run is left alone
+    assert jax.device_count() == 3, jax.devices()
+    assert run_eval.use_runs_cpu_devices([str(root / "a")]) == 2  # JAX started: its devices stay, no error
+    assert jax.device_count() == 3
+    print("OK")
+''')
+
+
+def test_commands_that_decode_runs_split_the_cpu_as_the_runs_were_trained(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}
+    result = subprocess.run([sys.executable, "-c", RUNS_CPU_DEVICES, str(tmp_path)], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "OK" in result.stdout

@@ -144,8 +144,9 @@ def member_passes(decoder, items: list, samples: int | None = None, temperature:
         temperature = float(decoder.run.config.eval.temperatures[0])
     settings = decoder.settings.replace(samples=samples, temperature=temperature, sampler=sampler)
     run = decoder.run
-    return decode.candidates(run.model, run.params, items, run.vocab, decoder.feature_config, settings,
-                             decode_fn=decoder.decode_fn_for(settings), progress=progress, first_draw=first_draw)
+    return decode.candidates(run.model, decoder.params, items, run.vocab, decoder.feature_config, settings,
+                             decode_fn=decoder.decode_fn_for(settings), mesh=decoder.mesh, progress=progress,
+                             first_draw=first_draw)
 
 
 def member_alone(decoder, passes: list[dict], items: list) -> dict[str, list[G.Action]]:

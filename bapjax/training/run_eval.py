@@ -35,6 +35,26 @@ def write_decode_choice(workdir, choice: dict) -> None:
     (workdir / DECODE_SETTINGS).write_text(json.dumps(choice, indent=1))
 
 
+def use_runs_cpu_devices(paths) -> int:
+    """Before JAX runs anything in a command that decodes trained runs: the CPU split into as many XLA
+    devices as the most any of them trained on (their `config.cpu_devices`), since decoding over
+    several devices is faster on a small CPU as training is (`sharding.set_cpu_devices`). The
+    predictions are the same on any count, so a process whose JAX already started keeps its devices,
+    and a path that is not a run is left for the loader to name. Returns the count (0: JAX's default)."""
+    count = 0
+    for path in paths:
+        try:
+            config = run_checks.read_run_file(checkpoints.find_run_dir(path), "config.json")
+        except UserError:
+            continue
+        count = max(count, int(config.get("cpu_devices", 0) or 0))
+    try:
+        sharding.set_cpu_devices(count)
+    except ValueError:
+        pass
+    return count
+
+
 def run_decode_settings(run_dir, config) -> decode.DecodeSettings:
     """How a run decodes: config.eval's settings with the STOP rule (and the sampling, if any:
     `samples`, `temperature`, `cost` or `rules`, and the `sampler` its draws use) of <run_dir>/decode.json if
@@ -154,12 +174,15 @@ def _val_row(settings: decode.DecodeSettings, headline: dict) -> dict:
 class RunDecoder:
     """A training run loaded once, with its decoding settings and compiled decoder kept: what
     `predict_with_run` does per call, split so a long-lived process (``bapjax.play``) loads the
-    checkpoint and compiles once and decodes many times (`predict`)."""
+    checkpoint and compiles once and decodes many times (`predict`). It decodes over this host's
+    devices, as a run's own evals do (`Evaluator`): `mesh`, with `params` replicated on it."""
 
     run: checkpoints.TrainedRun
     settings: decode.DecodeSettings
     feature_config: input_pipeline.FeatureConfig
     decoders: decode.Decoders  # the run model's, one compiled decoder per `DecodeSettings.program`
+    mesh: jax.sharding.Mesh
+    params: dict  # run.params, replicated over `mesh`
 
     @classmethod
     def load(cls, checkpoint, **overrides) -> "RunDecoder":
@@ -169,7 +192,8 @@ class RunDecoder:
         a `cost` selects at that cost instead of by the run's rules per board, if it has them."""
         run = checkpoints.load_run(checkpoint)
         settings = run_decode_settings(run.run_dir, run.config)  # a damaged decode.json names itself
-        decoders = decode.Decoders(run.model)
+        mesh = sharding.data_mesh(jax.local_devices())
+        decoders = decode.Decoders(run.model, mesh)
         if overrides.get("cost") is not None:
             overrides["rules"] = ()
         try:
@@ -177,7 +201,8 @@ class RunDecoder:
             decoders(settings)  # e.g. the STOP rule "length" of a model without a length head
         except ValueError as err:
             raise UserError(f"{checkpoint}: {err}") from None
-        return cls(run, settings, input_pipeline.FeatureConfig.from_config(run.config), decoders)
+        return cls(run, settings, input_pipeline.FeatureConfig.from_config(run.config), decoders, mesh,
+                   sharding.replicate(run.params, mesh))
 
     @property
     def decode_fn(self) -> decode.Decoder:
@@ -194,16 +219,16 @@ class RunDecoder:
         """Predictions {item_id: [Action]} of `items` as the run decodes (`decode.predict`: greedy,
         or chosen among draws, from draw `first_draw` on)."""
         run = self.run
-        return decode.predict(run.model, run.params, items, run.vocab, self.feature_config, self.settings,
-                              decode_fn=self.decode_fn, progress=progress, first_draw=first_draw)
+        return decode.predict(run.model, self.params, items, run.vocab, self.feature_config, self.settings,
+                              decode_fn=self.decode_fn, mesh=self.mesh, progress=progress, first_draw=first_draw)
 
     def predict_items(self, items: list, *, lengths: dict[str, int] | None = None,
                       sample: int | None = None) -> dict:
         """One decoding pass of `items` with the run's settings (`decode.predict_items`): greedy,
         forced `lengths` {item_id: k}, or draw number `sample`."""
         run = self.run
-        return decode.predict_items(run.model, run.params, items, run.vocab, self.feature_config, self.settings,
-                                    lengths=lengths, sample=sample, decode_fn=self.decode_fn)
+        return decode.predict_items(run.model, self.params, items, run.vocab, self.feature_config, self.settings,
+                                    lengths=lengths, sample=sample, decode_fn=self.decode_fn, mesh=self.mesh)
 
 
 def predict_with_run(checkpoint, items: list, progress: bool = True, **overrides):
