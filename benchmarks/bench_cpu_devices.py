@@ -53,24 +53,14 @@ def child(args) -> dict:
     import numpy as np
 
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from bench_train import load_config
+    from bench_train import load_config, training_setup
 
-    from bapjax.corpus import mdc
     from bapjax.data import input_pipeline
     from bapjax.models import builder
-    from bapjax.text.vocab import Vocabulary
     from bapjax.training import decode, loop, sharding
-    from bapjax.training import optimizer as optim
 
     config = load_config(args.config, REPO, [])
-    config.train.schedule = "constant"  # the schedule does not change a step's cost
-    corpus = mdc.load_corpus(args.corpus)
-    train_items = list(corpus.split("train"))
-    vocab = Vocabulary.build(train_items)
-    feature_config = input_pipeline.FeatureConfig.from_config(config)
-    features = input_pipeline.featurize_items(train_items[:2048], vocab, feature_config)
-    model = builder.build_model(config.model, vocab.size)
-    optimizer = optim.make_optimizer(config.train)
+    corpus, vocab, feature_config, features, model, optimizer = training_setup(config, args.corpus)
     ema = float(config.train.get("ema_decay", 0.0))
     iterator = input_pipeline.DataIterator(features, None, feature_config, 32, seed=0)
     batches = [next(iterator) for _ in range(args.train_batches)]

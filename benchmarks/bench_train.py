@@ -129,6 +129,27 @@ def time_training(model, optimizer, features, feature_config, batch_size, steps,
     return steps * batch_size / elapsed, targets / elapsed, batches[:steps]
 
 
+def training_setup(config, corpus_path: str):
+    """What a timing of `config`'s train step takes: the MDC corpus, the vocabulary of its training
+    items, the feature config, the first 2,048 training items featurized, the model and an optimizer
+    with a constant schedule (the LR schedule does not change a step's cost; a cosine one would need
+    the run's step count)."""
+    from bapjax.corpus import mdc
+    from bapjax.data import input_pipeline
+    from bapjax.models import builder
+    from bapjax.text.vocab import Vocabulary
+    from bapjax.training import optimizer as optim
+
+    corpus = mdc.load_corpus(corpus_path)
+    train_items = list(corpus.split("train"))
+    vocab = Vocabulary.build(train_items)
+    feature_config = input_pipeline.FeatureConfig.from_config(config)
+    features = input_pipeline.featurize_items(train_items[:2048], vocab, feature_config)
+    model = builder.build_model(config.model, vocab.size)
+    config.train.schedule = "constant"
+    return corpus, vocab, feature_config, features, model, optim.make_optimizer(config.train)
+
+
 def flops(compiled) -> float:
     """XLA's FLOP count of a compiled program (one dict, or one per program on older JAX)."""
     analysis = compiled.cost_analysis()
@@ -177,23 +198,12 @@ def measure(args) -> dict:
     import jax
     import numpy as np
 
-    from bapjax.corpus import mdc
     from bapjax.data import input_pipeline
     from bapjax.models import builder
-    from bapjax.text.vocab import Vocabulary
     from bapjax.training import decode
-    from bapjax.training import optimizer as optim
 
     config = load_config(args.config, Path(args.repo), getattr(args, "overrides", []))
-    corpus = mdc.load_corpus(args.corpus)
-    train_items = list(corpus.split("train"))
-    vocab = Vocabulary.build(train_items)
-    feature_config = input_pipeline.FeatureConfig.from_config(config)
-    features = input_pipeline.featurize_items(train_items[:2048], vocab, feature_config)
-    model = builder.build_model(config.model, vocab.size)
-    # The LR schedule does not change a step's cost (a cosine one would need the run's step count).
-    config.train.schedule = "constant"
-    optimizer = optim.make_optimizer(config.train)
+    corpus, vocab, feature_config, features, model, optimizer = training_setup(config, args.corpus)
     print(f"{args.repo}: devices {jax.devices()}  model: {config.model.to_dict()}", flush=True)
 
     result = {}
