@@ -5,12 +5,12 @@
 
 Each count is measured in its own process, as a run sees it (`jax_num_cpu_devices` = the count, a
 data mesh over all of them: `sharding.data_mesh`): training on the same batches from the same
-parameters (after an untimed pass that compiles every pack size), then the MDC test items' draws
+parameters (`bench_train.time_training`: after an untimed pass that compiles every pack size), then the MDC test items' draws
 (`decode.predict_draws`, the vote's decoding, exactly `--fixed_length` actions, random-init
 parameters). The counts alternate within each of `--rounds` rounds, so the ratios against one
 device are paired against the host's drift (a 2-core host's speed moves by 10-30% within minutes).
 The same function on every count: the parameters' largest difference from the 1-device ones after
-the untimed pass is reported (float summation order only), and the draws must be identical (each
+training is reported (float summation order only), and the draws must be identical (each
 item's key depends on its id and draw number, not on its device).
 
 Why several devices on one host: XLA runs one device's program op by op, and this model's train
@@ -46,35 +46,26 @@ def parse_devices(text: str) -> list[int]:
 
 
 def child(args) -> dict:
-    """One count's figures, in this process: `jax_num_cpu_devices` = args.child."""
-    import jax
+    """One count's figures, in this process: the CPU split into args.child devices."""
+    from bapjax.training import sharding
 
-    jax.config.update("jax_num_cpu_devices", args.child)
+    sharding.set_cpu_devices(args.child)  # before JAX runs anything, as `python -m bapjax.train` does
+    import jax
     import numpy as np
 
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from bench_train import load_config, training_setup
+    from bench_train import load_config, time_training, training_setup
 
     from bapjax.data import input_pipeline
     from bapjax.models import builder
-    from bapjax.training import decode, loop, sharding
+    from bapjax.training import decode
 
     config = load_config(args.config, REPO, [])
     corpus, vocab, feature_config, features, model, optimizer = training_setup(config, args.corpus)
-    ema = float(config.train.get("ema_decay", 0.0))
-    iterator = input_pipeline.DataIterator(features, None, feature_config, 32, seed=0)
-    batches = [next(iterator) for _ in range(args.train_batches)]
-    mesh = sharding.data_mesh()
-    trainer = loop.Trainer(model, optimizer, mesh, ema_decay=ema)
-    state = sharding.replicate(loop.create_state(model, optimizer, jax.random.PRNGKey(0), None, ema_decay=ema), mesh)
-    for batch in batches:  # untimed: compiles every pack size; then the parameters to compare
-        state, _ = trainer.train(state, batch)
+    train_rate, _, _, state = time_training(model, optimizer, features, feature_config, 32, args.train_batches,
+                                            devices=args.child, ema_decay=float(config.train.get("ema_decay", 0.0)))
     params_after = jax.device_get(state["params"])
-    start = time.perf_counter()
-    for batch in batches:
-        state, _ = trainer.train(state, batch)
-    jax.block_until_ready(state)
-    train_rate = len(batches) * 32 / (time.perf_counter() - start)
+    mesh = sharding.data_mesh()
 
     test_items = list(corpus.split("test"))[:args.decode_items]
     table = input_pipeline.featurize_items(test_items, vocab, feature_config)
@@ -127,7 +118,7 @@ def measure(args, counts: list[int]) -> dict:
                         "max_param_diff_vs_1": float(max(np.max(np.abs(mine[k] - ones[k])) for k in ones.files)),
                         "draws_equal_to_1": (out / "draws.json").read_text()
                         == (Path(tmp) / "1-0" / "draws.json").read_text()}
-                    print(f"{count} device(s): max |params - 1-device params| after {args.train_batches} steps "
+                    print(f"{count} device(s): max |params - 1-device params| after {2 * args.train_batches + 2} steps "
                           f"{checks[str(count)]['max_param_diff_vs_1']:.2e}, draws "
                           f"{'identical' if checks[str(count)]['draws_equal_to_1'] else 'DIFFER'}", flush=True)
             print(f"round {round_ + 1}: train items/s " + ", ".join(f"{c}: {rates['train'][c][-1]:.1f}" for c in counts)
