@@ -1,7 +1,7 @@
 """The analysis tools without tests of their own: the STOP statistics of `bapjax.analysis.stop_rule`
 on a tiny model, the language measures of `bapjax.analysis.sim_language_stats` on hand-made and
-real items, the table and argument checks of `bapjax.analysis.mbr_sweep`, and (slow)
-`bapjax.analysis.compare_training` of HEAD against its own tree."""
+real items, the table and argument checks of `bapjax.analysis.mbr_sweep`, `compare_training`'s rule for
+tables of different rows, and (slow) `bapjax.analysis.compare_training` of HEAD against its own tree."""
 
 import json
 import subprocess
@@ -86,6 +86,22 @@ def test_compare_training_finds_head_identical_to_its_own_tree(tmp_path):
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["bit_identical_params"] is True and result["max_param_diff"] == 0.0
     assert np.isfinite(result["current"]["micro_overall"])
+
+
+def test_compare_training_compares_a_rounded_embedding_table_on_its_vocabulary_rows():
+    from bapjax.analysis.compare_training import common_rows
+
+    table = np.arange(12, dtype=np.float32).reshape(6, 2)
+    rounded = np.concatenate([table, np.zeros((2, 2), np.float32)])
+    for old, new in ((table, rounded), (rounded, table)):
+        a, b = common_rows(old, new)
+        np.testing.assert_array_equal(a, b)
+    moved = rounded.copy()
+    moved[-1, 0] = 1e-7  # a row past the vocabulary that trained: not the same model
+    assert common_rows(table, moved) is None
+    assert common_rows(table, table.T) is None and common_rows(np.float32(1), table) is None
+    a, b = common_rows(table, table + 1)  # same shape: compared as they are
+    assert float(np.abs(a - b).max()) == 1.0
 
 
 def test_the_mbr_sweep_table_has_a_row_per_temperature_and_draws_and_a_column_per_cost():

@@ -8,8 +8,9 @@ that repository's work tree for the new one; each loads the config by name as th
 the config's data sources cut to 48/8/8 items, a 1-layer model of width 8-16 (in the model
 section's layout of each tree: flat fields, or one sub-section per part), 6
 steps of 8, the STOP rule chosen on val and the final decode of the MDC test items, in a
-temporary workdir with the shared caches. Prints whether every parameter is bit-identical, the
-largest difference, and each run's MDC test figures. The last line is JSON. Runs bit-identical only
+temporary workdir with the shared caches. Prints whether every parameter is bit-identical (an
+embedding table rounded to more rows, `model.text.vocab_multiple`, on the rows both have, its others
+zero), the largest difference, and each run's MDC test figures. The last line is JSON. Runs bit-identical only
 on one machine, like any training.
 """
 
@@ -71,6 +72,19 @@ print("RESULT " + json.dumps({"step": step, "micro_overall": report["micro"]["Ov
 '''
 
 
+def common_rows(old, new):
+    """The two trees' arrays of one parameter as compared: as they are where their shapes agree; an
+    embedding table with more rows than the other's (`model.text.vocab_multiple`) compares on the rows
+    both have when every row past them is zero (it is never read); None otherwise (not the same tree)."""
+    if old.shape == new.shape:
+        return old, new
+    if old.ndim != new.ndim or old.ndim == 0 or old.shape[1:] != new.shape[1:]:
+        return None
+    rows = min(len(old), len(new))
+    longer = old if len(old) > rows else new
+    return (old[:rows], new[:rows]) if not longer[rows:].any() else None
+
+
 def train_tree(tree: Path, config: str, steps: int, out: Path) -> dict:
     out.mkdir(parents=True)
     layout = "package" if (tree / "bapjax" / "training").is_dir() else "flat"
@@ -112,8 +126,10 @@ def main() -> None:
                    "current": train_tree(repo, args.config, args.steps, Path(tmp) / "new")}
         old, new = np.load(Path(tmp) / "old" / "params.npz"), np.load(Path(tmp) / "new" / "params.npz")
         same_tree = sorted(old.files) == sorted(new.files)
-        worst = max(float(np.abs(old[k] - new[k]).max()) for k in old.files) if same_tree else None
-        identical = same_tree and all(np.array_equal(old[k], new[k]) for k in old.files)
+        pairs = [common_rows(old[k], new[k]) for k in old.files] if same_tree else []
+        same_tree = same_tree and all(pair is not None for pair in pairs)
+        worst = max(float(np.abs(a - b).max()) for a, b in pairs) if same_tree else None
+        identical = same_tree and all(np.array_equal(a, b) for a, b in pairs)
     summary = {"commit": args.commit, "config": args.config, "steps": args.steps, "same_tree": same_tree,
                "bit_identical_params": identical, "max_param_diff": worst, **results}
     print(f"{args.commit} vs this tree, {args.config}, {args.steps} steps: parameters "

@@ -214,14 +214,16 @@ def dummy_batch(batch_size: int = 2, text_len: int = 8, steps: int = 4, window: 
 
 
 def init_params(model: BuilderModel, rng: jax.Array, embedding_matrix: np.ndarray | None = None):
-    """Initialise parameters; put the GloVe matrix [V, E] into the word embedding table."""
+    """Initialise parameters; put the GloVe matrix [V, E] into the word embedding table's first V
+    rows (the table's rows past the vocabulary, `text.vocab_multiple`, stay zero)."""
     params = model.init(rng, dummy_batch(), 8)["params"]
     if embedding_matrix is not None:
         table = params["text_encoder"]["embed"]["embedding"]
         matrix = np.asarray(embedding_matrix, np.float32)
-        if matrix.shape != table.shape:
-            raise ValueError(f"embedding matrix shape {matrix.shape} != model's table {table.shape} "
+        if matrix.shape[1:] != table.shape[1:] or matrix.shape[0] > table.shape[0]:
+            raise ValueError(f"embedding matrix shape {matrix.shape} does not fit the model's table {table.shape} "
                              "(config.model.text.embedding_dim must match the vocabulary's vectors)")
+        matrix = np.pad(matrix, ((0, table.shape[0] - matrix.shape[0]), (0, 0)))
         params = jax.tree_util.tree_map(lambda x: x, params)
         params["text_encoder"]["embed"]["embedding"] = jnp.asarray(matrix)
     return params

@@ -42,6 +42,11 @@ class GRUText:
     encoder: str = GRU_TEXT
     embedding_dim: int = 50
     hidden: int = 300  # the GRU's width: token states and summary
+    # the embedding table's rows: the vocabulary's size rounded up to a multiple of this (the rows past
+    # the vocabulary start at zero and are never read, so training is unchanged); runs whose vocabularies
+    # differ by a few tokens (the seeds of the simulated data) then build the same programs and reuse
+    # each other's from the persistent compilation cache
+    vocab_multiple: int = 1
 
     @property
     def text_key(self) -> str:
@@ -50,9 +55,11 @@ class GRUText:
     def check(self) -> None:
         _require("text", "hidden", self.hidden >= 1, ">= 1", self.hidden)
         _require("text", "embedding_dim", self.embedding_dim >= 1, ">= 1", self.embedding_dim)
+        _require("text", "vocab_multiple", self.vocab_multiple >= 1, ">= 1", self.vocab_multiple)
 
     def module(self, vocab_size: int) -> nn.Module:
-        return GRUTextEncoder(vocab_size, self.embedding_dim, self.hidden, name="text_encoder")
+        rows = -(-vocab_size // self.vocab_multiple) * self.vocab_multiple
+        return GRUTextEncoder(vocab_size, self.embedding_dim, self.hidden, table_rows=rows, name="text_encoder")
 
 
 @dataclasses.dataclass(frozen=True)

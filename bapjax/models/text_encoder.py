@@ -13,7 +13,8 @@ class GRUTextEncoder(nn.Module):
     """Embeds tokens and runs a GRU over the unpadded prefix.
 
     Returns (token states [B, L, H], summary [B, H]); the summary is the last real token's state.
-    The embedding table is set to
+    The embedding table has `table_rows` rows (0: `vocab_size`); rows past the vocabulary start at
+    zero (the vocabulary's rows are initialised as without them) and no token id reads them. It is set to
     GloVe after init (`bapjax.models.builder.init_params` with the vocabulary's matrix), which keeps
     big arrays out of the module definition.
     """
@@ -22,17 +23,30 @@ class GRUTextEncoder(nn.Module):
     embedding_dim: int = 50
     hidden: int = 300
     train_embeddings: bool = True
+    table_rows: int = 0
 
     @nn.compact
     def __call__(self, tokens: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
-        embed = nn.Embed(self.vocab_size, self.embedding_dim,
-                         embedding_init=nn.initializers.normal(0.1), name="embed")
+        rows = self.table_rows or self.vocab_size
+        if rows < self.vocab_size:
+            raise ValueError(f"table_rows={rows} < vocab_size={self.vocab_size}")
+        init = nn.initializers.normal(0.1)
+        if rows > self.vocab_size:
+            init = _zero_rows_past(init, self.vocab_size)
+        embed = nn.Embed(rows, self.embedding_dim, embedding_init=init, name="embed")
         x = embed(tokens)
         if not self.train_embeddings:
             x = jax.lax.stop_gradient(x)
         lengths = jnp.maximum(mask.sum(-1).astype(jnp.int32), 1)
         # the cells' parameters where nn.RNN(nn.GRUCell) kept them, so trees and checkpoints are unchanged
         return _run(GRUWeights(self.hidden, name="GRUCell_0")(x.shape[-1]), x, lengths)
+
+
+def _zero_rows_past(init, used: int):
+    """`init` over the first `used` rows (the values it gives a table of exactly those rows), zeros below."""
+    def padded(key, shape, dtype=jnp.float32):
+        return jnp.pad(init(key, (used, *shape[1:]), dtype), ((0, shape[0] - used), (0, 0)))
+    return padded
 
 
 def _run(weights: dict, x: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
