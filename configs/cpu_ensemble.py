@@ -16,7 +16,9 @@ Runtime: full 12.9-15.9 min per member (seeds 0-2, 4-16), 4.3-5.3 min for two me
 min in all per pair; half 8.6-8.9 min per member, 3.4 min for four members' ensemble decoding: 38.4 min in all
 (docs/results.md, "Ensembles"; results/cpu_experiment_runs.md), decoding one pass per draw; with the draws decoded
 together and today's sampler the same pair's ensemble decoding took 3.24 instead of 8.99 min on a host half as fast
-(results/runs/ens2-host3-*).
+(results/runs/ens2-host3-*). Two half cl_la members (`:<seed>,cl_la`, seeds 9 and 10, 4 devices) on a slow host: 16.5
+and 16.1 min, 8.2 for their ensemble decoding with val: 40.7 min, MDC val 27.98 against 28.75 for one full cl_la
+run alone (docs/results.md, "The best CPU builder within 40 minutes").
 More draws: in two pairs decoded with 32, 64, 128 and 256 draws per member, MDC val rose at each step (32 to 128:
 +0.24 and +0.11; docs/results.md, "A pair's decoding noise"; results/ensemble_noise_pair{78,1718}.md): --samples
 128 is the next pairs' setting where it fits 40 minutes.
