@@ -16,14 +16,19 @@ FLAT = dict(embedding_dim=8, text_hidden=8, world_features=4, world_layers=1, ac
             decoder_hidden=8, head_hidden=8, world_encoding="once")
 
 
-def model_with(vocab_multiple: int):
+def section_with(vocab_multiple: int) -> dict:
     section = run_config.upgrade({"model": FLAT})["model"]
     section["text"]["vocab_multiple"] = vocab_multiple
-    return builder.build_model(section, VOCAB)
+    return section
 
 
 def table(params):
     return np.asarray(params["text_encoder"]["embed"]["embedding"])
+
+
+def other_leaves(params) -> list:
+    return [leaf for path, leaf in jax.tree_util.tree_leaves_with_path(params)
+            if "embed" not in jax.tree_util.keystr(path)]
 
 
 @pytest.mark.parametrize("glove", [False, True])
@@ -36,7 +41,7 @@ def test_a_rounded_table_trains_as_the_vocabularys_own(glove):
     batches = [random_batch(rng, batch=8, text_len=6, steps=4, vocab=VOCAB) for _ in range(4)]
 
     def run(vocab_multiple):
-        model = model_with(vocab_multiple)
+        model = builder.build_model(section_with(vocab_multiple), VOCAB)
         trainer = loop.Trainer(model, optimizer, mesh, ema_decay=0.9)
         state = sharding.replicate(loop.create_state(model, optimizer, jax.random.PRNGKey(0), matrix, 0.9), mesh)
         start = jax.device_get(state["params"])
@@ -54,15 +59,12 @@ def test_a_rounded_table_trains_as_the_vocabularys_own(glove):
     for key in ("params", "ema_params"):
         np.testing.assert_array_equal(table(rounded[key])[:VOCAB], table(own[key]))
         assert not table(rounded[key])[VOCAB:].any()  # never read, never moved (weight decay of zero included)
-        rest = lambda p: [leaf for path, leaf in jax.tree_util.tree_leaves_with_path(p)  # noqa: E731
-                          if "embed" not in jax.tree_util.keystr(path)]
-        for a, b in zip(rest(rounded[key]), rest(own[key])):
+        for a, b in zip(other_leaves(rounded[key]), other_leaves(own[key])):
             np.testing.assert_array_equal(a, b)
 
 
 def test_vocabularies_a_few_tokens_apart_build_the_same_parameter_shapes():
-    section = run_config.upgrade({"model": FLAT})["model"]
-    section["text"]["vocab_multiple"] = 256
+    section = section_with(256)
     shapes = [jax.eval_shape(lambda v=v: builder.init_params(builder.build_model(section, v), jax.random.PRNGKey(0)))
               for v in (1909, 1910)]
     assert jax.tree_util.tree_structure(shapes[0]) == jax.tree_util.tree_structure(shapes[1])
@@ -71,7 +73,5 @@ def test_vocabularies_a_few_tokens_apart_build_the_same_parameter_shapes():
 
 
 def test_vocab_multiple_below_one_is_one_line_naming_it():
-    section = run_config.upgrade({"model": FLAT})["model"]
-    section["text"]["vocab_multiple"] = 0
     with pytest.raises(builder.ModelConfigError, match="vocab_multiple"):
-        builder.build_model(section, VOCAB)
+        builder.build_model(section_with(0), VOCAB)

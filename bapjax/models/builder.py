@@ -223,7 +223,6 @@ def init_params(model: BuilderModel, rng: jax.Array, embedding_matrix: np.ndarra
         if matrix.shape[1:] != table.shape[1:] or matrix.shape[0] > table.shape[0]:
             raise ValueError(f"embedding matrix shape {matrix.shape} does not fit the model's table {table.shape} "
                              "(config.model.text.embedding_dim must match the vocabulary's vectors)")
-        matrix = np.pad(matrix, ((0, table.shape[0] - matrix.shape[0]), (0, 0)))
         params = jax.tree_util.tree_map(lambda x: x, params)
-        params["text_encoder"]["embed"]["embedding"] = jnp.asarray(matrix)
+        params["text_encoder"]["embed"]["embedding"] = table.at[:matrix.shape[0]].set(matrix)
     return params
