@@ -17,7 +17,7 @@ min in all per pair; half 8.6-8.9 min per member, 3.4 min for four members' ense
 (docs/results.md, "Ensembles"; results/cpu_experiment_runs.md), decoding one pass per draw; with the draws decoded
 together and today's sampler the same pair's ensemble decoding took 3.24 instead of 8.99 min on a host half as fast
 (results/runs/ens2-host3-*). Two half cl_la members (`:<seed>,cl_la`, seeds 9 and 10, 4 devices) on a slow host: 16.5
-and 16.1 min, 8.2 for their ensemble decoding with val: 40.7 min, MDC val 27.98 against 28.75 for one full cl_la
+and 16.1 min, 8.2 for their ensemble decoding with val: 40.7 min, MDC val 27.98 against 28.84 for one full cl_la
 run alone (docs/results.md, "The best CPU builder within 40 minutes").
 More draws: in two pairs decoded with 32, 64, 128 and 256 draws per member, MDC val rose at each step (32 to 128:
 +0.24 and +0.11; docs/results.md, "A pair's decoding noise"; results/ensemble_noise_pair{78,1718}.md): --samples
@@ -29,9 +29,9 @@ those pairs, results/ensemble_rules_pairs_d128.md) and members whose STOP rule l
 then sample their length; cpu_experiment.py's default), five pairs of cpu_experiment.py:agg runs (the same weights as full
 members) 33.5 [31.7, 35.2], strict 29.5, seed SD 0.6 (results/cpu_best_pair_d128_fixed_host5.md; those members
 timed only on slow hosts). With rules fixed, --noval leaves the val split (which then only scores them) undecoded:
-4.8-5.0 of those pairs' 10.4-11.1 min of ensemble decoding. Four pairs of cpu_experiment.py:cl_la runs trained
-the same way (seeds 0+1, 2+3, 4+5, 6+7), decoded so with --noval (5.5-6.1 min each on those slow hosts): 34.1
-[32.4, 35.9], strict 30.2, seed SD 0.4 (results/cpu_cl_la_pairs128_noval.md; ":<seed>,full,cl_la" trains such a
+4.8-5.0 of those pairs' 10.4-11.1 min of ensemble decoding. Five pairs of cpu_experiment.py:cl_la runs trained
+the same way (seeds 0+1, 2+3, 4+5, 6+7, 9+10), decoded so with --noval (5.0-6.1 min each on those slow hosts): 34.1
+[32.4, 35.9], strict 30.1, seed SD 0.3, 60.8-72.3 min per pair (results/cpu_cl_la_pairs128_noval.md; ":<seed>,full,cl_la" trains such a
 member without its own draws and test decode, not yet timed).
 Result: MDC test micro Overall, pairs of full members at T 0.8 (seeds 0+4, 1+2, 5+6, 7+8, 9+10, 11+12, 13+14,
 15+16): 32.9 [31.3, 34.6] (33.6, 32.4, 32.7, 33.5, 32.2, 32.9, 33.7, 32.1), strict 28.7 (docs/results.md, "The best
