@@ -30,9 +30,10 @@ then sample their length; cpu_experiment.py's default), five pairs of cpu_experi
 members) 33.5 [31.7, 35.2], strict 29.5, seed SD 0.6 (results/cpu_best_pair_d128_fixed_host5.md; those members
 timed only on slow hosts). With rules fixed, --noval leaves the val split (which then only scores them) undecoded:
 4.8-5.0 of those pairs' 10.4-11.1 min of ensemble decoding. Five pairs of cpu_experiment.py:cl_la runs trained
-the same way (seeds 0+1, 2+3, 4+5, 6+7, 9+10), decoded so with --noval (5.0-6.1 min each on those slow hosts): 34.1
-[32.4, 35.9], strict 30.1, seed SD 0.3, 60.8-72.3 min per pair (results/cpu_cl_la_pairs128_noval.md; ":<seed>,full,cl_la" trains such a
-member without its own draws and test decode, not yet timed).
+the same way (seeds 0+1, 2+3, 4+5, 6+7, 9+10) and one of ":<seed>,full,cl_la" members (11+12), decoded so with --noval
+(5.0-6.1 min each on those slow hosts): 34.0 [32.3, 35.7], strict 30.0, seed SD 0.4, 56.2-72.3 min per pair, the lean
+pair 56.2 (members 26.1 and 25.1; results/cpu_cl_la_pairs128_noval.md; ":<seed>,full,cl_la" trains such a
+member without its own draws and test decode).
 Result: MDC test micro Overall, pairs of full members at T 0.8 (seeds 0+4, 1+2, 5+6, 7+8, 9+10, 11+12, 13+14,
 15+16): 32.9 [31.3, 34.6] (33.6, 32.4, 32.7, 33.5, 32.2, 32.9, 33.7, 32.1), strict 28.7 (docs/results.md, "The best
 CPU builder within 40 minutes"; results/cpu_best_pair.md); the first four pairs at T 0.5: 32.8, and 33.3 for members 7 and 8
