@@ -18,9 +18,8 @@ one-device train step ran 113-121 items/s that hour, and 27.8 and 28.0 min (cl_l
 (256.7 items/s), where runs with the earlier decoding (the best of greedy and 32 draws at T 0.5:
 --config.eval.samples=32 --config.eval.vote_samples=0 "--config.eval.length_quantiles=(0.5,0.6,0.7,0.8)") took
 16.3-19.7 min. A seed run after another on the same machine reads its train-step, eval-step and decoder
-programs (110 of a run's ~125 s of XLA compiling) from the compilation cache: the models round the embedding
-table to one size for every seed (cl_la,10 after cl_la,9: 20.5 s of XLA against 118.7; docs/results.md, "One
-embedding table size for every seed").
+programs from the compilation cache (cl_la,10 after cl_la,9: 20.5 s of XLA compiling against 118.7): the models
+round the embedding table to one size for every seed (docs/results.md, "One embedding table size for every seed").
 Result: MDC test micro Overall, seed means: mc 29.5 (6 seeds), agg 32.3 (7), cl_la 32.4 (11); agg - mc
 +2.8 [+1.7, +3.9], cl_la - agg +0.1 [-0.7, +0.9] (results/cpu_experiment.md); with the earlier decoding mc 26.9, agg 30.0, cl_la 29.6
 (8 seeds each, results/cpu_experiment_host2.md); the first collection, five variants: results/cpu_experiment_earlier.md.
