@@ -36,7 +36,8 @@ accelerator: on one H200, 94,400 items in a 1.5-minute training budget, 2.4 min 
 from bapjax.training import run_config
 from configs import common
 
-VARIANTS = ("mc", "agg", "cl", "cl_la", "cl_mc")
+VARIANTS = ("mc", "agg", "cl", "cl_la", "cl_mc", "bs", "ss", "r")
+SINGLE_SETS = ("bs", "ss", "r")  # Table 4's M_bs, M_ss, M_r: one simulated set alone, chosen on its own val
 MODELS = {"frame": common.cpu_frame_model, "once": common.cpu_once_model, "film": common.cpu_film_model,
           "wide": common.wide_frame_model}  # the first is the default; "wide": frame at the paper's widths (accelerators)
 FEATURES = {"frame": {"builder_frame": True}}  # a model's feature settings beside the newest 128 tokens
@@ -70,28 +71,34 @@ def get_config(arg: str = "cl"):
         schedule="cosine",  # linear warmup, then cosine to final_lr_fraction x lr at the last step
         warmup_steps=50,
         ema_decay=0.999,  # evals, checkpoint choice and decoding use the weights' moving average
-        select_by="mc_val_overall_micro_f1",  # checkpoints/best: the best decoded MDC val F1
         patience=2,  # two evals without a better select_by end the run (docs/results.md, "Early stopping")
         eval_every_steps=max_steps // 5,  # five evals (val loss, decoded MDC val F1 on every MDC val item)
         log_every_steps=10,
     ))
 
-    config.eval.val_decode_sources = ("mc",)  # the MDC's val items only: select_by reads nothing else
-    config.eval.stop_thresholds = (0.2, 0.3, 0.4)  # with argmax: 4 candidates, decoded on MDC val
+    # the set whose val split picks the checkpoint, the STOP rule and the vote: the MDC's, or a single set's own
+    chosen_on = variant if variant in SINGLE_SETS else "mc"
+    config.train.select_by = f"{chosen_on}_val_overall_micro_f1"
+    config.eval.val_decode_sources = (chosen_on,)  # select_by reads nothing else
+    config.eval.stop_thresholds = (0.2, 0.3, 0.4)  # with argmax: 4 candidates, decoded on the chosen val split
     # no STOP rule "length": it fixes every draw's length at one quantile, where the vote's draws sample theirs
     config.eval.length_quantiles = ()
-    config.eval.stop_rule_val = "mc"
+    config.eval.stop_rule_val = chosen_on
     # then a vote over 64 draws per item at T 0.8 with the rules fixed at agg's pooled val best, kept if it
-    # beats the greedy rows on MDC val (it did in every run); no selection among 32 draws at T 0.5, which never won
+    # beats the greedy rows on the chosen val split; no selection among 32 draws at T 0.5, which never won
     config.eval.samples = 0
     config.eval.vote_samples = 64
     config.eval.vote_rules = "select:0.075,vote:0.175"
+    config.eval.final_splits = ("mc:test", "bs:test", "ss:test", "r:test")  # Tables 4 and 5: all four test sets
 
+    trained = {variant} if variant in SINGLE_SETS else {"bs", "ss", "r"} if variant != "mc" else set()
     config.data.sources.mc = run_config.mdc_source(augment=True)
+    if variant in SINGLE_SETS:
+        config.data.sources.mc.splits = ("test",)  # M_bs, M_ss, M_r: the MDC tested only
     for name, (train, val, test) in run_config.PAPER_SIZES.items():
         source = run_config.generated_source(name, train, val, test, seed=seed)
         source.max_val_items = 300  # val loss stays affordable
-        source.splits = ("test",) if variant == "mc" else ("train", "val", "test")  # M_mc: tested only
+        source.splits = ("train", "val", "test") if name in trained else ("test",)  # a set not trained on: tested only
         config.data.sources[name] = source
     if variant.startswith("cl"):
         config.curriculum.metric = "L_A" if variant == "cl_la" else "D"  # 10 buckets (the default)
