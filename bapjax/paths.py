@@ -312,3 +312,23 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], Any], what
         finally:
             partial.unlink(missing_ok=True)
     return result
+
+
+class UnwritableError(UserError):
+    """An output location that cannot be created or written; the message names it and why."""
+
+
+def check_writable_dir(directory: str | os.PathLike, what: str) -> Path:
+    """Create `directory` (and its parents) if need be and check that a file can be written in it,
+    before any work: else `UnwritableError` naming `what` (a flag, e.g. "--out"), the path and the
+    reason, in one line. Nothing is left behind by the check."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".bapjax-write-check.{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise UnwritableError(f"{what} {directory}: cannot write there ({reason})") from None
+    return directory

@@ -1,11 +1,10 @@
-"""M_agg: joint training on D_bs, D_ss, D_r (simulated, paper Table 3 sizes) and D_mc (augmented).
+"""M_agg: joint training on D_bs, D_ss, D_r (simulated, paper Table 3 sizes) and D_mc (augmented), the paper-size model.
 
-Differs from the defaults: the three simulated sets beside the augmented MDC, every test split decoded at
-the end, 300 val items per source decoded at each eval (the paper-size model and schedule are the defaults).
+Differs from the defaults: the three simulated sets beside the augmented MDC, every test split decoded, 300 val items per
+source decoded at each eval.
 Command: python -m bapjax.train --config=configs/agg.py
 Runtime: an accelerator job, not run to the end (~440 items/s on one H200; days on a 2-core CPU).
-Result: a 4.7-minute training budget on one H200: MDC test 21.9 micro Overall (results/gpu/README.md).
-The CPU-scale experiment and its evidence: docs/results.md (configs/cpu_experiment.py:agg).
+Result: a 4.7-minute training budget on one H200: MDC test 21.9 micro Overall (results/gpu/README.md). CPU scale: docs/results.md.
 """
 
 from bapjax.training import run_config

@@ -1,10 +1,9 @@
-"""M_mc: the baseline trained on the MDC (training split augmented 4x), paper-size model.
+"""M_mc: the baseline trained on the MDC (training split augmented 4x), the paper-size model.
 
-Differs from the defaults: nothing but the augmented MDC as its one source (the defaults are this model).
+Differs from the defaults: nothing but the augmented MDC as its one source.
 Command: python -m bapjax.train --config=configs/baseline.py
 Runtime: ~6 min on one NVIDIA H100 (~640 items/s; early stopping near pass 12); hours per pass on a 2-core CPU.
 Result: two passes (--config.train.max_steps=926, 4.4 min): MDC test 22.4 micro Overall, 19.1 strict (results/gpu/README.md).
-The CPU-scale experiment and its evidence: docs/results.md (configs/cpu_experiment.py:mc).
 """
 
 from bapjax.training import run_config

@@ -1,36 +1,12 @@
-"""The paper's experiment (Tables 4-5) at CPU scale: M_mc vs M_agg vs M_agg+cl, one narrow model, seeds.
+"""The paper's Tables 4-5 at CPU scale: M_mc, M_agg, M_agg+cl (cl, cl_la, cl_mc) and M_bs, M_ss, M_r.
 
-Differs from the defaults: the CPU "frame" model (`common.cpu_frame_model`; "once", "film" by argument) in
-the Builder's frame, the newest 128 dialogue tokens, the simulated sets at Table 3 sizes (tested only for
-mc), a fixed item budget (`TRAIN_ITEMS`: cosine schedule, lr 2e-3), the checkpoint of best decoded MDC val F1
-under a weights average (ema 0.999), a stop after two evals without a better one (mc's val F1 peaks at its
-second eval: its runs stop at 4,800 steps with the same kept checkpoint and predictions, 0.83x the minutes;
-no agg or cl_la run in results/ would have stopped), the STOP rule chosen on MDC val (argmax, or mass at three
-thresholds), then a vote over 64 draws per item at T 0.8 with one rule for the items on an empty board and one
-for the others fixed at six agg runs' pooled val best (EB select 0.075, NEB vote 0.175;
-results/ensemble_rules_agg_vote64.md), kept where it beats the greedy rows on MDC val (it did in every run of
-results/cpu_experiment.md); cl: curriculum D (cl_la: L_A; cl_mc: the MDC in every stage), 10 buckets.
-Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]   (runs/exp/<variant>-<model>-s<seed>)
-Runtime: 24.5-35.7 min per run, alone, on 2-core hosts whose train step ran at 104-130 items/s at batch 32
-(`python benchmarks/bench_train.py --config configs/cpu_experiment.py:agg --fixed_length 5 --decode_items 200`),
-about 3 of them decoding (results/cpu_experiment.md); with `cpu_devices` 4: 32.4 min (cl_la,8), on a host whose
-one-device train step ran 113-121 items/s that hour, and 27.8 and 28.0 min (cl_la,9 then cl_la,10; 117 items/s). Not timed on the host of results/cpu_experiment_host2.md
-(256.7 items/s), where runs with the earlier decoding (the best of greedy and 32 draws at T 0.5:
---config.eval.samples=32 --config.eval.vote_samples=0 "--config.eval.length_quantiles=(0.5,0.6,0.7,0.8)") took
-16.3-19.7 min. A seed run after another on the same machine reads its train-step, eval-step and decoder
-programs from the compilation cache (cl_la,10 after cl_la,9: 20.5 s of XLA compiling against 118.7): the models
-round the embedding table to one size for every seed (docs/results.md, "One embedding table size for every seed").
-Result: MDC test micro Overall, seed means: mc 29.5 (6 seeds), agg 32.3 (7), cl_la 32.4 (11); agg - mc
-+2.8 [+1.7, +3.9], cl_la - agg +0.1 [-0.7, +0.9] (results/cpu_experiment.md); with the earlier decoding mc 26.9, agg 30.0, cl_la 29.6
-(8 seeds each, results/cpu_experiment_host2.md); the first collection, five variants: results/cpu_experiment_earlier.md.
-Evidence for each choice, and the collection's command: docs/results.md ("What the models score now").
-
-The argument: a variant of `VARIANTS` (mc: the augmented MDC training games; agg: + D_bs, D_ss, D_r,
-shuffled; cl, cl_la, cl_mc: agg with a curriculum), a seed (default 0; it sets `config.seed` and the
-simulators' seed) and a model of `MODELS` (default "frame"; "wide": the frame model at the paper's widths, for an
-accelerator: on one H200, 94,400 items in a 1.5-minute training budget, 2.4 min in all with warm caches, MDC test
-30.2-31.3 greedy, results/gpu/README.md). Add the synthetic test splits with
-`--config.eval.final_splits="('mc:test','bs:test','ss:test','r:test')"`.
+Differs from the defaults: the CPU "frame" model in the Builder's frame, the newest 128 dialogue tokens, D_bs/D_ss/D_r at
+Table 3 sizes, 192,000 items (cosine, lr 2e-3, EMA 0.999), the checkpoint of best decoded val F1 (the MDC's; a single set's
+own), the STOP rule chosen there, then a 64-draw vote (rules fixed: EB select 0.075, NEB vote 0.175); all four test sets.
+Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]  (runs/exp/<variant>-<model>-s<seed>)
+Runtime: 24.5-35.7 min per run on 2-core hosts whose bench_train batch-32 train step ran 104-130 items/s.
+Result: MDC test micro Overall mc 29.5 (6 seeds), agg 32.3 (7), cl_la 32.4 (11) (results/cpu_experiment.md).
+Evidence for each choice: docs/results.md.
 """
 
 from bapjax.training import run_config

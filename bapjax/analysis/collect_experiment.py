@@ -63,6 +63,7 @@ from bapjax.analysis import bootstrap, length_ceiling  # noqa: E402
 from bapjax.corpus import mdc  # noqa: E402
 from bapjax.errors import UserError  # noqa: E402
 from bapjax.evaluation import evaluator  # noqa: E402
+from bapjax.training import run_config  # noqa: E402
 from bapjax.world import jsonl  # noqa: E402
 
 PREDICTIONS = "mc_test.jsonl"  # a run's MDC test predictions, in its predictions/ folder (or gzip-compressed beside)
@@ -103,25 +104,97 @@ def entry_per_line(record: dict, levels: int = 2) -> str:
     return lines(record, 0) + "\n"
 
 
-def collect_run(run: Path) -> dict:
+RECORD = "record.json"  # a kept run's compact record (`run_record`), in place of its workdir's files
+CURVE_POINTS = 30  # train-loss points a record keeps (every eval's point is kept)
+
+
+def _flat(values: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def config_changes(config: dict) -> dict:
+    """{dotted field: value} of the fields where a run's config.json differs from (or is absent
+    from) `run_config.base_config()`; a default field the config lacks is not listed."""
+    defaults = _flat(json.loads(run_config.base_config().to_json_best_effort()))
+    return {key: value for key, value in _flat(config).items() if key not in defaults or defaults[key] != value}
+
+
+def run_record(run: Path, host_speed: float | None = None) -> dict:
+    """A finished training workdir as one compact record: its command, commit(s), config digest and
+    differences from the defaults, wall minutes with the run's own median training items/s (and the
+    host's `benchmarks/bench_train.py` batch-32 items/s where given), the decoding chosen on val
+    (decode.json) and the learning curve's points (every eval; the train loss at `CURVE_POINTS`
+    steps). A kept run's record.json is read back as it is."""
+    if (run / RECORD).is_file():
+        return json.loads((run / RECORD).read_text())
     invocations = [json.loads(line) for line in (run / "runs.jsonl").read_text().splitlines() if line.strip()]
     if not invocations or not invocations[-1]["finished"]:
-        raise SystemExit(f"{run}: the run has not finished (runs.jsonl)")
+        raise UserError(f"{run}: the run has not finished (runs.jsonl)")
     commits = sorted({i["commit"] for i in invocations})
-    decode = json.loads((run / "decode.json").read_text()) if (run / "decode.json").exists() else {}
     config = json.loads((run / "config.json").read_text())
+    rows = ([json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+            if (run / "metrics.jsonl").exists() else [])
+    batch = int(config["train"]["batch_size"])
+    train = [r for r in rows if r["kind"] == "train" and "loss" in r]
+    every = max(1, -(-len(train) // CURVE_POINTS))
+    val_keys = sorted({k for r in rows if r["kind"] == "val" for k in r if k == "loss" or k.endswith("_f1")})
+    speeds = sorted(r["items_per_s"] for r in train[1:] if "items_per_s" in r)  # the first window compiles
     return {
+        "kind": "run",
         "model": model_label(config),
+        "seed": config.get("seed", 0),
         "command": " ".join(shlex.quote(a) for a in ["python", "-m", "bapjax.train", *invocations[0]["argv"][1:]]),
         "commit": commits[0] if len(commits) == 1 else commits,
-        "config": config,
+        "started": invocations[0].get("started"),
+        "config_sha256": invocations[-1].get("config_sha256"),
+        "config_changes": config_changes(config),
         "train_items_seen": sum(i["items_trained"] for i in invocations),
         "wall_minutes": round(sum(i["wall_seconds"] for i in invocations) / 60, 1),
         "invocations": len(invocations),
-        "stop_rule": {k: decode.get(k) for k in ("stop_rule", "stop_threshold", "samples", "temperature", "cost")
-                      if k in decode} if decode else None,
-        "eval": json.loads((run / "final_eval.json").read_text()),
+        "train_items_per_s_median": round(speeds[len(speeds) // 2], 1) if speeds else None,
+        "host_bench_b32_items_per_s": host_speed,
+        "decode": json.loads((run / "decode.json").read_text()) if (run / "decode.json").exists() else None,
+        "curve": {"batch_size": batch,
+                  "train": {"columns": ["step", "loss"],
+                            "points": [[r["step"], round(r["loss"], 5)] for r in train[every - 1::every]]},
+                  "val": {"columns": ["step", *val_keys],
+                          "points": [[r["step"], *(None if r.get(k) is None else round(r[k], 5) for k in val_keys)]
+                                     for r in rows if r["kind"] == "val"]}},
     }
+
+
+def collect_run(run: Path, host_speed: float | None = None) -> dict:
+    record = run_record(run, host_speed)
+    decode = record.get("decode") or {}
+    return {**record,
+            "stop_rule": {k: decode.get(k) for k in ("stop_rule", "stop_threshold", "samples", "temperature", "cost")
+                          if k in decode} if decode else None,
+            "eval": json.loads((run / "final_eval.json").read_text())}
+
+
+def keep(run: Path, row: dict, into: Path) -> Path:
+    """`run` as results/ keeps it, under `into`/<name>: its compact record (record.json; an
+    ensemble's ensemble.json as it is), final_eval.json and its predictions gzip-compressed."""
+    target = into / run.name
+    if target.resolve() == run.resolve():
+        raise UserError(f"--keep {into}: {run} is already there")
+    (target / "predictions").mkdir(parents=True, exist_ok=True)
+    if (run / ENSEMBLE).is_file():
+        (target / ENSEMBLE).write_text((run / ENSEMBLE).read_text())
+    else:
+        (target / RECORD).write_text(entry_per_line({k: v for k, v in row.items() if k not in ("eval", "stop_rule")},
+                                                    levels=1))
+    (target / "final_eval.json").write_text((run / "final_eval.json").read_text())
+    for path in sorted((run / "predictions").glob("*.jsonl*")):
+        name = path.name if path.name.endswith(".gz") else path.name + ".gz"
+        jsonl.write_predictions(target / "predictions" / name, jsonl.read_predictions(path))
+    return target
 
 
 def collect_ensemble(run: Path) -> dict:
@@ -138,7 +211,7 @@ def collect_ensemble(run: Path) -> dict:
     return {
         "model": f"ensemble of {len(members)} ({', '.join(configs)})", "rules": chosen,
         "command": record["command"], "commit": record["commit"],
-        "config": {"seed": name_parts(run.name)[1] or 0},
+        "seed": name_parts(run.name)[1] or 0,
         "train_items_seen": sum(m["items_trained"] for m in members),
         "wall_minutes": round(record["wall_minutes"], 1), "invocations": 1,
         "stop_rule": {kind: {"rule": r["rule"], "value": r["value"]} for kind, r in rules.items()},
@@ -185,7 +258,7 @@ def variant_of(name: str) -> str:
 
 def seed_record(row: dict) -> dict:
     mc = row["eval"].get("mc_test", {})
-    return {"seed": row["config"].get("seed", 0), "micro_overall": mc.get("micro", {}).get("Overall", {}).get("overall"),
+    return {"seed": row.get("seed", 0), "micro_overall": mc.get("micro", {}).get("Overall", {}).get("overall"),
             "strict_micro": mc.get("strict_micro"), "wall_minutes": row["wall_minutes"],
             "train_items_seen": row["train_items_seen"], "run": row["run"]}
 
@@ -198,14 +271,15 @@ def by_variant(results: dict) -> dict:
         groups.setdefault(variant_of(name), []).append({**row, "run": name})
     out = {}
     for variant, rows in groups.items():
-        rows.sort(key=lambda r: r["config"].get("seed", 0))
+        rows.sort(key=lambda r: r.get("seed", 0))
         seeds = [seed_record(r) for r in rows]
         known = lambda key: all(s[key] is not None for s in seeds)  # noqa: E731
         mean = {key: (sum(s[key] for s in seeds) / len(seeds) if known(key) else None)
                 for key in ("micro_overall", "strict_micro", "wall_minutes")}
         sd = {key: (statistics.stdev(s[key] for s in seeds) if known(key) and len(seeds) > 1 else None)
               for key in ("micro_overall", "strict_micro")}
-        out[variant] = {**{k: v for k, v in rows[0].items() if k != "run"}, "seeds": seeds, "seed_mean": mean,
+        first = {k: v for k, v in rows[0].items() if k not in ("run", "curve", "decode", "members")}  # per run: its record
+        out[variant] = {**first, "seeds": seeds, "seed_mean": mean,
                         "seed_sd": sd}
     return out
 
@@ -426,7 +500,7 @@ def subgroups_table(variants: dict) -> str:
             "Builder's last action; seed mean (per seed):\n\n" + "\n".join(lines))
 
 
-def plot_curves(runs: dict[str, Path], out: Path) -> list[str]:
+def plot_curves(runs: dict[str, dict], out: Path) -> list[str]:
     """Train loss, val loss and decoded MDC val F1 against training items: one line per run, one colour and
     one legend entry per variant (its seeds' runs), so a collection of many seeds stays readable. Returns the
     legend entries of the three panels, each once."""
@@ -434,24 +508,25 @@ def plot_curves(runs: dict[str, Path], out: Path) -> list[str]:
     variants = Counter(name_parts(name)[0] for name in runs)
     colors = {variant: f"C{i % 10}" for i, variant in enumerate(variants)}
     decoded = set()  # each run's eval.val_decode_items (0: all val items)
-    for name, run in runs.items():
+    for name, row in runs.items():
         variant = name_parts(name)[0]
         label = variant if variants[variant] == 1 else f"{variant} ({variants[variant]} runs)"
-        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-        config = json.loads((run / "config.json").read_text())
-        batch = config["train"]["batch_size"]
-        decoded.add(int(config.get("eval", {}).get("val_decode_items", 0)))
-        train = [(r["step"] * batch, r["loss"]) for r in rows if r["kind"] == "train" and "loss" in r]
-        val = [r for r in rows if r["kind"] == "val"]
-        loss = [(r["step"] * batch, r["loss"]) for r in val if "loss" in r]
-        f1 = [(r["step"] * batch, 100 * r["mc_val_overall_micro_f1"]) for r in val if "mc_val_overall_micro_f1" in r]
+        curve = row["curve"]
+        batch = curve["batch_size"]
+        decoded.add(int(row.get("config_changes", {}).get("eval.val_decode_items", 0)))
+        columns = curve["val"]["columns"]
+        val = [dict(zip(columns, point)) for point in curve["val"]["points"]]
+        train = [(step * batch, loss) for step, loss in curve["train"]["points"]]
+        loss = [(r["step"] * batch, r["loss"]) for r in val if r.get("loss") is not None]
+        f1_key = next((k for k in columns if k.endswith("_val_overall_micro_f1")), None)
+        f1 = [(r["step"] * batch, 100 * r[f1_key]) for r in val if f1_key and r.get(f1_key) is not None]
         for ax, points, style in ((axes[0], train, "-"), (axes[1], loss, "o-"), (axes[2], f1, "o-")):
             if points:
                 ax.plot(*zip(*points), style, label=label, color=colors[variant], markersize=3, linewidth=1, alpha=0.8)
     axes[0].set(xlabel="training items", ylabel="train loss (per action, log window)")
     axes[1].set(xlabel="training items", ylabel="val loss (the run's val sets)")
     items = ", ".join("all items" if n == 0 else f"{n} items" for n in sorted(decoded))
-    axes[2].set(xlabel="training items", ylabel=f"MDC val micro Overall F1 ({items}, %)")
+    axes[2].set(xlabel="training items", ylabel=f"decoded val micro Overall F1 ({items}, %)")
     entries = {}
     for ax in axes:
         if ax.lines:
@@ -477,6 +552,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the variant the others are compared with (default: the first M_agg variant)")
     parser.add_argument("--baseline", default=None,
                         help="the variant the reference is compared with (default: the first M_mc variant)")
+    parser.add_argument("--keep", default=None, metavar="DIR",
+                        help="also write each run as results/ keeps it, DIR/<run>/: its compact record, final_eval.json "
+                             "and its predictions gzip-compressed (e.g. --keep results/runs)")
+    parser.add_argument("--host_speed", type=float, default=None, metavar="ITEMS_PER_S",
+                        help="this host's `python benchmarks/bench_train.py` batch-32 items/s, written into the records "
+                             "of runs collected from their workdirs (a time means little without it)")
     parser.add_argument("--paired", action="append", default=[], metavar="A,B",
                         help="variants whose runs are the same models seed for seed (e.g. one set of runs decoded "
                              "two ways): the bootstrap draws their seeds together; repeat for more groups")
@@ -493,13 +574,16 @@ def collect(args: argparse.Namespace, command: str) -> int:
     if args.bootstrap < 0:
         raise UserError(f"--bootstrap {args.bootstrap}: the number of replicates is 0 (no intervals) or more")
     for run in args.runs:
-        if not (Path(run) / "runs.jsonl").is_file() and not (Path(run) / ENSEMBLE).is_file():
-            raise UserError(f"{run}: neither a training workdir (runs.jsonl) nor an ensemble (ensemble.json)")
+        if not any((Path(run) / name).is_file() for name in ("runs.jsonl", RECORD, ENSEMBLE)):
+            raise UserError(f"{run}: neither a training workdir (runs.jsonl), a kept run ({RECORD}) nor an ensemble "
+                            f"({ENSEMBLE})")
     runs = {Path(r).name: Path(r) for r in args.runs}
-    results = {name: collect_ensemble(run) if (run / ENSEMBLE).is_file() else collect_run(run)
-               for name, run in runs.items()}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    paths.check_writable_dir(out.parent, "--out")
+    if args.keep:
+        paths.check_writable_dir(Path(args.keep), "--keep")
+    results = {name: collect_ensemble(run) if (run / ENSEMBLE).is_file() else collect_run(run, args.host_speed)
+               for name, run in runs.items()}
     variants = by_variant(results)
     compared_variants(variants, args.reference, args.baseline)  # a wrong --reference or --baseline: refused first
     paired = paired_groups(variants, args.paired)
@@ -522,12 +606,12 @@ def collect(args: argparse.Namespace, command: str) -> int:
         markdown.append(f"No intervals for {', '.join(boot['without_intervals'])}: not every seed kept its MDC test "
                         "predictions.")
     markdown += ["D_mc test, micro F1 by metric and subset:", breakdown_table(results) + subgroups_table(variants)]
-    trained = {name: run for name, run in runs.items() if not (run / ENSEMBLE).is_file()}  # ensembles: no curves
-    unlogged = [name for name, run in trained.items() if not (run / "metrics.jsonl").exists()]
-    if unlogged:  # results/runs/ keeps each run's final files, not its per-step log
-        markdown.append(f"Learning curves ({out.name}_curves.png): not drawn, no metrics.jsonl in {', '.join(unlogged)}.")
-    elif trained:
+    trained = {name: row for name, row in results.items() if "curve" in row}  # ensembles: no curves of their own
+    if trained:
         plot_curves(trained, out.parent / f"{out.name}_curves.png")
+    if args.keep:
+        for name, run in runs.items():
+            keep(run, results[name], Path(args.keep))
     text = "\n\n".join(markdown)
     out.with_suffix(".md").write_text(text + "\n")
     print(text)
