@@ -59,7 +59,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from bapjax import cli, paths  # noqa: E402
-from bapjax.analysis import bootstrap, length_ceiling  # noqa: E402
+from bapjax.analysis import bootstrap, error_analysis  # noqa: E402
 from bapjax.corpus import mdc  # noqa: E402
 from bapjax.errors import UserError  # noqa: E402
 from bapjax.evaluation import evaluator  # noqa: E402
@@ -401,7 +401,7 @@ def add_subgroups(variants: dict, runs: dict[str, Path], items: list) -> None:
         files = [jsonl.stored(runs[seed["run"]] / "predictions" / PREDICTIONS) for seed in row["seeds"]]
         if not all(path.exists() for path in files):
             continue
-        rows = [length_ceiling.breakdown(items, jsonl.read_predictions(path)) for path in files]
+        rows = [error_analysis.breakdown(items, jsonl.read_predictions(path)) for path in files]
         groups = {}
         for subset in SUBGROUPS:  # an empty subset has no F1 (None)
             per_seed = [r[subset].get("micro_overall") for r in rows]
