@@ -12,7 +12,7 @@ results/ensemble_rules_agg_vote64.md), kept where it beats the greedy rows on MD
 results/cpu_experiment.md); cl: curriculum D (cl_la: L_A; cl_mc: the MDC in every stage), 10 buckets.
 Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]   (runs/exp/<variant>-<model>-s<seed>)
 Runtime: 24.5-35.7 min per run, alone, on 2-core hosts whose train step ran at 104-130 items/s at batch 32
-(`python benchmarks/bench_train.py --config configs/cpu_experiment.py:agg --fixed_length 5 --decode_items 200`),
+(`python -m benchmarks.bench_train --config configs/cpu_experiment.py:agg --fixed_length 5 --decode_items 200`),
 about 3 of them decoding (results/cpu_experiment.md); with `cpu_devices` 4: 32.4 min (cl_la,8), on a host whose
 one-device train step ran 113-121 items/s that hour, and 27.8 and 28.0 min (cl_la,9 then cl_la,10; 117 items/s). Not timed on the host of results/cpu_experiment_host2.md
 (256.7 items/s), where runs with the earlier decoding (the best of greedy and 32 draws at T 0.5:
