@@ -13,8 +13,8 @@ decode.json is the run's): members that share a run count its minutes once. `--c
 (`@mdc`) unless given. The val split chooses among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
 actions at least m members' own decodings predict) at each m, one rule for the items on an empty
 board and one for the others (`--rules`: two rules fixed beforehand, e.g. the best on the pooled val
-of earlier ensembles, `python -m bapjax.analysis.ensemble_rules`; val only scores them, `--noval`: not
-at all, its decoding saved); the test split is decoded once (`--notest`: not at all). `--out`
+of earlier ensembles, `bapjax.training.ensemble.pooled_choice` of their ensemble.json choices; val only
+scores them, `--noval`: not at all, its decoding saved); the test split is decoded once (`--notest`: not at all). `--out`
 receives ensemble.json (each member's provenance and minutes, and those of the runs its weights
 started from, `train.init_from`; the choice and every rule's val scores, each member's scores
 decoded alone as its own run decodes, the minutes of each part, and `wall_minutes`: every run
@@ -53,10 +53,10 @@ def define_flags() -> None:
     cli.flag("enum", "sampler", None, "How the draws pick each action (default: each member's decode.json).",
              enum_values=list(decode.SAMPLERS))
     cli.flag("integer", "first_draw", 0, "The first draw's index: another set of draws, e.g. --samples 32 "
-             "--first_draw 32 for draws 32..63 (python -m bapjax.analysis.ensemble_noise compares such sets).")
+             "--first_draw 32 for draws 32..63: disjoint sets of draws show how much of a score is the draws' luck.")
     cli.flag("list", "rules", None, "Two rules fixed beforehand, RULE:VALUE for the items on an empty board, then "
-             "for the others (e.g. select:0.075,vote:0.15, the best on the pooled val of earlier ensembles: python -m "
-             "bapjax.analysis.ensemble_rules): no choice on val, where they are only scored.")
+             "for the others (e.g. select:0.075,vote:0.15, the best on the pooled val of earlier ensembles, "
+             "bapjax.training.ensemble.pooled_choice): no choice on val, where they are only scored.")
     cli.flag("list", "costs", [f"{v:g}" for v in ensemble.COSTS], "Costs per action tried for the rule 'select'.")
     cli.flag("list", "thresholds", [f"{v:g}" for v in ensemble.THRESHOLDS], "Shares of the draws tried for the rule 'vote'.")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)

@@ -1,6 +1,8 @@
 """Training and decoding throughput on a CPU split into several XLA devices (`config.cpu_devices`).
 
-    python benchmarks/bench_cpu_devices.py [--config configs/cpu_experiment.py:agg] [--devices 1,4]
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.bench_cpu_devices [--config configs/cpu_experiment.py:agg] [--devices 1,4]
                                            [--rounds 3] [--out results/bench_cpu_devices_agg.json]
 
 Each count is measured in its own process, as a run sees it (`jax_num_cpu_devices` = the count, a
@@ -53,12 +55,10 @@ def child(args) -> dict:
     import jax
     import numpy as np
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from bench_train import load_config, time_training, training_setup
-
     from bapjax.data import input_pipeline
     from bapjax.models import builder
     from bapjax.training import decode
+    from benchmarks.bench_train import load_config, time_training, training_setup
 
     config = load_config(args.config, REPO, [])
     corpus, vocab, feature_config, features, model, optimizer = training_setup(config, args.corpus)
@@ -102,8 +102,9 @@ def measure(args, counts: list[int]) -> dict:
             for count in counts:
                 out = Path(tmp) / f"{count}-{round_}"
                 out.mkdir()
-                done = subprocess.run([sys.executable, __file__, *passed, "--child", str(count),
-                                       "--child_out", str(out)], capture_output=True, text=True)
+                done = subprocess.run([sys.executable, "-m", "benchmarks.bench_cpu_devices", *passed, "--child",
+                                       str(count), "--child_out", str(out)], capture_output=True, text=True,
+                                      cwd=str(REPO))
                 if done.returncode:
                     raise SystemExit(f"error: the {count}-device process failed:\n{done.stderr[-3000:]}")
                 figures = json.loads(done.stdout.strip().splitlines()[-1])
@@ -157,7 +158,7 @@ def main() -> dict:
         raise SystemExit("error: --rounds, --train_batches, --decode_items, --draws and --fixed_length must be >= 1")
     print(f"devices {counts}, {args.rounds} rounds, one process each: {args.train_batches} train batches of 32, "
           f"{args.decode_items} MDC test items x {args.draws} draws", flush=True)
-    result = {"command": "python benchmarks/bench_cpu_devices.py " + " ".join(sys.argv[1:]), "config": args.config,
+    result = {"command": "python -m benchmarks.bench_cpu_devices " + " ".join(sys.argv[1:]), "config": args.config,
               **measure(args, counts)}
     for name in ("train", "decode"):
         print(f"{name}: median ratio to 1 device " + ", ".join(

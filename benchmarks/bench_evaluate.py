@@ -1,6 +1,8 @@
 """Benchmark: the batched v2 evaluator against the plain-Python oracle, and its cost growth.
 
-    python benchmarks/bench_evaluate.py [--corpus ../shared/mdc] [--sizes 1000,10000,100000]
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.bench_evaluate [--corpus ../shared/mdc] [--sizes 1000,10000,100000]
 
 1. The MDC test split (1616 items) with perturbed predictions (shifted / turned copies of the
    reference, color swaps, dropped and extra actions; infeasible steps dropped): the full

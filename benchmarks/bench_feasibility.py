@@ -1,19 +1,20 @@
 """Benchmark: batched jitted feasibility mask vs the plain-Python reference, and corpus load times.
 
-    python benchmarks/bench_feasibility.py [--grids 2048] [--reference_grids 100] [--corpus ../shared/mdc]
+From the repository root (this tree's bapjax; the plain-Python reference and the random structures
+are the tests', `tests.test_grid`):
+
+    python -m benchmarks.bench_feasibility [--grids 2048] [--reference_grids 100] [--corpus ../shared/mdc]
 
 Prints grids/s for both in the same run and their ratio, then a cold (reparse every game, no
-cache) and a cached load of the whole MDC. Run from the repository root.
+cache) and a cached load of the whole MDC.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -21,8 +22,6 @@ import numpy as np
 from bapjax import paths
 from bapjax.corpus import mdc
 from bapjax.world import grid
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the oracles live in tests/ (not installed)
 from tests.test_grid import oracle_mask, random_structure
 
 

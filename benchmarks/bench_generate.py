@@ -1,12 +1,14 @@
 """Benchmark: synthetic corpus generation speed per simulator, 1 process vs 2 (or more).
 
-    python benchmarks/bench_generate.py [--items 3000] [--processes 1 2] [--full]
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.bench_generate [--items 3000] [--processes 1 2] [--full]
 
 For each simulator (r, bs, ss) and each process count, generates ``--items`` training items
 (plus 10% val and test) into a temporary directory and prints items/s, with the ratio of each
 process count against the 1-process baseline measured in the same run.  ``--full`` then times
 the paper's Table 3 sizes (train + val + test) of all three data sets with every core, the
-target being under 5 minutes in all.  Run from the repository root.
+target being under 5 minutes in all.
 """
 
 from __future__ import annotations

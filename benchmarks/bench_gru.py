@@ -2,7 +2,9 @@
 (the straightforward way) and `bapjax.models.gru.gru_states` (the hand-written
 backward pass the text encoder uses now), timed alternately in this one process, best of each kept.
 
-    python benchmarks/bench_gru.py [--batch 32] [--tokens 256] [--hidden 128] [--rounds 3] [--out FILE]
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.bench_gru [--batch 32] [--tokens 256] [--hidden 128] [--rounds 3] [--out FILE]
 
 Both compute the same function: before timing, the states and gradients of a fixed loss are
 compared (the largest difference relative to the largest value; over 1e-4 stops the script).
@@ -87,7 +89,7 @@ def main(argv=None) -> dict:
           f"{best['gru_states_fwd_bwd_ms']:.1f} ms: {result['fwd_bwd_ratio']:.2f}x")
     print(json.dumps(result))
     if args.out:
-        Path(args.out).write_text(json.dumps({"command": "python benchmarks/bench_gru.py " + " ".join(
+        Path(args.out).write_text(json.dumps({"command": "python -m benchmarks.bench_gru " + " ".join(
             argv if argv is not None else sys.argv[1:]), **result}, indent=1) + "\n")
     return result
 

@@ -1,7 +1,9 @@
 """Input pipeline throughput: items/s into ready device batches, against a naive per-item
 baseline and against the training step's consumption rate, all measured in this run.
 
-    python benchmarks/bench_input_pipeline.py [--store STORE | --mdc ../shared/mdc] \
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.bench_input_pipeline [--store STORE | --mdc ../shared/mdc] \
         [--batch_size 32] [--seconds 5] [--train_steps 10] [--config configs/cpu.py]
 
 Rates:

@@ -1,11 +1,13 @@
 """Benchmark: bapjax.text.minilm.encode throughput (sentences/s) on MDC-like instructions.
 
-    python benchmarks/bench_minilm.py [--n 1024] [--batch_size 64] [--repeats 3]
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.bench_minilm [--n 1024] [--batch_size 64] [--repeats 3]
 
 Sentences are Architect-style instructions from templates (5-40 WordPiece tokens, mostly in the
 16 and 32 length buckets). The first pass compiles one program per (rows, length) bucket and is
 reported separately; the figure is the best of `--repeats` timed passes over all sentences
-(tokenization included). The last line is JSON. Run from the repository root.
+(tokenization included). The last line is JSON.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """Benchmark: Builder planner (plans/s) and target-structure simulator (structures/s).
 
-    python benchmarks/bench_planner.py [--n 2000] [--seed 0]
+From the repository root (this tree's bapjax; the random start/goal pairs are the tests',
+`tests.test_sim_planner.random_pair`):
+
+    python -m benchmarks.bench_planner [--n 2000] [--seed 0]
 
 Workloads (one process, plain Python/NumPy):
   planner  - whole 3-shape structures from the empty board (D_bs targets);
@@ -10,15 +13,13 @@ Workloads (one process, plain Python/NumPy):
   structures - sample_shape_structure with 2 (D_ss) and 3 (D_bs) shapes; grow_random_structure
              with 20 blocks (D_r); and the NumPy translation search against the plain-Python
              reference search of the tests (ratio measured in the same run).
-Every plan is checked with plan_is_valid outside the timed loop.  Run from the repository root.
+Every plan is checked with plan_is_valid outside the timed loop.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -26,8 +27,6 @@ from bapjax.sim.planner import extra_actions, plan_actions, plan_is_valid
 from bapjax.sim.shapes import sample_shape
 from bapjax.sim.structures import grow_random_structure, sample_shape_structure, touches, touching_translations
 from bapjax.world import grid
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the oracles live in tests/ (not installed)
 from tests.test_sim_planner import random_pair
 
 

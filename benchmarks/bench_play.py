@@ -1,6 +1,8 @@
 """Benchmark: how fast the play page's server answers an instruction (bapjax.play), over HTTP.
 
-    python benchmarks/bench_play.py --checkpoint runs/play-bench --make_run [--rounds 10] [--out results/bench_play.json]
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.bench_play --checkpoint runs/play-bench --make_run [--rounds 10] [--out results/bench_play.json]
 
 Starts ``python -m bapjax.play --checkpoint RUN --port 0`` (a free port, games into a temporary
 folder), makes one game and times `--rounds` instruction round trips (POST .../instruction, from
@@ -15,7 +17,7 @@ results/bench_play.json was measured; its features and decoding limits) for
 20 steps on the MDC training games (no augmentation, no simulated sets: only a checkpoint of the
 right size is needed, speed does not depend on training), with ``eval.min_actions`` set to its
 ``max_actions`` (20) so every instruction decodes the longest sequence the run allows: the worst
-case (the trained CPU runs predict ~3 actions per item, docs/results.md). Run from the repository root.
+case (the trained CPU runs predict ~3 actions per item, docs/results.md).
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ def main() -> None:
             server.wait(30)
     times = [r["ms"] for r in rounds]
     result = {
-        "command": "python " + " ".join([os.path.relpath(__file__, REPO), *sys.argv[1:]]),
+        "command": " ".join(["python -m benchmarks.bench_play", *sys.argv[1:]]),
         "what": "instruction round trips over HTTP to `python -m bapjax.play` (item from the log, decode, log written)",
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end",
         "run": {"checkpoint": str(run), "step": info["step"], "parameters": info["parameters"], "decode": info["decode"]},

@@ -1,6 +1,8 @@
 """Benchmark: the HTML report of a whole split (bapjax.report): page weight and open time in Chromium.
 
-    python benchmarks/bench_report.py [--corpus ../shared/mdc] [--split test] [--repeats 5] [--out DIR]
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.bench_report [--corpus ../shared/mdc] [--split test] [--repeats 5] [--out DIR]
                                       [--compare_to COMMIT]
 
 Predictions: the perturbed predictor (seed 0), as `python -m bapjax.predictors perturbed ... --seed 0`
@@ -20,7 +22,7 @@ the DevTools protocol (`bapjax.pages.browser.Browser`) once the 3D view is drawn
 `--compare_to COMMIT` also writes the same data with the page (report.py's template and
 report_assets/) of COMMIT and opens the two pages alternately, so load on the machine hits both
 alike; a page without these phases (before the 3D view was made lazily) gives `open` = `frame` =
-its "opened in" time. The last line is JSON. Run from the repository root.
+its "opened in" time. The last line is JSON.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Does data parallelism divide the work? Per-device FLOPs of the compiled train and decode steps
 on 1, 2, 4 and 8 devices, from XLA's cost analysis of each compiled (per-device) program.
 
-    python benchmarks/bench_scaling.py [--config cpu] [--config.<field>=value ...] [--batch_size 32] [--decode_items 256]
-    python benchmarks/bench_scaling.py --config configs/cpu_experiment.py:mc,0,once
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.bench_scaling [--config cpu] [--config.<field>=value ...] [--batch_size 32] [--decode_items 256]
+    python -m benchmarks.bench_scaling --config configs/cpu_experiment.py:mc,0,once
 
 `--config` is a config name or file (`path.py:arg` passes arg), `--config.<field>=value` overrides
 it as training does (`bapjax.cli.apply_overrides`; a bad one is one line `error: ...`, exit 2).

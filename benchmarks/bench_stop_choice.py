@@ -5,8 +5,10 @@ on the MDC val split, for a finished run's checkpoint, in this tree and with `--
 copy of that commit (`git archive`), each in its own process with the persistent compilation
 cache off (every program compiled cold, as a run's first evaluation compiles them).
 
-    python benchmarks/bench_stop_choice.py --run runs/exp/agg-frame-s0 --compare_to 1edaf8d [--rounds 2]
-    python benchmarks/bench_stop_choice.py --run runs/exp/agg-frame-s0 --eval samples=0 --baseline_eval samples=32
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.bench_stop_choice --run runs/exp/agg-frame-s0 --compare_to 1edaf8d [--rounds 2]
+    python -m benchmarks.bench_stop_choice --run runs/exp/agg-frame-s0 --eval samples=0 --baseline_eval samples=32
 
 `--eval FIELD=VALUE` replaces a field of the run's config.eval for this tree's choice (a Python
 literal, repeatable); `--baseline_eval FIELD=VALUE` does so for the baseline, which is this tree
@@ -168,7 +170,7 @@ def main():
                       flush=True)
     best = {name: {**min(rs, key=lambda r: r["wall_seconds"]),
                    **{k: min(r[k] for r in rs) for k in FIGURES}} for name, rs in results.items()}
-    out = {"command": " ".join(["python", "benchmarks/bench_stop_choice.py", *sys.argv[1:]]), "run": args.run,
+    out = {"command": " ".join(["python", "-m", "benchmarks.bench_stop_choice", *sys.argv[1:]]), "run": args.run,
            "rounds": args.rounds, "eval": overrides["eval"], "current": best["current"]}
     if "baseline" in best:
         mine, theirs = best["current"]["candidates"], best["baseline"]["candidates"]

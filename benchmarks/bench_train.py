@@ -1,12 +1,14 @@
 """Training and decoding throughput of the builder model on real MDC items.
 
-    python benchmarks/bench_train.py [--config configs/cpu.py] [--steps 5] [--decode_items 256]
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.bench_train [--config configs/cpu.py] [--steps 5] [--decode_items 256]
                                      [--fixed_length N] [--checkpoint runs/cpu]
-    python benchmarks/bench_train.py --compare_to 42333b0 --fixed_length 5 [--rounds 2]
-    python benchmarks/bench_train.py --config configs/cpu_experiment.py --compare_config configs/bert.py --rounds 2
-    python benchmarks/bench_train.py --config configs/cpu_experiment.py:mc,0,film \
+    python -m benchmarks.bench_train --compare_to 42333b0 --fixed_length 5 [--rounds 2]
+    python -m benchmarks.bench_train --config configs/cpu_experiment.py --compare_config configs/bert.py --rounds 2
+    python -m benchmarks.bench_train --config configs/cpu_experiment.py:mc,0,film \
         --compare_config.model.name=once --rounds 2
-    python benchmarks/bench_train.py --config configs/cpu_experiment.py:mc \
+    python -m benchmarks.bench_train --config configs/cpu_experiment.py:mc \
         --compare_to 498834b --fixed_length 5 --decode_items 0 --rounds 2   # 498834b's :mc is the per-step model
 
 Training: items/s of the compiled train step (teacher forcing, AdamW) at batch sizes 1 (the
@@ -27,9 +29,11 @@ line `error: ...`, exit 2.
 `--compare_to COMMIT` measures a copy of that commit (`git archive`) with its own
 benchmarks/bench_train.py and this tree with this script, alternately for `--rounds` rounds, with
 the same flags (refused, naming it, if COMMIT's script lacks one), and prints the best figure of
-each and the ratios of the figures both report. Each script imports only its own tree's bapjax.
+each and the ratios of the figures both report. Each tree runs in its own process, whose working
+directory and PYTHONPATH are that tree (`run_tree`), so it imports only that tree's bapjax.
 The `--config.<field>` overrides go to this tree only: COMMIT measures --config as it stood
-there (e.g. this tree's model option against the commit's model).
+there (e.g. this tree's model option against the commit's model). `--repo DIR` measures the tree
+DIR (a checkout) with its own script the same way, in place of this tree.
 Efficiency against the machine itself: `train_gflop_per_item` is XLA's cost analysis of the
 compiled batch-32 train steps that were timed (counted as bench_scaling counts: the model compiled
 without chunks, `BuilderModel.unchunked`, since XLA counts a loop body once; the rematerialized chunked step really
@@ -197,7 +201,7 @@ def matmul_gflops_per_s(n: int = 2048, repeats: int = 5) -> float:
 
 
 def measure(args) -> dict:
-    sys.path.insert(0, str(Path(args.repo).resolve()))
+    """This process's figures: the bapjax it imports (this tree's, run from the repository root)."""
     import jax
     import numpy as np
 
@@ -205,9 +209,9 @@ def measure(args) -> dict:
     from bapjax.models import builder
     from bapjax.training import decode
 
-    config = load_config(args.config, Path(args.repo), getattr(args, "overrides", []))
+    config = load_config(args.config, REPO, getattr(args, "overrides", []))
     corpus, vocab, feature_config, features, model, optimizer = training_setup(config, args.corpus)
-    print(f"{args.repo}: devices {jax.devices()}  model: {config.model.to_dict()}", flush=True)
+    print(f"{REPO}: devices {jax.devices()}  model: {config.model.to_dict()}", flush=True)
 
     result = {}
     for batch_size, steps in ((1, args.steps_b1), (32, args.steps)):
@@ -265,36 +269,55 @@ def best_efficiency(results: list[dict]) -> dict:
     return {key: max(r[key] for r in results) for key in EFFICIENCY if all(key in r for r in results)}
 
 
+def run_tree(tree: Path, flags: list[str]) -> subprocess.CompletedProcess:
+    """`tree`'s own benchmarks/bench_train.py with `flags`, in a process whose working directory and
+    PYTHONPATH are `tree`: it imports that tree's bapjax and nothing of this one."""
+    if not (tree / "benchmarks" / "bench_train.py").exists():
+        raise SystemExit(f"error: {tree} has no benchmarks/bench_train.py to measure it with")
+    return subprocess.run([sys.executable, "-m", "benchmarks.bench_train", *flags], capture_output=True, text=True,
+                          cwd=str(tree), env={**os.environ, "PYTHONPATH": str(tree)})
+
+
 def script_flags(tree: Path) -> set[str]:
     """The flags of a tree's own bench_train.py, read from its --help."""
-    script = tree / "benchmarks" / "bench_train.py"
-    if not script.exists():
-        raise SystemExit(f"error: {tree} has no benchmarks/bench_train.py to measure it with")
-    out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=str(tree),
-                         env={**os.environ, "PYTHONPATH": str(tree)})
+    out = run_tree(tree, ["--help"])
     if out.returncode:
-        raise SystemExit(f"error: {script} --help failed:\n{out.stderr[-2000:]}")
+        raise SystemExit(f"error: {tree / 'benchmarks' / 'bench_train.py'} --help failed:\n{out.stderr[-2000:]}")
     return set(re.findall(r"(--[a-z_0-9]+)", out.stdout))
+
+
+def forwarded_flags(argv: list[str], dropped: tuple[str, ...], overrides: bool) -> list[str]:
+    """The command line less the flags named in `dropped` (and, unless `overrides`, the
+    `--config.<field>` overrides): the flags passed on to another tree's script."""
+    forwarded = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+            continue
+        if token.split("=")[0] in dropped:
+            skip = "=" not in token
+            continue
+        if token.startswith("--config.") and not overrides:
+            continue
+        forwarded.append(token)
+    return forwarded
+
+
+def other_tree(args, argv: list[str]) -> dict:
+    """`--repo DIR`: DIR measured by its own script in its own process (`run_tree`), its output shown."""
+    out = run_tree(Path(args.repo).resolve(), forwarded_flags(argv, ("--repo",), overrides=True))
+    print(out.stdout.strip(), flush=True)
+    if out.returncode:
+        raise SystemExit(f"error: the run in {args.repo} failed:\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def compare(args, argv: list[str]) -> dict:
     """Each tree measured by its own benchmarks/bench_train.py (COMMIT's from `git archive`, this
     tree's), alternately for --rounds rounds, with the flags given here (a flag COMMIT's script
     lacks is an error naming it); best of the rounds each, ratios of the figures both report."""
-    forwarded = []
-    skip = False
-    for token in argv:  # drop --compare_to/--rounds/--repo and the overrides from the flags we pass on
-        if skip:
-            skip = False
-            continue
-        name = token.split("=")[0]
-        if name in ("--compare_to", "--rounds", "--repo"):
-            skip = "=" not in token
-            continue
-        if token.startswith("--config."):
-            continue
-        forwarded.append(token)
-    sys.path.insert(0, str(REPO))  # this process measures nothing itself: this tree's bapjax finds the MDC
+    forwarded = forwarded_flags(argv, ("--compare_to", "--rounds", "--repo"), overrides=False)
     from bapjax import paths
 
     forwarded += ["--corpus", str(paths.mdc_path(args.corpus))]  # a path, for a baseline tree of any age
@@ -311,9 +334,7 @@ def compare(args, argv: list[str]) -> dict:
         flags_of = {"baseline": forwarded, "current": forwarded + list(args.overrides)}  # overrides: this tree only
         for _ in range(args.rounds):
             for name, tree in trees.items():
-                out = subprocess.run([sys.executable, str(tree / "benchmarks" / "bench_train.py"), *flags_of[name]],
-                                     capture_output=True, text=True, cwd=str(tree),
-                                     env={**os.environ, "PYTHONPATH": str(tree)})
+                out = run_tree(tree, flags_of[name])
                 if out.returncode:
                     raise SystemExit(f"the {name} run failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
                 print(f"--- {name} ({args.compare_to if name == 'baseline' else 'this tree'})\n{out.stdout.strip()}",
@@ -341,7 +362,8 @@ def main():
     parser.add_argument("--decode_batch", type=int, default=64)
     parser.add_argument("--fixed_length", type=int, default=0, help="decode exactly N actions per item (0: model decides)")
     parser.add_argument("--checkpoint", default="", help="a training workdir for decoding with trained params")
-    parser.add_argument("--repo", default=str(REPO), help="the bapjax tree to measure")
+    parser.add_argument("--repo", default=str(REPO), help="the bapjax tree to measure (another one: with its own "
+                        "benchmarks/bench_train.py, in its own process)")
     parser.add_argument("--compare_to", default="", help="also measure this git commit, alternately with this tree")
     parser.add_argument("--rounds", type=int, default=1, help="with --compare_to/--compare_config: rounds")
     parser.add_argument("--compare_config", default="",
@@ -353,7 +375,9 @@ def main():
     if args.host_devices > 1 and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                    f" --xla_force_host_platform_device_count={args.host_devices}").strip()
-    if args.compare_to:
+    if Path(args.repo).resolve() != REPO:
+        result = other_tree(args, sys.argv[1:])
+    elif args.compare_to:
         result = compare(args, sys.argv[1:])
     elif args.compare_config or args.compare_overrides:
         result = compare_configs(args)

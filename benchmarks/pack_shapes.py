@@ -1,6 +1,8 @@
 """How many step shapes a run compiles, and how many rows it pads, under each `train.pack_rounding`.
 
-    python benchmarks/pack_shapes.py --config=configs/cpu_experiment.py:agg,0 --out results/pack_shapes_agg.json
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.pack_shapes --config=configs/cpu_experiment.py:agg,0 --out results/pack_shapes_agg.json
 
 Teacher forcing packs a batch's (item, step) targets into a fixed number of rows (`builder.packed_size`); each
 distinct number is one compiled program of `train_step` (training batches) or `eval_step` (val batches). This walks

@@ -2,9 +2,10 @@
 batch of 32: the jitted forward and forward+backward of the whole loss, of the text encoder alone,
 of the text encoder with the action decoder, and of the start worlds' CNN alone (chunked as
 training runs it). The rest (change convolution, per-cell head, loss) is the difference.
-`benchmarks/profile_train.py` splits the per-step model the same way.
 
-    python benchmarks/profile_once.py [--config configs/cpu_experiment.py:mc] [--config.model.world.encode_chunk=4 ...]
+From the repository root (this tree's bapjax):
+
+    python -m benchmarks.profile_once [--config configs/cpu_experiment.py:mc] [--config.model.world.encode_chunk=4 ...]
 
 `--config.<field>=value` overrides work as in training (e.g. to time other chunk sizes, which do
 not change the function). Best of 3 tries of 5 calls each. `--ops N` then traces 3 calls of the
@@ -29,8 +30,9 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from bench_gru import timed_ms  # noqa: E402 (benchmarks/ is the script's directory)
-from bench_train import load_config  # noqa: E402
+
+from benchmarks.bench_gru import timed_ms
+from benchmarks.bench_train import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 HLO_OP = re.compile(r'^\s*(?:ROOT )?%?([\w.\-]+) = (.+?) ([a-z][\w\-]*)\(')
@@ -83,8 +85,8 @@ def main():
 
     config = load_config(args.config, REPO, overrides)
     if config.model.get("name", "per_step") != "once":
-        raise SystemExit(f"error: --config {args.config}: config.model.name is not 'once' "
-                         "(benchmarks/profile_train.py profiles the per-step model)")
+        raise SystemExit(f"error: --config {args.config}: config.model.name is not 'once' (the model this "
+                         "profile splits into parts)")
     train_items = list(mdc.load_corpus(args.corpus).split("train"))
     vocab = Vocabulary.build(train_items)
     feature_config = input_pipeline.FeatureConfig.from_config(config)

@@ -15,7 +15,7 @@ def _cpu_sizes(model: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     model.world.features = 16
     model.world.layers = 3
     # cache-sized CNN buffers: ~1.6x faster per step than one big pack on CPU; 2 rather than 4: the CNN
-    # 1.13x (results/bench_conv_chunks.json); the train step 1.17x best of 4 paired rounds, 0.94-1.20x
+    # 1.13x (results/bench_conv_chunks.json, benchmarks/bench_conv.py at 68e43b4); the train step 1.17x best of 4 paired rounds, 0.94-1.20x
     # per round, within this host's noise (results/bench_train_chunk2_vs_chunk4.json)
     model.world.encode_chunk = 2
     model.decoder.action_embedding = 64

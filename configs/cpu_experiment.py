@@ -4,7 +4,7 @@ Differs from the defaults: the CPU "frame" model in the Builder's frame, the new
 Table 3 sizes, 192,000 items (cosine, lr 2e-3, EMA 0.999), the checkpoint of best decoded val F1 (the MDC's; a single set's
 own), the STOP rule chosen there, then a 64-draw vote (rules fixed: EB select 0.075, NEB vote 0.175); all four test sets.
 Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]  (runs/exp/<variant>-<model>-s<seed>)
-Runtime: 24.5-35.7 min per run on 2-core hosts whose bench_train batch-32 train step ran 104-130 items/s.
+Runtime: 24.5-35.7 min per run on 2-core hosts at 104-130 items/s (python -m benchmarks.bench_train, batch 32).
 Result: MDC test micro Overall mc 29.5 (6 seeds), agg 32.3 (7), cl_la 32.4 (11) (results/cpu_experiment.md).
 Evidence for each choice: docs/results.md.
 """

@@ -1,9 +1,7 @@
 """bapjax/analysis/collect_experiment.py: results JSON, table and curves come from run directories only."""
 
 import json
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 import configs
@@ -133,72 +131,6 @@ def test_model_label_names_the_data_sets_kept_in_every_stage():
     assert collect_experiment.model_label(config) == "M_agg+cl (D, 10 buckets, mc in every stage)"
     config["curriculum"]["every_stage"] = []
     assert collect_experiment.model_label(config) == "M_agg+cl (D, 10 buckets)"
-
-
-def test_ablation_rows_name_the_model_feature_and_optimizer_settings_that_differ(tmp_path, mdc_corpus, monkeypatch):
-    monkeypatch.syspath_prepend(str(Path(collect_experiment.__file__).parent))  # the script imports its neighbour
-    from bapjax.analysis import collect_ablation
-
-    items = mdc_corpus.split("val")[:20]
-    report = evaluator.evaluate_predictions(items, {i.item_id: trivial.oracle_prediction(i) for i in items})
-    metrics = [{"kind": "val", "step": 300, "loss": 3.1}, {"kind": "train", "step": 300, "items_per_s": 150.0}]
-    argv = ["bapjax/train.py", "--config=configs/cpu_experiment.py:mc"]
-    runs = [_fake_run(tmp_path, name, "cpu_experiment.py:mc", {"mc_val": report}, [_invocation(argv, 320, 60.0)],
-                      metrics) for name in ("base", "variant")]
-    config = configs.load("configs/cpu_experiment.py:mc")
-    config.model.world.features, config.features.max_text_tokens, config.train.learning_rate = 32, 64, 3e-3
-    config.curriculum.metric = "L_A"
-    (runs[1] / "config.json").write_text(config.to_json())
-    reference = json.loads((runs[0] / "config.json").read_text())
-    rows = [collect_ablation.ablation_row(run, reference["model"], reference["train"], reference["features"],
-                                          reference["curriculum"]) for run in runs]
-    assert rows[0]["options"] == {}
-    assert rows[1]["options"] == {"world.features": 32, "train.learning_rate": 3e-3, "features.max_text_tokens": 64,
-                                  "curriculum.metric": "L_A"}
-    assert rows[1]["mc_val_micro_overall"] == 1.0 and rows[1]["best_val_loss"] == 3.1
-
-
-def test_option_sets_average_their_seeds_and_compare_paired(tmp_path, mdc_corpus):
-    """Seeds of one option set are averaged; the paired bootstrap of a set against itself is
-    exactly 0, and the oracle's set beats the empty predictions' on every resampling; the subgroup
-    rows and per-item counts come from the run's val predictions."""
-    from bapjax.analysis import collect_ablation
-    from bapjax.evaluation import metrics
-    from bapjax.world import jsonl
-
-    items = [i for i in mdc_corpus.split("val") if i.prev_structure][:25]
-    runs = {}
-    for name, predict in (("empty", lambda i: []), ("oracle", trivial.oracle_prediction)):
-        run = tmp_path / name
-        (run / "predictions").mkdir(parents=True)
-        jsonl.write_predictions(run / "predictions" / "mc_val.jsonl", {i.item_id: predict(i) for i in items})
-        runs[name] = collect_ablation.val_breakdown(run, items)
-    per_item = {"empty-s0": runs["empty"]["per_item"], "empty-s1": runs["empty"]["per_item"],
-                "oracle-s0": runs["oracle"]["per_item"]}
-    counts = per_item["oracle-s0"]
-    from bapjax.analysis import bootstrap
-
-    every_item = np.arange(len(items))[None]  # one "resampling": each item once
-    assert bootstrap.resampled_micro_f1(counts, every_item)[0] == metrics.micro_f1(
-        counts["tp"], counts["n_pred"], counts["n_ref"]) == 1.0
-    oracle_groups = runs["oracle"]["subgroups"]
-    assert oracle_groups["all"]["items"] == 25 and oracle_groups["all"]["micro_overall"] == 1.0
-
-    def row(options, seed, f1, groups):
-        return {"options": options, "seed": seed, "mc_val_micro_overall": f1, "mc_val_micro_location": f1,
-                "mc_val_strict_micro": f1, "best_val_loss": 3.0 + seed, "predicted_net": 0, "reference_net": 10,
-                "subgroups": groups}
-
-    rows = {"empty-s0": row({}, 0, 0.0, runs["empty"]["subgroups"]),
-            "empty-s1": row({}, 1, 0.0, runs["empty"]["subgroups"]),
-            "oracle-s0": row({"length_head": True}, 0, 1.0, oracle_groups)}
-    sets = collect_ablation.compare_sets(rows, per_item, samples=200)
-    assert list(sets) == ["(reference)", "length_head=True"]
-    assert sets["(reference)"]["seeds"] == [0, 1] and sets["(reference)"]["best_val_loss"] == 3.5
-    assert sets["(reference)"]["difference_to_first"]["interval"] == [0.0, 0.0]
-    better = sets["length_head=True"]["difference_to_first"]
-    assert better["share_above_0"] == 1.0 and better["interval"][0] > 0.5
-    assert "| length_head=True | 0 | 100.0 |" in collect_ablation.sets_markdown(sets, 200)
 
 
 def test_the_collections_json_has_one_line_per_entry_and_reads_back():

@@ -45,7 +45,7 @@ def test_the_commands_are_found():
     assert {"bapjax.train", "bapjax.evaluate", "bapjax.predict", "bapjax.predictors", "bapjax.report",
             "bapjax.play", "bapjax.viz", "bapjax.build", "bapjax.sim.generate", "bapjax.sim.grounding",
             "bapjax.corpus.mdc", "bapjax.corpus.augment", "bapjax.corpus.v2_clean", "bapjax.llm",
-            "bapjax.analysis.stop_rule"} <= set(COMMANDS)
+            "bapjax.analysis.error_analysis"} <= set(COMMANDS)
 
 
 def test_dash_h_is_help_on_every_command():

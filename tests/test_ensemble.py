@@ -250,38 +250,6 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
         code, last = refused(f"--rules={bad}")
         assert code == 2 and last.startswith("error: --rules") and message in last, last
     assert not (tmp_path / "refused").exists()
-    # the rules best on several ensembles' val items together: for copies of one ensemble, its own choice
-    from bapjax.analysis import ensemble_rules
-
-    assert ensemble_rules.main([str(out), str(on_val), "--out", str(tmp_path / "rules")]) == 0
-    assert json.loads((tmp_path / "rules.json").read_text())["rules"] == rules
-    with pytest.raises(SystemExit) as refused_fixed:
-        ensemble_rules.main([str(fixed)])  # rules fixed beforehand: no other rule was scored
-    assert refused_fixed.value.code == 2
-    # disjoint sets of draws from one decoding: set g of n draws pools draws g*n .. g*n + n - 1, exactly what
-    # the command decodes with --samples n --first_draw g*n
-    from bapjax.analysis import ensemble_noise
-
-    members = [run_eval.RunDecoder.load(str(run)) for run in runs]
-    whole = [ensemble.member_passes(m, val, samples=4, temperature=50.0) for m in members]
-    for first, size in ((0, 2), (2, 2), (1, 3)):
-        alone = [ensemble.member_passes(m, val, samples=size, temperature=50.0, first_draw=first) for m in members]
-        assert ensemble_noise.set_pool(members, whole, val, first, size) == ensemble.pool(
-            alone, [ensemble.member_alone(m, one, val) for m, one in zip(members, alone)])
-    assert ensemble_noise.sizes(32, 8) == [32, 64, 128, 256] and ensemble_noise.sizes(2, 6) == [2, 4]
-    noise = tmp_path / "noise"
-    assert ensemble_noise.main([str(runs[0]), str(runs[1]), "--samples", "1", "--sets", "2", "--temperature", "50",
-                                "--corpus", str(mdc_path), "--limit", "8", "--bootstrap", "20", "--rules", rules,
-                                "--out", str(noise)]) == 0
-    summary = json.loads(noise.with_suffix(".json").read_text())
-    assert [block["draws"] for block in summary["sizes"]] == [1, 2]
-    assert [row["first_draw"] for row in summary["sizes"][0]["sets"]] == [0, 1]
-    assert set(summary["sizes"][0]["spread"]) == {"chosen", "fixed"}
-    assert set(summary["sizes"][0]["spread"]["fixed"]) == {"seed_sd", "interaction_sd", "model_sd"}
-    assert summary["sizes"][1]["spread"] is None and "fixed" in summary["sizes"][1]["sets"][0]
-    with pytest.raises(SystemExit) as refused_noise:
-        ensemble_noise.main([str(runs[0]), str(runs[1]), "--rules", "select:0.1"])
-    assert refused_noise.value.code == 2
 
 
 def _choice(counts: dict) -> dict:

@@ -1,4 +1,6 @@
-"""bapjax/analysis/error_analysis.py: the near-miss and length breakdowns, on hand-made and real sets."""
+"""bapjax/analysis/error_analysis.py: the near-miss and length breakdowns, on hand-made and real sets; the
+instruction and start groups on hand-made items and `breakdown`'s rows on real MDC val items with oracle
+predictions."""
 
 import numpy as np
 
@@ -137,3 +139,50 @@ def test_start_cases_near_and_far_of_the_last_action():
     table = error_analysis.start_cases(items, predictions)
     assert table == {"near / near": {"items": 1, "exact": 1}, "near / far": {"items": 1, "exact": 0},
                      "far / near": {"items": 1, "exact": 0}, "far / far": {"items": 1, "exact": 1}}
+
+
+def _grouped_item(history, reference, prev=(G.Block(0, 1, 0, 1),)):
+    from bapjax.world.items import BapItem, BuilderPose
+
+    return BapItem(item_id="g:1", game_id="g", target_id="C1", split="val", history=tuple(history),
+                   prev_structure=tuple(prev), reference_actions=tuple(reference), next_structure=(),
+                   builder_pose=BuilderPose(0.0, 1.0, -5.0, 0.0, 0.0))
+
+
+def test_the_last_architect_turn_decides_the_instruction_group():
+    from bapjax.world.items import ChatTurn
+
+    place = G.Action(P, 1, 0, 1, 0)
+    group = error_analysis.instruction_group
+    assert group(_grouped_item([ChatTurn("Architect", "put a red block on top"),
+                                ChatTurn("Builder", "left or right?")], [place])) == "vertical only"
+    assert group(_grouped_item([ChatTurn("Architect", "now one to the LEFT, on top")], [place])) == "horizontal"
+    assert group(_grouped_item([ChatTurn("Architect", "behind it")], [place])) == "horizontal"
+    assert group(_grouped_item([ChatTurn("Architect", "great, a row of three")], [place])) == "neither"
+    assert group(_grouped_item([ChatTurn("Architect", "leftover topping")], [place])) == "neither"  # words, not parts
+    assert group(_grouped_item([], [place])) == "neither"
+
+
+def test_the_start_group_is_the_distance_to_the_last_earlier_action():
+    from bapjax.world.items import ChatTurn
+
+    last = G.Action(P, 1, 2, 1, 2)
+    chat = ChatTurn("Architect", "go on")
+    group = error_analysis.start_group
+    assert group(_grouped_item([last, chat], [G.Action(P, 1, 3, 2, 3)])) == "at or next to the last action"
+    assert group(_grouped_item([last, chat], [G.Action(P, 1, 4, 1, 2)])) == "2+ cells away"
+    assert group(_grouped_item([G.Action(P, 1, 4, 1, 2), last, chat], [G.Action(P, 1, 2, 1, 2)])) == \
+        "at or next to the last action"
+    assert group(_grouped_item([chat], [G.Action(P, 1, 4, 1, 2)])) == "no earlier action"
+
+
+def test_the_breakdown_of_oracle_predictions_is_perfect_in_every_group(mdc_corpus):
+    items = mdc_corpus.split("val")[:200]
+    rows = error_analysis.breakdown(items, {it.item_id: trivial.oracle_prediction(it) for it in items})
+    assert rows["all"]["items"] == 200 and rows["all"]["micro_overall"] == 1.0
+    neb = [it for it in items if it.prev_structure]
+    grouped = sum(rows[f"instruction: {g}"]["items"] for g in ("horizontal", "vertical only", "neither"))
+    assert grouped == len(neb)
+    for name, row in rows.items():
+        if row["items"]:
+            assert row["micro_overall"] == 1.0 and row["predicted_net"] == row["reference_net"], name

@@ -1,13 +1,9 @@
 """benchmarks/profile_once.py --ops: a compiled function's longest XLA ops, named from its HLO."""
 
-import sys
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import profile_once  # noqa: E402 (a script of benchmarks/, which imports its neighbours by name)
+from benchmarks import profile_once
 
 
 def test_top_ops_are_the_compiled_hlos_instructions_longest_first_without_loops():

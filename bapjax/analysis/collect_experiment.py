@@ -39,7 +39,7 @@ From their per-item fairer counts:
 * ``"seed_spread"`` per variant of >= 2 such seeds: its seed SD split into the item x seed part (which
   items each seed gets right) and the rest, on the same replicates (`bapjax.analysis.bootstrap.spread`);
 * ``"mc_test_subgroups"`` per variant: micro Overall F1 of NEB test items by what the last
-  instruction says and by where the build starts (`bapjax.analysis.length_ceiling.breakdown`),
+  instruction says and by where the build starts (`bapjax.analysis.error_analysis.breakdown`),
   seed mean and per seed.
 """
 
@@ -59,7 +59,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from bapjax import cli, paths  # noqa: E402
-from bapjax.analysis import bootstrap, length_ceiling  # noqa: E402
+from bapjax.analysis import bootstrap, error_analysis  # noqa: E402
 from bapjax.corpus import mdc  # noqa: E402
 from bapjax.errors import UserError  # noqa: E402
 from bapjax.evaluation import evaluator  # noqa: E402
@@ -475,7 +475,7 @@ def add_subgroups(variants: dict, runs: dict[str, Path], items: list) -> None:
         files = [jsonl.stored(runs[seed["run"]] / "predictions" / PREDICTIONS) for seed in row["seeds"]]
         if not all(path.exists() for path in files):
             continue
-        rows = [length_ceiling.breakdown(items, jsonl.read_predictions(path)) for path in files]
+        rows = [error_analysis.breakdown(items, jsonl.read_predictions(path)) for path in files]
         groups = {}
         for subset in SUBGROUPS:  # an empty subset has no F1 (None)
             per_seed = [r[subset].get("micro_overall") for r in rows]

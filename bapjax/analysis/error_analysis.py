@@ -1,4 +1,4 @@
-"""Where trained builders go wrong on the MDC val split: the evidence behind docs/results.md.
+"""Where trained builders go wrong on an MDC split (val by default), run by run.
 
     python -m bapjax.analysis.error_analysis runs/exp/mc runs/exp/agg runs/exp/cl --out results/cpu_experiment_val_errors
 
@@ -23,7 +23,7 @@ uses), every MDC val item is decoded greedily and scored with the v2 evaluator; 
   miss lie along the axis the words name, or does the build start elsewhere?
 * **where the build starts**: for NEB items with an earlier Builder action, whether the first
   reference action and the first predicted action lie at or next to that last action (Chebyshev
-  distance <= 1, `length_ceiling.start_group`'s rule) or 2+ cells away, and how often the first
+  distance <= 1, `start_group`'s rule) or 2+ cells away, and how often the first
   predicted action is exact in each of the four cases: does the model find a start the Architect
   names away from where the Builder stopped?
 
@@ -31,6 +31,11 @@ With `--bootstrap N` (for the test split, where the results table's differences 
 resamples the items N times (paired: the same resampled items for every run) and reports each
 run's 95% interval of micro Overall F1 and, for every pair of runs, the interval of the
 difference and how often it is > 0: whether a single-seed difference is more than item noise.
+
+`breakdown` (what `collect_experiment` gives per variant as "mc_test_subgroups") scores a set of
+predictions on all items and on groups of NEB items: by the words of the last Architect turn
+(`instruction_group`: "horizontal", "vertical only", "neither") and by where the reference starts
+against the Builder's last earlier action (`start_group`: at or next to it, or 2+ cells away).
 
 NEB items are scored without alignment (the fairer alignment applies only to EB items, whose
 predictions may be shifted or rotated as a whole), so their distances are in world cells.
@@ -41,22 +46,78 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from bapjax import paths
-from bapjax.analysis import length_ceiling
 from bapjax.analysis.bootstrap import paired_bootstrap
-from bapjax.analysis.length_ceiling import last_action, next_to
 from bapjax.corpus import load
 from bapjax.evaluation import evaluator, metrics
 from bapjax.training import run_eval
 from bapjax.world import grid as G
 from bapjax.world import rotation
+from bapjax.world.items import BapItem, last_architect_turn
+
+HORIZONTAL_WORDS = frozenset({"left", "right", "front", "behind"})
+VERTICAL_WORDS = frozenset({"top", "above", "below", "under"})
+WORD = re.compile(r"[a-z]+")
+
+
+def instruction_group(item: BapItem) -> str:
+    """"horizontal" (left, right, front, behind), "vertical only" (top, above, below, under, and no
+    horizontal word) or "neither", by the words of the last Architect turn."""
+    words = set(WORD.findall(last_architect_turn(item).lower()))
+    if words & HORIZONTAL_WORDS:
+        return "horizontal"
+    return "vertical only" if words & VERTICAL_WORDS else "neither"
+
+
+def last_action(item: BapItem) -> G.Action | None:
+    """The Builder's last earlier action of the item (None when it has none)."""
+    return next((event for event in reversed(item.history) if isinstance(event, G.Action)), None)
+
+
+def next_to(a: G.Action, b: G.Action) -> bool:
+    """Whether two actions' cells are the same or neighbours (Chebyshev distance <= 1)."""
+    return max(abs(a.x - b.x), abs(a.y - b.y), abs(a.z - b.z)) <= 1
+
+
+def start_group(item: BapItem) -> str:
+    """Where the reference starts against the Builder's last earlier action: "at or next to the
+    last action" (`next_to`), "2+ cells away", or "no earlier action"."""
+    last = last_action(item)
+    if last is None or not item.reference_actions:
+        return "no earlier action"
+    return "at or next to the last action" if next_to(item.reference_actions[0], last) else "2+ cells away"
+
+
+def _subset_row(items: Sequence[BapItem], predictions: Mapping[str, Sequence[G.Action]]) -> dict:
+    if not items:
+        return {"items": 0}
+    report = evaluator.evaluate_predictions(items, {item.item_id: predictions[item.item_id] for item in items})
+    return {"items": len(items), **evaluator.headline_f1(report), "location": report["micro"]["Overall"]["location"],
+            **evaluator.net_counts(report)}
+
+
+def breakdown(items: Sequence[BapItem], predictions: Mapping[str, Sequence[G.Action]]) -> dict:
+    """Micro F1 and net action counts of `predictions` on `items` and on groups of their NEB items:
+    {"all": row, "instruction: <group>": row (`instruction_group`), "start: <group>": row
+    (`start_group`, the items with an earlier Builder action)}; a row is {"items": n, micro_overall,
+    strict, ..., "location", "predicted_net", "reference_net"}, an empty group's {"items": 0}."""
+    neb = [item for item in items if item.prev_structure]
+    rows = {"all": _subset_row(items, predictions)}
+    for group in ("horizontal", "vertical only", "neither"):
+        rows[f"instruction: {group}"] = _subset_row([i for i in neb if instruction_group(i) == group], predictions)
+    for group in ("at or next to the last action", "2+ cells away"):
+        rows[f"start: {group}"] = _subset_row([i for i in neb if start_group(i) == group], predictions)
+    return rows
+
 
 LENGTH_BINS = ((0, 0, "0"), (1, 1, "1"), (2, 3, "2-3"), (4, 7, "4-7"), (8, 10**9, "8+"))
 DISTANCE_BINS = ("1", "2", "3-4", "5+", "none")  # never 0: a same-kind action in the same cell is exact
@@ -133,11 +194,11 @@ LEFT_RIGHT, FRONT_BEHIND = frozenset({"left", "right"}), frozenset({"front", "be
 
 def direction_group(item) -> str:
     """The item's group in DIRECTION_GROUPS by the words of its last Architect turn."""
-    words = set(length_ceiling.WORD.findall(length_ceiling.last_architect_turn(item).lower()))
+    words = set(WORD.findall(last_architect_turn(item).lower()))
     lr, fb = bool(words & LEFT_RIGHT), bool(words & FRONT_BEHIND)
     if lr or fb:
         return "both" if lr and fb else ("left/right" if lr else "front/behind")
-    return length_ceiling.instruction_group(item)
+    return instruction_group(item)
 
 
 def first_action_outcome(item, predicted) -> str | None:
@@ -185,7 +246,7 @@ START_CASES = ("near / near", "near / far", "far / near", "far / far")  # refere
 def start_cases(items, predictions) -> dict:
     """{case: {"items": n, "exact": m}} over NEB items with an earlier Builder action, a reference
     action and a predicted one; case "<reference> / <prediction>", near: the first action lies at
-    or next to the Builder's last earlier action (`length_ceiling.next_to`)."""
+    or next to the Builder's last earlier action (`next_to`)."""
 
     table = {case: Counter() for case in START_CASES}
     for item in items:

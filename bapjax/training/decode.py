@@ -302,8 +302,8 @@ def decode_pool(model: BuilderModel, params, batch: dict, settings: DecodeSettin
       "length" gives each row its `length_quantile(stop_threshold)` of the model's length head.
     - forced length: `lengths` [N] (int, > 0) decodes exactly that many actions for its row (STOP
       masked before, forced at that step; capped at `max_actions`; 0 leaves the row to the STOP
-      rule): the length ceiling of a model, decoded with each item's reference length
-      (`bapjax.analysis.length_ceiling`).
+      rule): with each item's reference length, the length ceiling of a model (what a perfect length
+      head would allow it).
     - sampled: `sample_keys` [N, 2] (uint32 PRNG keys, one per row) draws each step's action from
       the softmax of the feasible logits at `settings.temperature` (STOP included, so the length
       is drawn too; the STOP masks of `min_actions` and forced lengths hold); row i's draw at step t

@@ -193,8 +193,8 @@ def choose_combination(pooled: Pool, items: list, costs: Sequence[float], thresh
 
 def fixed_combination(pooled: Pool | None, items: list, rules: dict) -> dict:
     """What `choose_combination` returns, for rules fixed beforehand ({"EB": (rule, value), "NEB":
-    (rule, value)}, e.g. the best on the pooled val items of earlier ensembles:
-    `bapjax.analysis.ensemble_rules`) instead of chosen on these `items`: each scored on them
+    (rule, value)}, e.g. the best on the pooled val items of earlier ensembles,
+    `pooled_choice`) instead of chosen on these `items`: each scored on them
     ("candidates"), and the pair's micro F1 ("micro_overall"); "fixed": True. With `pooled` None (no
     val split decoded) the rules alone: no candidates, "micro_overall" None."""
     fixed = {kind: {"rule": rules[kind][0], "value": float(rules[kind][1])} for kind in mbr.BOARDS}

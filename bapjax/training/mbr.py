@@ -65,7 +65,7 @@ def choose(candidates: Sequence[Sequence[G.Action]], cost: float, draws_from: in
 
 def choose_pairwise(candidates: Sequence[Sequence[G.Action]], cost: float, draws_from: int = 1) -> int:
     """`choose`'s plain reference: `utility` of each candidate against every other draw, pair by pair
-    (quadratic in the draws; the tests and `benchmarks/bench_mbr_choose.py` hold `choose` to it)."""
+    (quadratic in the draws; the tests hold `choose` to it)."""
     nets = [G.net_actions(c) for c in candidates]
     draws = range(draws_from, len(nets))
     if len(draws) < 2:
