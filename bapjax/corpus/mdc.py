@@ -37,7 +37,7 @@ from absl import flags, logging
 
 from bapjax import cli, paths
 from bapjax.corpus import fetch
-from bapjax.corpus.itemized import ItemizedCorpus
+from bapjax.corpus.itemized import ItemizedCorpus, describe
 from bapjax.errors import UserError
 from bapjax.paths import build_lock, cache_root, resolve_path
 from bapjax.world import grid, jsonl
@@ -531,6 +531,8 @@ def define_flags() -> None:
     cli.define_item_source_flags("corpus", "split")  # stats/export: --corpus defaults to the MDC
     cli.flag("string", "out", None, "export: output JSONL file ('-' for stdout); fetch: the folder to create.")
     cli.flag("bool", "no_cache", False, "Reparse every game instead of using the item cache.")
+    cli.flag("bool", "describe", False, "stats: also what each split's items are made of (actions per item, "
+             "board sizes, instruction lengths; bapjax.corpus.itemized.describe), as JSON.")
     cli.flag("string", "url", None, "fetch: the archive to read (default: the pinned public one; file:// works).")
     cli.flag("string", "sha256", None, "fetch: also require this sha256 of the whole download.")
 
@@ -562,6 +564,8 @@ def main(argv: Sequence[str]) -> int:
                   f"{s['games']} games, mean {s['mean_actions']:.2f} actions, "
                   f"{s['skipped_out_of_region']} skipped (blocks outside the build region)")
         print(json.dumps(stats))
+        if FLAGS.describe:
+            print(json.dumps({split: describe(items) for split, items in corpus.items.items()}))
         return 0
     if FLAGS.split not in corpus.items:
         raise UserError(f"--split {FLAGS.split}: not a split of {corpus_path} ({', '.join(corpus.items)})")
