@@ -7,7 +7,7 @@ its newest 128 turn tokens projected to 256, a 5-layer Transformer decoder of wi
 lr 1e-3, no weights average, the checkpoint of best val loss (`text`: this text side with the GRU decoder).
 Command: nice -n 5 python -m bapjax.train --config=configs/bert.py:cl    (or :mc, :agg, :text; runs/exp/bert_<variant>)
 Runtime: 60.5 min for :cl on a 2-core CPU (the one-time MiniLM pass ~18 min, 1,500 steps ~35 min, decoding ~7 min).
-Result: M'_agg+cl MDC test micro Overall 14.9 (docs/results.md, "Other models").
+Result: M'_agg+cl MDC test micro Overall 14.9 (docs/results.md, the evidence table).
 """
 
 import ml_collections

@@ -30,8 +30,8 @@ def cpu_model() -> ml_collections.ConfigDict:
 
 
 def cpu_film_model() -> ml_collections.ConfigDict:
-    """"film", the CPU model chosen on MDC val (docs/results.md, "FiLM on the world CNN, and the learning rate
-    2e-3"): `cpu_model` with every world-CNN layer FiLM-conditioned on the decoder state (`world.film`)."""
+    """"film", the CPU model chosen on MDC val (docs/results.md, the evidence table: FiLM, learning rate 2e-3):
+    `cpu_model` with every world-CNN layer FiLM-conditioned on the decoder state (`world.film`)."""
     model = cpu_model()
     model.world.film = True
     return model

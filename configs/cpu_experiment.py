@@ -47,7 +47,7 @@ def get_config(arg: str = "cl"):
         schedule="cosine",  # linear warmup, then cosine to final_lr_fraction x lr at the last step
         warmup_steps=50,
         ema_decay=0.999,  # evals, checkpoint choice and decoding use the weights' moving average
-        patience=2,  # two evals without a better select_by end the run (docs/results.md, "Early stopping")
+        patience=2,  # two evals without a better select_by end the run (docs/results.md, the evidence table)
         eval_every_steps=max_steps // 5,  # five evals (val loss, decoded MDC val F1 on every MDC val item)
         log_every_steps=10,
     ))

@@ -1,6 +1,6 @@
 """Where trained builders go wrong on an MDC split (val by default), run by run.
 
-    python -m bapjax.analysis.error_analysis runs/exp/mc runs/exp/agg runs/exp/cl --out results/cpu_experiment_val_errors
+    python -m bapjax.analysis.error_analysis runs/exp/mc runs/exp/agg runs/exp/cl --out runs/val_errors
 
 For each run (its best checkpoint and the STOP rule it chose on val, as the final test decode
 uses), every MDC val item is decoded greedily and scored with the v2 evaluator; then:

@@ -160,7 +160,7 @@ def base_config() -> ml_collections.ConfigDict:
     config.eval.vote_temperature = 0.8
     # "": the vote's two rules chosen on val as above; "RULE:VALUE,RULE:VALUE" (the items on an empty
     # board, then the others; e.g. "select:0.075,vote:0.175", the best on six agg runs' val together,
-    # results/ensemble_rules_agg_vote64.md): fixed beforehand, val only scores them
+    # 68e43b4:results/ensemble_rules_agg_vote64.md): fixed beforehand, val only scores them
     config.eval.vote_rules = ""
     config.eval.stop_rule_val = ""  # "": choose the STOP rule on all val items; a source name (e.g. "mc"): on its val only
     config.eval.val_decode_items = 0  # decode-and-score this many val items per source at each eval (0: all, -1: none)
