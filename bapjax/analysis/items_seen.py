@@ -25,7 +25,7 @@ from bapjax.training import run_checks
 
 
 def items_seen(run: Path) -> dict:
-    config = run_checks.with_defaults(json.loads((run / "config.json").read_text()))
+    config = run_checks.with_defaults(run_checks.read_run_file(run, "config.json"))
     invocations = [json.loads(line) for line in (run / run_checks.RUN_LOG).read_text().splitlines() if line.strip()]
     steps = max(i["last_step"] for i in invocations)
     data = sources.load_config_sources(config)
