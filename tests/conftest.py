@@ -1,21 +1,86 @@
-"""Shared fixtures: the real MDC (found as every CLI finds it: $BAPJAX_MDC, else ../shared/mdc),
-itemized once per session (cached on disk)."""
+"""Shared fixtures: the real MDC (found as every CLI finds it: $BAPJAX_MDC, else ../shared/mdc;
+found nowhere, fetched once into the cache, `find_or_fetch_mdc`), itemized once per session
+(cached on disk)."""
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+MDC_FIXTURES = ("mdc_path", "mdc_corpus", "mdc_archive")  # the tests that read the corpus ask for one of these
+
+
+class MdcUnavailable(Exception):
+    """No MDC found and none could be fetched; the message (one line) says how to get it."""
+
+
+def fetched_mdc() -> Path:
+    """Where the tests fetch the MDC when it is found nowhere: <cache root>/mdc-fetched."""
+    from bapjax import paths
+
+    return paths.cache_root() / "mdc-fetched"
+
+
+def find_or_fetch_mdc(report=lambda line: print(line, file=sys.__stderr__, flush=True)) -> tuple[Path, bool]:
+    """(the MDC, whether it is the tests' fetched copy): where `paths.mdc_path` finds it, else the
+    copy in `fetched_mdc()`, else fetched there first (the pinned-sha256 download of `python -m
+    bapjax.corpus.mdc fetch`, once: a second session finds it). `MdcUnavailable` (one line) when
+    $BAPJAX_MDC points nowhere (it is not fetched over) or the fetch fails (offline, say)."""
+    from bapjax import paths
+    from bapjax.corpus import fetch
+
+    try:
+        return paths.mdc_path(), False
+    except paths.MdcNotFoundError as err:
+        if os.environ.get(paths.MDC_ENV):
+            raise MdcUnavailable(str(err)) from None
+    target = fetched_mdc()
+    with paths.build_lock(target):  # a second session fetching at the same time waits, then finds it
+        if not target.exists():
+            url = fetch.DEFAULT_URL
+            report(f"the MDC is found nowhere (${paths.MDC_ENV} unset, no {paths.shared_mdc()}): fetching it "
+                   f"once into {target} for the tests")
+            try:
+                fetch.fetch(target, url, report=report)
+            except fetch.FetchError as err:
+                raise MdcUnavailable(
+                    f"the corpus tests need the MDC: ${paths.MDC_ENV} is unset, {paths.shared_mdc()} does not exist "
+                    f"and fetching it into {target} failed ({err}); get it where you are online with "
+                    f"`python -m bapjax.corpus.mdc fetch --out DIR` and `export {paths.MDC_ENV}=DIR` "
+                    f"(or fetch it with --out {target})") from None
+    return target, True
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _the_mdc(request):
+    """Before the first test of a session that reads the corpus: the MDC found or fetched, and a
+    fetched copy named in $BAPJAX_MDC for the session (so the commands the tests run, and tests
+    that point $BAPJAX_CACHE elsewhere, find it too). A session of other tests fetches nothing."""
+    if not any(name in item.fixturenames for item in request.session.items for name in MDC_FIXTURES):
+        yield None
+        return
+    try:
+        path, fetched = find_or_fetch_mdc()
+    except MdcUnavailable as err:
+        yield err
+        return
+    if not fetched:
+        yield path
+        return
+    from bapjax import paths
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(paths.MDC_ENV, str(path))
+        yield path
 
 
 @pytest.fixture(scope="session")
-def mdc_path() -> Path:
-    from bapjax import paths
-
-    try:
-        return paths.mdc_path()
-    except paths.MdcNotFoundError as err:
-        pytest.fail(str(err))
+def mdc_path(_the_mdc) -> Path:
+    if isinstance(_the_mdc, MdcUnavailable):
+        pytest.fail(str(_the_mdc), pytrace=False)
+    return _the_mdc
 
 
 @pytest.fixture(scope="session")

@@ -105,7 +105,7 @@ def test_seeds_of_a_variant_are_listed_with_their_mean(tmp_path, mdc_corpus):
     assert "| 2 | 50.0 (100.0, 0.0) |" in line
 
     # the subgroup breakdown of the variants whose runs kept their MDC test predictions (plain as a
-    # run writes them, or gzip-compressed as results/runs/ keeps them)
+    # run writes them, or gzip-compressed as a kept record holds them)
     from bapjax.world import jsonl
 
     for name, predict, file in (("cl-s0", trivial.oracle_prediction, "mc_test.jsonl"),
@@ -160,7 +160,7 @@ def test_the_command_rescores_the_kept_predictions_and_gives_intervals(tmp_path,
         argv = ["bapjax/train.py", f"--config=configs/cpu_experiment.py:{arg}"]
         run = _fake_run(tmp_path, name, f"cpu_experiment.py:{arg}",
                         {"mc_test": evaluator.evaluate_predictions(items, predictions)}, [_invocation(argv, 320, 60.0)], [])
-        (run / "metrics.jsonl").unlink()  # as results/runs/ keeps them
+        (run / "metrics.jsonl").unlink()  # as a kept record holds them
         (run / "predictions").mkdir()
         jsonl.write_predictions(run / "predictions" / "mc_test.jsonl.gz", predictions)
         runs.append(str(run))

@@ -202,3 +202,63 @@ def test_fetch_from_an_archive_laid_out_as_github_builds_it(mdc_archive, tmp_pat
     assert kept == sorted([*fetch.read_manifest(), fetch.RECORD, paths.OWNER_MARKER])
     assert {s: len(mdc.load_corpus(out).split(s)) for s in ("train", "val", "test")} == {
         "train": 3709, "val": 1331, "test": 1616}
+
+
+def _found_nowhere(tmp_path: Path, monkeypatch) -> Path:
+    """No $BAPJAX_MDC, no ../shared/mdc, an empty cache (as on a fresh machine); the tests' fetched copy's place."""
+    monkeypatch.delenv(paths.MDC_ENV, raising=False)
+    monkeypatch.setattr(paths, "shared_mdc", lambda: tmp_path / "shared" / "mdc")
+    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "mdc-fetched"
+
+
+def test_the_corpus_fixture_fetches_the_mdc_once_when_it_is_found_nowhere(tmp_path, monkeypatch):
+    from tests import conftest
+
+    target = _found_nowhere(tmp_path, monkeypatch)
+    calls, lines = [], []
+
+    def fake_fetch(out, url=fetch.DEFAULT_URL, sha256=None, report=None):
+        calls.append((Path(out), url))
+        (Path(out) / "data").mkdir(parents=True)
+        return {"out": str(out)}
+
+    monkeypatch.setattr(fetch, "fetch", fake_fetch)
+    assert conftest.fetched_mdc() == target
+    assert conftest.find_or_fetch_mdc(report=lines.append) == (target, True)
+    assert calls == [(target, fetch.DEFAULT_URL)]
+    assert len(lines) == 1 and f"fetching it once into {target}" in lines[0]
+    assert conftest.find_or_fetch_mdc(report=lines.append) == (target, True) and len(calls) == 1  # once
+    shared = tmp_path / "shared" / "mdc"
+    shared.mkdir(parents=True)  # found where every command finds it: that one, nothing fetched
+    assert conftest.find_or_fetch_mdc(report=lines.append) == (shared, False) and len(calls) == 1
+    monkeypatch.setenv(paths.MDC_ENV, str(tmp_path / "absent"))  # pointed nowhere: said so, not fetched over
+    with pytest.raises(conftest.MdcUnavailable, match=r"^\$BAPJAX_MDC=.*absent: no such file or folder"):
+        conftest.find_or_fetch_mdc(report=lines.append)
+    assert len(calls) == 1
+
+
+def test_offline_the_corpus_fixture_fails_in_one_line_saying_how_to_get_it(tmp_path, monkeypatch):
+    from tests import conftest
+
+    target = _found_nowhere(tmp_path, monkeypatch)
+    monkeypatch.setattr(fetch, "DEFAULT_URL", "http://127.0.0.1:9/x.tar.gz")  # a port nothing listens on
+    with pytest.raises(conftest.MdcUnavailable) as err:
+        conftest.find_or_fetch_mdc(report=lambda line: None)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("the corpus tests need the MDC: $BAPJAX_MDC is unset")
+    for needed in (f"fetching it into {target} failed (cannot download http://127.0.0.1:9/x.tar.gz",
+                   "`python -m bapjax.corpus.mdc fetch --out DIR` and `export BAPJAX_MDC=DIR`"):
+        assert needed in message, needed
+    assert not target.exists()
+
+
+def test_the_corpus_fixture_fetch_is_the_pinned_one(mdc_archive, tmp_path, monkeypatch):
+    """The fixture's fetch is `python -m bapjax.corpus.mdc fetch`'s: every pinned file, checked."""
+    from tests import conftest
+
+    target = _found_nowhere(tmp_path, monkeypatch)
+    monkeypatch.setattr(fetch, "DEFAULT_URL", mdc_archive.as_uri())
+    assert conftest.find_or_fetch_mdc(report=lambda line: None) == (target, True)
+    record = json.loads((target / fetch.RECORD).read_text())
+    assert record["files"] == 739 and record["tested_archive"] and mdc.resolve_corpus(target) == target

@@ -422,20 +422,6 @@ def test_bad_sampling_settings_name_their_field(field, value):
         run_checks.validate_config(config, sharding.data_mesh())
 
 
-def test_a_run_config_with_the_old_sampling_names_loads_with_todays():
-    """A run's config.json written with `eval.mbr_samples`, `mbr_temperatures` and `mbr_costs`
-    (JSON lists) reads as `eval.samples`, `temperatures` and `costs` (`run_config.MOVED_FIELDS`)."""
-    from bapjax.training import run_checks
-
-    old = json.loads(run_checks.with_defaults({}).to_json_best_effort())
-    for name in ("samples", "temperatures", "costs"):
-        del old["eval"][name]
-    old["eval"].update(mbr_samples=32, mbr_temperatures=[0.5, 1.0], mbr_costs=[0.1])
-    config = run_checks.with_defaults(old)
-    assert (config.eval.samples, tuple(config.eval.temperatures), tuple(config.eval.costs)) == (32, (0.5, 1.0), (0.1,))
-    assert not any(name.startswith("mbr_") for name in config.eval)
-
-
 def test_predict_refuses_a_negative_sample_count(tmp_path):
     result = subprocess.run([sys.executable, "-m", "bapjax.predict", "--checkpoint", str(tmp_path), "--out",
                              str(tmp_path / "p.jsonl"), "--samples", "-2"], cwd=REPO, capture_output=True, text=True,

@@ -12,7 +12,6 @@ import pytest
 
 from bapjax.models import builder, world_input
 from bapjax.models.world_cnn import Conv3DIm2Col
-from bapjax.training import run_config
 from bapjax.world import grid as G
 
 TINY = dict(vocab_size=40, embedding_dim=8, text_hidden=16, world_features=8, world_layers=2,
@@ -20,10 +19,42 @@ TINY = dict(vocab_size=40, embedding_dim=8, text_hidden=16, world_features=8, wo
             transformer_width=16, transformer_heads=2, transformer_mlp=32)
 
 
-def flat_model(vocab_size: int, **flat):
-    """A model from the flat field names of the run configs up to commit 57cc1b0 (e.g.
-    `world_features`, `world_encoding`), translated as `run_config.upgrade` translates them."""
-    return builder.build_model(run_config.upgrade({"model": flat})["model"], vocab_size)
+# `flat_model`'s keywords: the part field each sets ("name": the architecture)
+KEYWORDS = {
+    "world_encoding": "name", "text_encoder": "text.encoder", "embedding_dim": "text.embedding_dim",
+    "text_hidden": "text.hidden", "world_features": "world.features", "world_layers": "world.layers",
+    "kernel_size": "world.kernel_size", "conv_impl": "world.conv_impl", "world_film": "world.film",
+    "use_perspective": "world.perspective", "perspective_scale": "world.perspective_scale",
+    "recent_decay": "world.recent_decay", "encode_chunk": "world.encode_chunk",
+    "change_kernel": "world.change_kernel", "step_chunk": "world.step_chunk",
+    "decoder": "decoder.kind", "action_embedding": "decoder.action_embedding", "decoder_hidden": "decoder.hidden",
+    "transformer_layers": "decoder.layers", "transformer_width": "decoder.width",
+    "transformer_heads": "decoder.heads", "transformer_mlp": "decoder.mlp", "head_hidden": "heads.hidden",
+    "length_loss_weight": "length.loss_weight",
+}
+
+
+def model_section(**fields) -> dict:
+    """A model section from one keyword per part field (`KEYWORDS`, e.g. `world_features=8`,
+    `world_encoding="once"`; `length_head=True` adds the length part), every other field at its
+    part's default. A field of a part kind the model does not have (e.g. `transformer_layers`
+    with the GRU decoder) is left out; an unknown keyword stays at the top, so `build_model` names it."""
+    length_head = bool(fields.pop("length_head", False))
+    if not length_head:
+        fields.pop("length_loss_weight", None)
+    section: dict = {"length": {}} if length_head else {}
+    for key, value in fields.items():
+        part, _, field = KEYWORDS.get(key, key).partition(".")
+        if field:
+            section.setdefault(part, {})[field] = value
+        else:
+            section[part] = value
+    return builder.complete_section(section)
+
+
+def flat_model(vocab_size: int, **fields):
+    """The model of `model_section(**fields)` (one keyword per part field)."""
+    return builder.build_model(model_section(**fields), vocab_size)
 
 
 def with_world(model, **fields):

@@ -22,12 +22,8 @@ SCRIPT = textwrap.dedent('''
     from bapjax.training import run_checks, sharding, loop as train
     from bapjax.training import optimizer as optim
     from bapjax.corpus import mdc
-    from bapjax.models import builder
     from bapjax.text.vocab import Vocabulary
-    from bapjax.training import run_config
-
-    def flat_model(vocab_size, **flat):  # flat field names, translated as tests.test_models.flat_model does
-        return builder.build_model(run_config.upgrade({"model": flat})["model"], vocab_size)
+    from tests.test_models import flat_model
 
     corpus, out, process_id, num_processes, port = sys.argv[1:6]
     process_id, num_processes = int(process_id), int(num_processes)

@@ -16,12 +16,8 @@ SCRIPT = textwrap.dedent('''
     import jax, numpy as np
     assert jax.device_count() == 8, jax.devices()
     from bapjax.training import sharding, loop as train
-    from bapjax.models import builder
-
-    from bapjax.training import optimizer as optim, run_checks, run_config
-
-    def flat_model(vocab_size, **flat):  # flat field names, translated as tests.test_models.flat_model does
-        return builder.build_model(run_config.upgrade({"model": flat})["model"], vocab_size)
+    from bapjax.training import optimizer as optim, run_checks
+    from tests.test_models import flat_model
 
     tc = run_checks.with_defaults({"train": dict(learning_rate=1e-3, weight_decay=0.1, grad_clip=5.0)}).train
     model = flat_model(vocab_size=30, embedding_dim=8, text_hidden=16, world_features=8,

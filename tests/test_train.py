@@ -84,9 +84,9 @@ def test_unknown_model_field_is_refused_before_training_starts(tmp_path):
 
 def test_old_run_configs_rebuild_their_model(tmp_path):
     """`checkpoints.load_run` builds the model from a run's config.json (completed by
-    `run_checks.with_defaults`): today's, and an older one without the fields added since (they
-    keep their parts' defaults, which are what those runs used), the fields that moved where they
-    were (`run_config.MOVED_FIELDS`) and the flat model section (`run_config.FLAT_MODEL_FIELDS`)."""
+    `run_checks.with_defaults`): today's, and an older one without part fields added since (they
+    keep their parts' defaults, which are what those runs used). Configs of the layout before the
+    parts are refused: tests/test_old_run_configs.py."""
     from bapjax.models import builder
 
     config = load_config("cpu")
@@ -94,23 +94,14 @@ def test_old_run_configs_rebuild_their_model(tmp_path):
     model = builder.build_model(saved.model, 50)
     assert model == builder.build_model(config.model, 50)
     old = json.loads(config.to_json_best_effort())
-    old["model"] = {"world_features": config.model.world.features, "world_layers": config.model.world.layers,
-                    "text_hidden": config.model.text.hidden}  # flat, without the fields added since
-    old["features"]["recent_decay"] = config.model.world.recent_decay / 2  # where it lived before
-    old["model"]["glove"] = old["train"].pop("glove")
+    for part, field in (("world", "kernel_size"), ("world", "conv_impl"), ("world", "encode_chunk"),
+                        ("text", "vocab_multiple")):
+        del old["model"][part][field]
     old_config = run_checks.with_defaults(old)
     model = builder.build_model(old_config.model, 50)
     assert (model.world.kernel_size, model.world.conv_impl, model.world.encode_chunk) == (3, "im2col", 0)
-    assert model.world.perspective_scale == 0.1 and model.world.features == config.model.world.features
-    assert model.world.recent_decay == config.model.world.recent_decay / 2 and old_config.train.glove is True
-    assert "recent_decay" not in old_config.features and "glove" not in old_config.model
-    # M' as it was recorded: flat, model.text_encoder "frozen", the encoder named in features
-    bert = json.loads(load_config("bert:cl").to_json_best_effort())
-    bert["model"] = {"text_encoder": "frozen", "text_hidden": 256, "decoder": "transformer"}
-    bert["features"]["text_encoder"] = "minilm"
-    bert_config = run_checks.with_defaults(bert)
-    assert bert_config.model.text.encoder == "minilm" and "text_encoder" not in bert_config.features
-    assert input_pipeline.FeatureConfig.from_config(bert_config).text_encoder == "minilm"
+    assert old_config.model.text.vocab_multiple == builder.model_section()["text"]["vocab_multiple"]
+    assert model.world.features == config.model.world.features and old_config.train.glove is True
 
 
 def tiny_config(workdir_name):

@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 
 from bapjax.models import builder
-from bapjax.training import loop, run_checks, run_config, sharding
+from bapjax.training import loop, run_checks, sharding
 from bapjax.training import optimizer as optim
-from tests.test_models import random_batch
+from tests.test_models import model_section, random_batch
 
 VOCAB = 30
-FLAT = dict(embedding_dim=8, text_hidden=8, world_features=4, world_layers=1, action_embedding=8,
+FIELDS = dict(embedding_dim=8, text_hidden=8, world_features=4, world_layers=1, action_embedding=8,
             decoder_hidden=8, head_hidden=8, world_encoding="once")
 
 
 def section_with(vocab_multiple: int) -> dict:
-    section = run_config.upgrade({"model": FLAT})["model"]
+    section = model_section(**FIELDS)
     section["text"]["vocab_multiple"] = vocab_multiple
     return section
 

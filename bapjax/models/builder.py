@@ -16,7 +16,7 @@ the kind), `world`, `decoder` (its `kind`), `heads`, and `length` where the mode
 head; each holds exactly the fields of its part (`model_section` writes them at their defaults,
 `complete_section` fills what a section leaves out). `build_model` builds the model and names any
 unknown field or out-of-range value in one line (`ModelConfigError`). Run configs written with
-the flat model section of earlier versions are translated by `bapjax.training.run_config.upgrade`.
+the flat model section of earlier versions are refused (`bapjax.training.run_config.old_layout`).
 """
 
 from __future__ import annotations

@@ -50,11 +50,14 @@ def _overlay(defaults: dict, values: Mapping) -> dict:
 def with_defaults(config: ml_collections.ConfigDict | Mapping) -> ml_collections.ConfigDict:
     """`config` over `run_config.base_config()`, the one home of the run defaults: every field
     a run reads is then present (a config written by hand, or a run's config.json from before a
-    field existed or moved, `run_config.upgrade`, gets the default). Values `config` sets win;
-    unknown fields are kept (so validation can name them). The model section is completed with the
-    defaults of its own parts (`builder.complete_section`), not with another model's."""
+    field existed, gets the default; its data sources too, `run_config.complete_sources`). Values
+    `config` sets win; unknown fields are kept (so validation can name them). The model section is
+    completed with the defaults of its own parts (`builder.complete_section`), not with another
+    model's. A run config of the layout before the model's parts is refused in one line
+    (`run_config.OldRunConfigError`)."""
     values = config.to_dict() if isinstance(config, ml_collections.ConfigDict) else dict(config)
-    values = run_config.upgrade(values)
+    run_config.refuse_old_layout(values)
+    values = run_config.complete_sources(values)
     base = run_config.base_config().to_dict()
     merged = _overlay(base, {key: value for key, value in values.items() if key != "model"})
     merged["model"] = builder.complete_section(values.get("model") or base["model"])
@@ -256,7 +259,8 @@ def rerun_command(workdir: epath.Path, *extra: str) -> str:
 
 def read_run_file(workdir: epath.Path, name: str, fields: tuple[str, ...] = ()) -> dict:
     """The JSON object in <workdir>/<name>, one of `RUN_FILES`, holding `fields`; a file that does
-    not parse is `DamagedRunFileError`: one line naming it, what is wrong, and the way back."""
+    not parse is `DamagedRunFileError`: one line naming it, what is wrong, and the way back. A
+    config.json of the layout before the model's parts is `run_config.OldRunConfigError`, naming it."""
     path = workdir / name
     try:
         text = path.read_bytes().decode("utf-8")
@@ -268,6 +272,8 @@ def read_run_file(workdir: epath.Path, name: str, fields: tuple[str, ...] = ()) 
     except json.JSONDecodeError as err:
         wrong = f"not valid JSON: {err}"
     if wrong is None:
+        if name == "config.json":
+            run_config.refuse_old_layout(record, str(path))
         return record
     remedy = RUN_FILES[name].format(rerun=f"`{rerun_command(workdir, '--redo_final_eval')}`")
     raise DamagedRunFileError(f"{path}: damaged ({wrong}); {remedy}")

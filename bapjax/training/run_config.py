@@ -180,82 +180,57 @@ def base_config() -> ml_collections.ConfigDict:
     return config
 
 
-# Fields that moved since runs were first recorded: (old path, new path, value map). A run's
-# config.json from before is read with them moved (`upgrade`), so old workdirs still load, resume
-# and compare with today's configs.
-MOVED_FIELDS = (
-    ("features.recent_decay", "model.recent_decay", None),
-    ("features.perspective_scale", "model.perspective_scale", None),
-    ("model.glove", "train.glove", None),
-    ("features.text_encoder", "model.text_encoder", {"": "gru"}),
-    ("eval.mbr_samples", "eval.samples", None),
-    ("eval.mbr_temperatures", "eval.temperatures", None),
-    ("eval.mbr_costs", "eval.costs", None),
-)
-
-# The flat model section (one field per option, up to commit 57cc1b0) -> the part field that holds
-# it now (`upgrade`); a field of a part the model does not have (e.g. transformer_layers with the GRU
-# decoder) is dropped by `builder.complete_section`.
-FLAT_MODEL_FIELDS = {
-    "world_encoding": "name", "text_encoder": "text.encoder", "embedding_dim": "text.embedding_dim",
-    "text_hidden": "text.hidden", "world_features": "world.features", "world_layers": "world.layers",
-    "kernel_size": "world.kernel_size", "conv_impl": "world.conv_impl", "world_film": "world.film",
-    "use_perspective": "world.perspective", "perspective_scale": "world.perspective_scale",
-    "recent_decay": "world.recent_decay", "encode_chunk": "world.encode_chunk",
-    "change_kernel": "world.change_kernel", "step_chunk": "world.step_chunk",
-    "decoder": "decoder.kind", "action_embedding": "decoder.action_embedding", "decoder_hidden": "decoder.hidden",
-    "transformer_layers": "decoder.layers", "transformer_width": "decoder.width",
-    "transformer_heads": "decoder.heads", "transformer_mlp": "decoder.mlp", "head_hidden": "heads.hidden",
-    "length_loss_weight": "length.loss_weight",
+# A run config written before the model section was made of parts (by commit OLD_LAYOUT_AT or an
+# earlier one) is refused, not translated: its model section is flat (one field per option, no part
+# sub-sections), or it holds a field that has moved since or an option that has been removed
+# (`OLD_FIELDS`; "*" stands for any data source). The commit `READ_AT` still reads such configs.
+OLD_LAYOUT_AT = "57cc1b0"
+READ_AT = "68e43b4"
+OLD_FIELDS = {
+    "features.recent_decay": "moved", "features.perspective_scale": "moved", "features.text_encoder": "moved",
+    "model.glove": "moved", "eval.mbr_samples": "moved", "eval.mbr_temperatures": "moved",
+    "eval.mbr_costs": "moved", "curriculum.stage_passes": "removed", "data.sources.*.augment.mirror": "removed",
 }
-# Options whose ablations lost, removed after commit REMOVED_AT (their results: docs/results.md), at
-# the value that meant "off". A run that set one otherwise is refused (`RemovedOptionError`); a
-# field that only sized a removed option goes with it.
-REMOVED_AT = "57cc1b0"
-REMOVED_OPTIONS = {
-    "model.bidirectional": False, "model.use_last_offset": False, "model.head_layers": 1,
-    "model.chunk_remat": "full", "model.text_attention": 0, "model.length_reads_text": False,
-    "model.mentioned_colors": False, "model.anchor_heads": 0, "curriculum.stage_passes": 1,
-    "data.sources.*.augment.mirror": False,
-}
-SIZING_REMOVED_OPTIONS = ("model.anchor_kernel",)
 
 
-class RemovedOptionError(UserError):
-    """A run config that used an option bapjax no longer has (named in the message)."""
+class OldRunConfigError(UserError):
+    """A run config of commit `OLD_LAYOUT_AT` or earlier (named, with the commit whose code reads it)."""
 
 
-def _removed(path: str, value, default) -> None:
-    if value != default:
-        raise RemovedOptionError(
-            f"{path}={value!r}: this option was removed after commit {REMOVED_AT} (its ablation lost: "
-            f"docs/results.md); resume, evaluate or predict with this run from that commit's code")
+def _old_fields(values, path: str) -> list[str]:
+    """The dotted paths of `values` (a nested dict) that `path` ("*": any key) names."""
+    head, _, rest = path.partition(".")
+    if not isinstance(values, dict):
+        return []
+    keys = list(values) if head == "*" else [head] if head in values else []
+    if not rest:
+        return keys
+    return [f"{key}.{found}" for key in keys for found in _old_fields(values[key], rest)]
 
 
-def _upgrade_model(model: dict) -> dict:
-    """A flat model section (before the parts) as today's: name and one sub-section per part."""
-    flat = dict(model)
-    for path, default in REMOVED_OPTIONS.items():
-        section, _, key = path.partition(".")
-        if section == "model" and key in flat:
-            _removed(path, flat.pop(key), default)
-    for path in SIZING_REMOVED_OPTIONS:
-        flat.pop(path.partition(".")[2], None)
-    length_head = bool(flat.pop("length_head", False))
-    if not length_head:
-        flat.pop("length_loss_weight", None)
-    section: dict = {"length": {}} if length_head else {}
-    for key, value in flat.items():
-        target = FLAT_MODEL_FIELDS.get(key)
-        if target is None:  # unknown: kept at the top, so build_model names it
-            section[key] = value
-            continue
-        part, _, field = target.partition(".")
-        if field:
-            section.setdefault(part, {})[field] = value
-        else:
-            section[part] = value
-    return builder.complete_section(section)
+def old_layout(values: dict) -> str | None:
+    """Why `values` (a config as a dict) is a run config of commit `OLD_LAYOUT_AT` or earlier, or
+    None for one of today's layout: "flat model section" (fields besides `name` and no part
+    sub-section), or the first moved or removed field it holds (`OLD_FIELDS`)."""
+    model = values.get("model")
+    if isinstance(model, dict) and any(key != "name" for key in model) and \
+            not any(isinstance(model.get(part), dict) for part in builder.SECTIONS):
+        return "flat model section"
+    for path, what in OLD_FIELDS.items():
+        found = _old_fields(values, path)
+        if found:
+            return f"{found[0]}, a field {what} since"
+    return None
+
+
+def refuse_old_layout(values: dict, source: str = "the config") -> None:
+    """OldRunConfigError, in one line naming `source` (e.g. a run's config.json) and the commit
+    that reads it, when `values` is a run config of commit `OLD_LAYOUT_AT` or earlier (`old_layout`)."""
+    why = old_layout(values)
+    if why is not None:
+        raise OldRunConfigError(
+            f"{source}: a run config of commit {OLD_LAYOUT_AT} or earlier ({why}); this code does not read it: "
+            f"use commit {READ_AT}'s code (`git checkout {READ_AT}`) to resume, predict or evaluate it")
 
 
 def _fill_missing(values: dict, template: dict) -> dict:
@@ -279,45 +254,15 @@ def source_template(source: dict) -> dict:
     return _source("", "").to_dict()
 
 
-def upgrade(values: dict) -> dict:
-    """A config dict with the `MOVED_FIELDS` moved to where they live now (a copy; a value at the
-    new place wins) and every data source completed with the fields of its kind it lacks, at their
-    defaults (a field added to a source since the run was written). Before they moved,
-    `model.text_encoder` said "frozen" and `features.text_encoder` named the encoder; the name is
-    what the model section holds now. A flat model section (one field per option, up to commit
-    `REMOVED_AT`) becomes today's parts (`FLAT_MODEL_FIELDS`); a run that set a `REMOVED_OPTIONS`
-    option on is refused in one line naming it (`RemovedOptionError`), one that left it off loses
-    the field."""
-    values = {key: dict(value) if isinstance(value, dict) else value for key, value in values.items()}
+def complete_sources(values: dict) -> dict:
+    """A config dict (a copy) with every data source completed with the fields of its kind it
+    lacks, at their defaults (`source_template`: a field added to a source since the run was written)."""
+    values = dict(values)
     data = values.get("data")
     if isinstance(data, dict) and isinstance(data.get("sources"), dict):
-        sources = {}
-        for name, source in data["sources"].items():
-            if isinstance(source, dict) and isinstance(source.get("augment"), dict) and "mirror" in source["augment"]:
-                source = {**source, "augment": dict(source["augment"])}
-                _removed(f"data.sources.{name}.augment.mirror", source["augment"].pop("mirror"), False)
-            sources[name] = _fill_missing(source, source_template(source)) if isinstance(source, dict) else source
-        data["sources"] = sources
-    curriculum = values.get("curriculum")
-    if isinstance(curriculum, dict) and "stage_passes" in curriculum:
-        _removed("curriculum.stage_passes", curriculum.pop("stage_passes"), 1)
-    if isinstance(values.get("model"), dict) and values["model"].get("text_encoder") == "frozen":
-        del values["model"]["text_encoder"]  # named by features.text_encoder, moved below
-    for old, new, mapping in MOVED_FIELDS:
-        old_section, old_key = old.split(".")
-        new_section, new_key = new.split(".")
-        section = values.get(old_section)
-        if not isinstance(section, dict) or old_key not in section:
-            continue
-        value = section.pop(old_key)
-        if mapping is not None:  # a renamed value (mapped fields hold strings)
-            value = mapping.get(value, value)
-        target = values.setdefault(new_section, {})
-        if isinstance(target, dict):
-            target.setdefault(new_key, value)
-    model = values.get("model")
-    if isinstance(model, dict) and not any(isinstance(model.get(part), dict) for part in builder.SECTIONS):
-        values["model"] = _upgrade_model(model)
+        values["data"] = {**data, "sources": {
+            name: _fill_missing(source, source_template(source)) if isinstance(source, dict) else source
+            for name, source in data["sources"].items()}}
     return values
 
 
