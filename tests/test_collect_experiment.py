@@ -6,6 +6,7 @@ import pytest
 
 import configs
 from bapjax.analysis import collect_experiment
+from bapjax.errors import UserError
 from bapjax.evaluation import evaluator, trivial
 
 
@@ -70,17 +71,17 @@ def test_collect_rebuilds_rows_from_run_files(tmp_path, mdc_corpus):
     assert eb_line.split("|")[3].strip() == f"{100 * oracle['micro']['EB']['type']:.1f}"
     assert sum(line.startswith("| M'_agg+cl") for line in breakdown.splitlines()) == 3
 
-    assert collect_experiment.plot_curves({"mc": mc, "bert_cl": bert}, tmp_path / "curves.png") == ["mc", "bert_cl"]
+    assert collect_experiment.plot_curves(rows, tmp_path / "curves.png") == ["mc", "bert_cl"]
     assert (tmp_path / "curves.png").stat().st_size > 1000
     # seeds of one variant share a colour and one legend entry
-    seeds = {"mc-s0": mc, "mc-s1": mc, "bert_cl-s0": bert}
+    seeds = {"mc-s0": rows["mc"], "mc-s1": rows["mc"], "bert_cl-s0": rows["bert_cl"]}
     assert collect_experiment.plot_curves(seeds, tmp_path / "seeds.png") == ["mc (2 runs)", "bert_cl"]
 
 
 def test_collect_refuses_an_unfinished_run(tmp_path):
     argv = ["bapjax/train.py", "--config=configs/cpu_experiment.py:agg"]
     run = _fake_run(tmp_path, "agg", "cpu_experiment.py:agg", {}, [_invocation(argv, 320, 30.0, finished=False)], [])
-    with pytest.raises(SystemExit, match="has not finished"):
+    with pytest.raises(UserError, match="has not finished"):
         collect_experiment.collect_run(run)
 
 
@@ -191,7 +192,7 @@ def test_the_command_rescores_the_kept_predictions_and_gives_intervals(tmp_path,
         in markdown
     assert (f"| {100 * split['seed_sd']:.1f} ({100 * split['interaction_sd']:.1f} / {100 * split['model_sd']:.1f}) |"
             in markdown)
-    assert "Learning curves (experiment_curves.png): not drawn, no metrics.jsonl in agg-s0, agg-s1, mc-s0." in markdown
+    assert "Learning curves (experiment_curves.png): not drawn, no curve points in agg-s0, agg-s1, mc-s0." in markdown
     capsys.readouterr()
 
     assert collect_experiment.main([*args, "--reference", "mc", "--baseline", "agg"]) == 0  # either way round
@@ -204,8 +205,8 @@ def test_the_command_rescores_the_kept_predictions_and_gives_intervals(tmp_path,
                         ([*args, "--baseline", "cl"], "error: --baseline cl: not a variant of these runs (agg, mc)"),
                         ([*args, "--reference", "agg", "--baseline", "agg"], "error: --baseline agg: the reference"),
                         ([*args[:-2], "--bootstrap", "-1"], "error: --bootstrap -1: the number of replicates is 0"),
-                        ([str(tmp_path), *args[1:]], f"error: {tmp_path}: neither a training workdir (runs.jsonl) "
-                                                     "nor an ensemble (ensemble.json)")):
+                        ([str(tmp_path), *args[1:]], f"error: {tmp_path}: neither a training workdir (runs.jsonl), "
+                                                     "a kept run (record.json) nor an ensemble (ensemble.json)")):
         with pytest.raises(SystemExit) as exit_status:
             collect_experiment.main(wrong)
         assert exit_status.value.code == 2 and capsys.readouterr().err.startswith(line), wrong
@@ -263,7 +264,7 @@ def test_an_ensemble_is_a_row_whose_minutes_are_its_members_runs_and_its_decodin
     assert [s["seed"] for s in ens["seeds"]] == [0, 1] and ens["seed_mean"]["wall_minutes"] == 35.0
     assert ens["train_items_seen"] == 4 * 96000 and ens["seed_mean"]["micro_overall"] == 1.0
     assert record["bootstrap"]["reference"] == "agg" and "ens - agg" in record["bootstrap"]["differences"]
-    assert "not drawn, no metrics.jsonl in agg-s0." in out.with_suffix(".md").read_text()  # ensembles have no curves
+    assert "not drawn, no curve points in agg-s0." in out.with_suffix(".md").read_text()  # ensembles have no curves
 
 
 def test_paired_variants_draw_their_seeds_together(tmp_path, mdc_path, mdc_corpus, capsys):
@@ -317,3 +318,40 @@ def test_paired_variants_draw_their_seeds_together(tmp_path, mdc_path, mdc_corpu
     assert exit_status.value.code == 2
     assert capsys.readouterr().err.startswith("error: --paired agg,vote: the variants hold different seeds "
                                               "(agg: 0, 1; vote: 0)")
+
+
+def test_a_kept_record_collects_as_its_workdir_did(tmp_path, mdc_corpus):
+    """`--keep`: a run becomes record.json (command, commit, config differences, minutes, decode choice,
+    curve points), final_eval.json and gzipped predictions; collecting the kept copy gives the same row,
+    and its curves are drawn from the record."""
+    from bapjax.world import jsonl
+
+    items = mdc_corpus.split("test")[:20]
+    oracle = evaluator.evaluate_predictions(items, {i.item_id: trivial.oracle_prediction(i) for i in items})
+    argv = ["bapjax/train.py", "--config=configs/cpu_experiment.py:agg,3"]
+    metrics = [{"kind": "train", "step": 10 * k, "loss": 5.0 - k / 10, "items_per_s": 100.0 + k} for k in range(1, 80)]
+    metrics += [{"kind": "val", "step": 400, "loss": 2.5, "mc_val_overall_micro_f1": 0.2},
+                {"kind": "val", "step": 790, "loss": 2.2, "mc_val_overall_micro_f1": 0.25}]
+    run = _fake_run(tmp_path / "work" if (tmp_path / "work").mkdir() is None else None, "agg-frame-s3",
+                    "cpu_experiment.py:agg,3", {"mc_test": oracle}, [_invocation(argv, 25280, 600.0)], metrics)
+    (run / "predictions").mkdir()
+    jsonl.write_predictions(run / "predictions" / "mc_test.jsonl", {i.item_id: trivial.oracle_prediction(i) for i in items})
+    row = collect_experiment.collect_run(run, host_speed=64.4)
+    kept = collect_experiment.keep(run, row, tmp_path / "kept")
+    assert sorted(p.name for p in kept.iterdir()) == ["final_eval.json", "predictions", "record.json"]
+    assert [p.name for p in (kept / "predictions").iterdir()] == ["mc_test.jsonl.gz"]
+    record = json.loads((kept / "record.json").read_text())
+    assert record["seed"] == 3 and record["host_bench_b32_items_per_s"] == 64.4 and record["wall_minutes"] == 10.0
+    assert record["config_changes"]["seed"] == 3 and "train.batch_size" not in record["config_changes"]
+    assert record["config_changes"]["train.learning_rate"] == 0.002
+    assert len(record["curve"]["train"]["points"]) <= collect_experiment.CURVE_POINTS
+    assert record["curve"]["val"] == {"columns": ["step", "loss", "mc_val_overall_micro_f1"],
+                                      "points": [[400, 2.5, 0.2], [790, 2.2, 0.25]]}
+    assert record["train_items_per_s_median"] == 141.0  # the first window (compiling) left out
+    again = collect_experiment.collect_run(kept)
+    assert {k: v for k, v in again.items()} == {k: v for k, v in row.items()}
+    assert jsonl.read_predictions(kept / "predictions" / "mc_test.jsonl.gz") == jsonl.read_predictions(
+        run / "predictions" / "mc_test.jsonl")
+    assert collect_experiment.plot_curves({"agg-frame-s3": again}, tmp_path / "c.png") == ["agg-frame"]
+    with pytest.raises(UserError, match="already there"):
+        collect_experiment.keep(kept, again, tmp_path / "kept")

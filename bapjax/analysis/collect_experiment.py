@@ -607,7 +607,11 @@ def collect(args: argparse.Namespace, command: str) -> int:
                         "predictions.")
     markdown += ["D_mc test, micro F1 by metric and subset:", breakdown_table(results) + subgroups_table(variants)]
     trained = {name: row for name, row in results.items() if "curve" in row}  # ensembles: no curves of their own
-    if trained:
+    unlogged = [name for name, row in trained.items()
+                if not row["curve"]["train"]["points"] and not row["curve"]["val"]["points"]]
+    if unlogged:  # a workdir without metrics.jsonl
+        markdown.append(f"Learning curves ({out.name}_curves.png): not drawn, no curve points in {', '.join(unlogged)}.")
+    elif trained:
         plot_curves(trained, out.parent / f"{out.name}_curves.png")
     if args.keep:
         for name, run in runs.items():
