@@ -195,3 +195,22 @@ def test_two_level_is_replicates_and_spread_on_its_draws():
         assert boot["variants"][variant]["interval"] == bootstrap.interval(values[variant])
         assert boot["variants"][variant]["spread"] == bootstrap.spread(counts, draws.items)
     assert boot["differences"]["a - b"]["interval"] == bootstrap.interval(values["a"] - values["b"])
+
+
+@pytest.mark.parametrize("seed, sizes", [(0, [7, 9, 4]), (1, [12]), (2, [3, 3])])
+def test_own_items_agrees_with_the_plain_python_oracle(seed, sizes):
+    """Runs scored on test sets of their own (different sizes): each resampled within its set."""
+    rng = np.random.default_rng(seed)
+    counts = [_counts(rng, n) for n in sizes]
+    got = bootstrap.own_items(counts, samples=50, seed=seed)
+    slow = bootstrap.own_items_reference(counts, samples=50, seed=seed)
+    assert got["interval"] == pytest.approx([bootstrap.percentile_reference(slow, q) for q in bootstrap.INTERVAL],
+                                            abs=1e-12)
+    assert got["per_run"] == [metrics.micro_f1(c["tp"], c["n_pred"], c["n_ref"]) for c in counts]
+    assert got["mean"] == pytest.approx(sum(got["per_run"]) / len(sizes))
+    assert (got["sd"] is None) == (len(sizes) == 1)
+
+
+def test_own_items_of_identical_runs_with_one_outcome_has_no_width():
+    perfect = {"tp": np.full(5, 2), "n_pred": np.full(5, 2), "n_ref": np.full(5, 2)}
+    assert bootstrap.own_items([perfect, perfect], samples=20)["interval"] == [1.0, 1.0]

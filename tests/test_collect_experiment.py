@@ -355,3 +355,47 @@ def test_a_kept_record_collects_as_its_workdir_did(tmp_path, mdc_corpus):
     assert collect_experiment.plot_curves({"agg-frame-s3": again}, tmp_path / "c.png") == ["agg-frame"]
     with pytest.raises(UserError, match="already there"):
         collect_experiment.keep(kept, again, tmp_path / "kept")
+
+
+def test_a_single_set_model_is_named_by_its_set():
+    config = {"data": {"sources": {"mc": {"splits": ["test"]}, "ss": {"splits": ["train", "val", "test"]},
+                                   "r": {"splits": ["test"]}}}}
+    assert collect_experiment.model_label(config) == "M_ss"
+    config["data"]["sources"]["mc"]["splits"] = ["train", "val", "test"]
+    assert collect_experiment.model_label(config) == "M_agg"
+
+
+def test_simulated_test_sets_rescore_on_the_runs_own_split(tmp_path):
+    """A run's simulated test split is regenerated from its record (the source's generate block, its seed)
+    and its kept predictions rescore to its final_eval.json; the seeds' own splits give the interval."""
+    from bapjax.training import run_config
+    from bapjax.world import jsonl
+
+    rows, runs = {}, {}
+    for seed in (0, 1):
+        config = configs.load("configs/cpu_experiment.py:ss", [f"--config.seed={seed}"])
+        config.data.sources.ss = run_config.generated_source("ss", 6, 2, 8, seed=seed)
+        row = {"run": f"ss-frame-s{seed}", "config_changes": collect_experiment.config_changes(config.to_dict())}
+        items = collect_experiment.run_test_items(row, "ss")
+        assert len(items) == 8 and all(i.dataset == "ss" for i in items)
+        predictions = {i.item_id: (trivial.oracle_prediction(i) if seed == 0 or k % 2 else []) for k, i in enumerate(items)}
+        report = evaluator.evaluate_predictions(items, predictions)
+        run = tmp_path / row["run"]
+        (run / "predictions").mkdir(parents=True)
+        jsonl.write_predictions(run / "predictions" / "ss_test.jsonl.gz", predictions)
+        rows[row["run"]] = {**row, "seed": seed, "eval": {"ss_test": json.loads(json.dumps(report))},
+                            "wall_minutes": 1.0, "train_items_seen": 0, "model": "M_ss"}
+        runs[row["run"]] = run
+    counts = collect_experiment.rescored_sets(runs, rows)
+    assert set(counts) == {"ss"} and set(counts["ss"]) == set(runs)
+    variants = collect_experiment.by_variant(rows)
+    collect_experiment.add_set_intervals(variants, counts, samples=200, seed=0)
+    cell = variants["ss-frame"]["test_sets"]["ss"]
+    assert cell["seeds"] == 2 and cell["mean"] == pytest.approx((1.0 + rows["ss-frame-s1"]["eval"]["ss_test"]["micro"]
+                                                                 ["Overall"]["overall"]) / 2)
+    assert cell["interval"][0] < cell["mean"] < cell["interval"][1] <= 1.0
+    assert [s["test"] for s in variants["ss-frame"]["seeds"]][0] == {"ss": 1.0}
+    assert "| `ss-frame` | M_ss | - | " in collect_experiment.sets_table(variants)
+    rows["ss-frame-s1"]["eval"]["ss_test"]["micro"]["Overall"]["overall"] = 0.5  # a record that does not match
+    with pytest.raises(UserError, match="ss_test.jsonl.gz: rescored on the run's own ss test split"):
+        collect_experiment.rescored_sets(runs, rows)

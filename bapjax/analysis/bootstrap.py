@@ -243,3 +243,39 @@ def paired_bootstrap(per_item: Mapping[str, Counts], samples: int, seed: int = 0
             "runs": {label: v["interval"] for label, v in boot["variants"].items()},
             "differences": {name: {k: d[k] for k in ("interval", "share_above_0")}
                             for name, d in boot["differences"].items()}}
+
+
+def own_items_draws(items_per_run: Sequence[int], samples: int, seed: int = 0) -> tuple[list[np.ndarray], np.ndarray]:
+    """Draws of `own_items`: per run its own items with replacement [samples, n_items of that run]
+    (in the runs' order), then the runs with replacement [samples, runs]."""
+    rng = np.random.default_rng(seed)
+    items = [rng.integers(0, n, (samples, n)) for n in items_per_run]
+    return items, rng.integers(0, len(items_per_run), (samples, len(items_per_run)))
+
+
+def own_items(counts: Sequence[Counts], samples: int, seed: int = 0) -> dict:
+    """The two-level bootstrap of runs scored on test sets of their own (a simulated test split
+    generated with each run's seed): every replicate resamples each run's items within its own set
+    and the runs with replacement; its value is the mean over the drawn runs of their micro F1 on
+    their drawn items. {"per_run", "mean", "sd", "interval"} (`own_items_reference`: the oracle)."""
+    items, seeds = own_items_draws([len(c["tp"]) for c in counts], samples, seed)
+    f1 = np.stack([resampled_micro_f1(c, picks) for c, picks in zip(counts, items)])  # [runs, samples]
+    per_run = [metrics.micro_f1(c["tp"], c["n_pred"], c["n_ref"]) for c in counts]
+    return {"per_run": per_run, "mean": sum(per_run) / len(per_run),
+            "sd": statistics.stdev(per_run) if len(per_run) > 1 else None,
+            "interval": interval(seed_means(f1, seeds))}
+
+
+def own_items_reference(counts: Sequence[Counts], samples: int, seed: int = 0) -> list[float]:
+    """`own_items`' replicate values in plain Python, one replicate, run and item at a time."""
+    items, seeds = own_items_draws([len(c["tp"]) for c in counts], samples, seed)
+    values = []
+    for sample in range(samples):
+        f1s = []
+        for run in seeds[sample].tolist():
+            picks = items[run][sample].tolist()
+            tp = sum(int(counts[run]["tp"][i]) for i in picks)
+            total = sum(int(counts[run]["n_pred"][i]) + int(counts[run]["n_ref"][i]) for i in picks)
+            f1s.append(1.0 if total == 0 else 2.0 * tp / total)
+        values.append(sum(f1s) / len(f1s))
+    return values

@@ -61,6 +61,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from bapjax import cli, paths  # noqa: E402
 from bapjax.analysis import bootstrap, error_analysis  # noqa: E402
 from bapjax.corpus import mdc  # noqa: E402
+from bapjax.data import sources  # noqa: E402
 from bapjax.errors import UserError  # noqa: E402
 from bapjax.evaluation import evaluator  # noqa: E402
 from bapjax.training import run_config  # noqa: E402
@@ -88,6 +89,10 @@ PAPER_TABLE7 = [("M_mc", "EB", (76.4, 75.2, 53.5, 56.0, 53.2)), ("M_mc", "NEB", 
                 ("M_agg+cl", "EB", (81.4, 80.0, 61.8, 65.5, 61.6)), ("M_agg+cl", "NEB", (66.0, 63.2, 30.2, 39.4, 29.6)),
                 ("M_agg+cl", "Overall", (67.7, 65.0, 33.6, 42.2, 33.0))]
 SETS = ("mc_test", "bs_test", "ss_test", "r_test")
+# Paper Table 4: models trained on one data set (or all: M_agg), micro Overall fairer F1 on each test set.
+PAPER_TABLE4 = {"M_mc": {"bs": 35.2, "ss": 19.1, "r": 12.4, "mc": 27.3}, "M_bs": {"bs": 83.9, "ss": 12.9, "r": 44.9, "mc": 6.3},
+                "M_ss": {"bs": 11.3, "ss": 75.4, "r": 7.9, "mc": 9.1}, "M_r": {"bs": 43.8, "ss": 10.1, "r": 64.4, "mc": 7.7},
+                "M_agg": {"bs": 83.4, "ss": 68.8, "r": 63.6, "mc": 30.3}}
 
 
 def entry_per_line(record: dict, levels: int = 2) -> str:
@@ -233,10 +238,10 @@ def model_label(config: dict) -> str:
     model = config.get("model", {})
     encoder = (model.get("text") or {}).get("encoder") or model.get("text_encoder", "gru")  # parts; flat up to 57cc1b0
     prime = "'" if encoder != "gru" else ""  # a frozen encoder ("minilm"; "frozen" before 2026-11-24)
-    synthetic = any(name != "mc" and "train" in (source.get("splits") or ("train",))
-                    for name, source in config.get("data", {}).get("sources", {}).items())
+    trained = [name for name, source in config.get("data", {}).get("sources", {}).items()
+               if "train" in (source.get("splits") or ("train",))]
     curriculum = config.get("curriculum", {}) or {}
-    label = f"M{prime}_" + ("agg" if synthetic else "mc")
+    label = f"M{prime}_" + (trained[0] if len(trained) == 1 else "agg" if trained else "mc")
     if curriculum.get("metric"):
         every = ", ".join(curriculum.get("every_stage") or ())
         label += (f"+cl ({curriculum['metric']}, {curriculum.get('num_buckets')} buckets"
@@ -257,10 +262,14 @@ def variant_of(name: str) -> str:
 
 
 def seed_record(row: dict) -> dict:
+    """A seed's figures: MDC test micro Overall and strict, its minutes and items, and `test`: micro Overall
+    on each test set its final evaluation holds ({"mc", "bs", "ss", "r"})."""
     mc = row["eval"].get("mc_test", {})
     return {"seed": row.get("seed", 0), "micro_overall": mc.get("micro", {}).get("Overall", {}).get("overall"),
             "strict_micro": mc.get("strict_micro"), "wall_minutes": row["wall_minutes"],
-            "train_items_seen": row["train_items_seen"], "run": row["run"]}
+            "train_items_seen": row["train_items_seen"], "run": row["run"],
+            "test": {key[:-len("_test")]: row["eval"][key]["micro"]["Overall"]["overall"] for key in SETS
+                     if key in row["eval"]}}
 
 
 def by_variant(results: dict) -> dict:
@@ -468,6 +477,81 @@ SUBGROUPS = ("instruction: horizontal", "instruction: vertical only", "instructi
              "start: at or next to the last action", "start: 2+ cells away")
 
 
+def run_test_items(row: dict, name: str) -> list:
+    """The test items of the simulated set `name` as the run generated them: its data source, rebuilt from the
+    record's config differences (a simulated set's every field differs from the defaults, which have none)."""
+    prefix = f"data.sources.{name}."
+    source: dict = {}
+    for key, value in (row.get("config_changes") or {}).items():
+        if key.startswith(prefix):
+            *parents, last = key[len(prefix):].split(".")
+            node = source
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = value
+    if not source.get("generate"):
+        raise UserError(f"{row['run']}: its record names no simulated {name} source to rescore {name}_test with")
+    return sources.load_source(name, {**source, "splits": ("test",)})["test"]
+
+
+def rescored_sets(runs: dict[str, Path], results: dict) -> dict[str, dict[str, dict]]:
+    """{set: {run: per-item fairer Overall counts}} of the simulated test sets (bs, ss, r) whose predictions a
+    run kept (predictions/<set>_test.jsonl, or .gz); each must rescore exactly to its final_eval.json's."""
+    out: dict[str, dict[str, dict]] = {}
+    for key in SETS[1:]:
+        name = key[:-len("_test")]
+        for run_name, run in runs.items():
+            path = jsonl.stored(run / "predictions" / f"{key}.jsonl")
+            if not path.exists():
+                continue
+            items = run_test_items({**results[run_name], "run": run_name}, name)
+            report, scores, _ = evaluator.evaluate_items(items, jsonl.read_predictions(path))
+            if json.loads(json.dumps(report)) != results[run_name]["eval"].get(key):
+                raise UserError(f"{path}: rescored on the run's own {name} test split, micro Overall "
+                                f"{report['micro']['Overall']['overall']} is not {run / 'final_eval.json'}'s {key}")
+            out.setdefault(name, {})[run_name] = {"tp": scores.fair_tp, "n_pred": scores.n_pred, "n_ref": scores.n_ref}
+    return out
+
+
+def add_set_intervals(variants: dict, set_counts: dict, samples: int, seed: int) -> None:
+    """Each variant's `"test_sets"` {set: {"mean", "interval", "seeds"}}: the MDC's from the two-level bootstrap
+    (shared items), a simulated set's from `bootstrap.own_items` (each seed's own test split), for the sets every
+    seed of the variant kept predictions of."""
+    for row in variants.values():
+        sets = {}
+        if row.get("micro_overall_interval"):
+            sets["mc"] = {"mean": row["seed_mean"]["micro_overall"], "interval": row["micro_overall_interval"],
+                          "seeds": len(row["seeds"])}
+        for name, by_run in set_counts.items():
+            runs = [s["run"] for s in row["seeds"]]
+            if samples and all(r in by_run for r in runs):
+                boot = bootstrap.own_items([by_run[r] for r in runs], samples, seed)
+                sets[name] = {"mean": boot["mean"], "interval": boot["interval"], "seeds": len(runs)}
+        if sets:
+            row["test_sets"] = sets
+
+
+def sets_table(variants: dict) -> str:
+    """Table 4's shape: a row per variant, micro Overall fairer F1 on each test set (mean [95% interval],
+    seeds), then the paper's rows."""
+    present = {v: row for v, row in variants.items() if row.get("test_sets")}
+    if not present:
+        return ""
+    lines = ["| variant | model | D_bs | D_ss | D_r | D_mc |", "|---|---|---:|---:|---:|---:|"]
+    for variant, row in present.items():
+        cells = []
+        for name in ("bs", "ss", "r", "mc"):
+            cell = row["test_sets"].get(name)
+            cells.append("-" if cell is None else f"{_pct(cell['mean'])} [{_pct(cell['interval'][0])}, "
+                                                  f"{_pct(cell['interval'][1])}] ({cell['seeds']})")
+        lines.append(f"| `{variant}` | {row['model']} | " + " | ".join(cells) + " |")
+    for model, paper in PAPER_TABLE4.items():
+        lines.append(f"| paper {model} (GPU, Table 4) | | " + " | ".join(str(paper[n]) for n in ("bs", "ss", "r", "mc"))
+                     + " |")
+    return ("Every test set, micro Overall fairer F1 (the paper's Table 4), mean [95% interval] (seeds); a simulated "
+            "set's interval resamples each seed's own test split and the seeds:\n\n" + "\n".join(lines))
+
+
 def add_subgroups(variants: dict, runs: dict[str, Path], items: list) -> None:
     """Each variant's `"mc_test_subgroups"` {subset: {"seed_mean", "per_seed", "items"}} from its
     runs' MDC test predictions (variants whose runs lack them are left as they are)."""
@@ -593,6 +677,7 @@ def collect(args: argparse.Namespace, command: str) -> int:
         counts = rescored_counts(runs, results, items)
         add_subgroups(variants, runs, items)
     boot = add_intervals(variants, counts, args.bootstrap, args.seed, args.reference, args.baseline, paired)
+    add_set_intervals(variants, rescored_sets(runs, results), args.bootstrap, args.seed)
     out.with_suffix(".json").write_text(entry_per_line({"command": command, "bootstrap": boot, "variants": variants}, levels=3))
     kept = (f"the MDC test predictions of {len(counts)} of the {len(runs)} runs rescore to them exactly (checked by "
             "this command)" if counts else "no run kept its MDC test predictions: nothing was rescored")
@@ -605,6 +690,8 @@ def collect(args: argparse.Namespace, command: str) -> int:
     if boot["without_intervals"] and args.bootstrap:
         markdown.append(f"No intervals for {', '.join(boot['without_intervals'])}: not every seed kept its MDC test "
                         "predictions.")
+    if sets_table(variants):
+        markdown.append(sets_table(variants))
     markdown += ["D_mc test, micro F1 by metric and subset:", breakdown_table(results) + subgroups_table(variants)]
     trained = {name: row for name, row in results.items() if "curve" in row}  # ensembles: no curves of their own
     unlogged = [name for name, row in trained.items()
