@@ -63,3 +63,27 @@ def test_every_recorded_seed_rescores_to_its_figures(name, mdc_corpus):
         assert {key for _, key, _ in figures} == {"micro_overall", "strict_micro"}, f"{where}: {seed}"
         for part, key, value in figures:
             assert value == rescored[key], f"{where}: {part} {key} {value} is not the rescored {rescored[key]}"
+
+
+def test_the_tables_simulated_test_sets_rescore_on_each_runs_own_split():
+    """results/cpu_tables.json: every seed's D_bs, D_ss, D_r figure is its kept predictions rescored on the
+    test split its run generated (regenerated from the run's record, `collect_experiment.run_test_items`)."""
+    from bapjax.analysis import collect_experiment
+
+    record_path = RESULTS / "cpu_tables.json"
+    if not record_path.is_file():
+        pytest.skip("results/cpu_tables.json is not in this checkout")
+    record = json.loads(record_path.read_text())
+    for variant, entry in record["variants"].items():
+        for seed in entry["seeds"]:
+            run = RESULTS / "runs" / seed["run"]
+            kept = collect_experiment.run_record(run)
+            final = json.loads((run / "final_eval.json").read_text())
+            for name in ("bs", "ss", "r"):
+                where = f"results/cpu_tables.json {variant} seed {seed['seed']} ({seed['run']}) {name}"
+                predictions = run / "predictions" / f"{name}_test.jsonl.gz"
+                assert predictions.is_file(), f"{where}: its predictions {predictions} are missing"
+                items = collect_experiment.run_test_items({**kept, "run": seed["run"]}, name)
+                report, _, _ = evaluator.evaluate_items(items, jsonl.read_predictions(predictions))
+                assert json.loads(json.dumps(report)) == final[f"{name}_test"], f"{where}: not final_eval.json's"
+                assert seed["test"][name] == report["micro"]["Overall"]["overall"], f"{where}: not the record's"
