@@ -1,26 +1,30 @@
 """Rebuild the experiment's results (JSON, markdown tables, learning curves) from run directories.
 
-    python -m bapjax.analysis.collect_experiment runs/exp/mc-s{0,1,2} runs/exp/agg-s{0,1,2,3} runs/exp/cl-s{0,1} \
-        [--out results/cpu_experiment] [--corpus @mdc] [--bootstrap 2000] [--seed 0] [--reference VARIANT] [--baseline VARIANT]
-        [--paired VARIANT,VARIANT ...]
+    python -m bapjax.analysis.collect_experiment runs/exp/mc-frame-s{0,1,2} runs/exp/agg-frame-s{0,1,2} \
+        [--out results/cpu_experiment] [--keep results/runs] [--host_speed ITEMS_PER_S] [--corpus @mdc] \
+        [--bootstrap 2000] [--seed 0] [--reference VARIANT] [--baseline VARIANT] [--paired VARIANT,VARIANT ...]
 
-Each run directory is a finished `python -m bapjax.train` workdir or a `python -m bapjax.ensemble`
-folder (its ensemble.json names the members, their minutes and items, and the rule chosen on
-val; its `wall_minutes` are the members' runs plus the ensemble's decoding); its name is the row's key.
-Nothing is typed by hand: the command and commit come from the run's `runs.jsonl`, the config
-from `config.json`, the evaluation from `final_eval.json` (exactly what training printed last),
-the STOP rule from `decode.json`, the curves from `metrics.jsonl` (results/runs/ keeps no
-metrics.jsonl: without it the curves are not drawn, and OUT.md says so). Runs named
-`<variant>-s<seed>` (configs/cpu_experiment.py's `<variant>,<seed>`) are seeds of one variant.
+Each run directory is a finished `python -m bapjax.train` workdir, a run kept in results/ (its
+compact `record.json`, `run_record`) or a `python -m bapjax.ensemble` folder (its ensemble.json
+names the members, their minutes and items, and the rule chosen on val; its `wall_minutes` are the
+members' runs plus the ensemble's decoding); its name is the row's key. Nothing is typed by hand: a
+workdir's record is built from its `runs.jsonl` (command, commit, minutes), `config.json` (digest,
+differences from the defaults), `decode.json` and `metrics.jsonl` (the curve's points), the
+evaluation read from `final_eval.json` (exactly what training printed last). `--keep DIR` writes
+each run as results/ keeps it (DIR/<run>/: record.json or ensemble.json, final_eval.json,
+predictions/*.jsonl.gz), so the collection can be rebuilt from the kept copies alone. Runs named
+`<variant>-s<seed>` (configs/cpu_experiment.py writes `<variant>-<model>-s<seed>`) are seeds of one
+variant.
 
 OUT.json: ``{"command", "bootstrap", "variants": {variant: record}}``. A variant's record is its
-first seed's (``"model", "command", "commit", "config", "train_items_seen", "wall_minutes",
+first seed's (``"model", "command", "commit", "config_changes", "train_items_seen", "wall_minutes",
 "stop_rule", "eval": {"mc_test": <evaluator JSON>, "bs_test": ..., ...}``) plus ``"seeds": [{"seed",
-"micro_overall", "strict_micro", "wall_minutes", "train_items_seen", "run"}, ...]`` on the MDC test
-split, every seed listed, their ``"seed_mean"`` and ``"seed_sd"`` (standard deviation over seeds,
-None for one seed). OUT.md: the command that wrote it, the runs beside the paper's Table 5, the
-seeds table, the differences and the breakdowns; OUT_curves.png: val loss and val micro Overall F1
-of every run.
+"micro_overall", "strict_micro", "wall_minutes", "train_items_seen", "run", "test": {"mc", "bs", "ss",
+"r"}}, ...]`` (MDC test figures, and micro Overall on every test set the run decoded), every seed
+listed, their ``"seed_mean"`` and ``"seed_sd"`` (standard deviation over seeds, None for one seed)
+and ``"test_sets"`` (each test set's seed mean and interval, below). OUT.md: the command that wrote
+it, the runs beside the paper's Table 5, the seeds table, the differences, Table 4's shape and the
+breakdowns; OUT_curves.png: train loss, val loss and decoded val F1 of every run.
 
 Where the runs kept their MDC test predictions (predictions/mc_test.jsonl, or mc_test.jsonl.gz as
 results/runs/ keeps them; `--corpus`: the MDC the runs were tested on), they are rescored and must
@@ -40,7 +44,11 @@ From their per-item fairer counts:
   items each seed gets right) and the rest, on the same replicates (`bapjax.analysis.bootstrap.spread`);
 * ``"mc_test_subgroups"`` per variant: micro Overall F1 of NEB test items by what the last
   instruction says and by where the build starts (`bapjax.analysis.error_analysis.breakdown`),
-  seed mean and per seed.
+  seed mean and per seed;
+* ``"test_sets"`` per variant: the MDC's interval as above, and each simulated test set's (bs, ss, r) whose
+  predictions every seed kept, rescored on the split the run generated (`run_test_items`: its data
+  source rebuilt from the record) with a bootstrap over each seed's own items and the seeds
+  (`bapjax.analysis.bootstrap.own_items`).
 """
 
 from __future__ import annotations
