@@ -86,8 +86,9 @@ def config_names() -> list[str]:
 def load_config(spec: str, flag_name: str = "config"):
     """``get_config()`` of a config: ``FILE[:arg]`` when the file exists (relative to the working
     directory), else the installed ``NAME[:arg]`` (``configs/NAME.py``, wherever bapjax is
-    installed); ``arg`` is passed to ``get_config``. Neither: `ConfigNotFoundError`, naming the
-    flag and listing the names."""
+    installed; ``configs/NAME.py`` that is not a file here names it too, so the README's commands
+    work from any directory); ``arg`` is passed to ``get_config``. Neither: `ConfigNotFoundError`,
+    naming the flag and listing the names."""
     target, colon, arg = str(spec).partition(":")
     path = Path(target).expanduser()
     if path.is_file():
@@ -97,9 +98,12 @@ def load_config(spec: str, flag_name: str = "config"):
         loader.exec_module(module)
     else:
         names = config_names()
+        if path.suffix == ".py" and path.parent.name == CONFIG_PACKAGE and path.stem in names:
+            target = path.stem  # configs/NAME.py from another directory: the installed copy of that name
         if target not in names:
+            hint = f"; the installed {path.stem} is --{flag_name}={path.stem}{colon}{arg}" if path.stem in names else ""
             raise ConfigNotFoundError(f"--{flag_name}={spec}: no such config file or config name "
-                                      f"(names: {', '.join(names) or 'none installed'})")
+                                      f"(names: {', '.join(names) or 'none installed'}{hint})")
         module = importlib.import_module(f"{CONFIG_PACKAGE}.{target}")
     return module.get_config(arg) if colon else module.get_config()
 

@@ -89,6 +89,16 @@ def test_a_missing_config_names_the_flag_and_the_names(monkeypatch, tmp_path):
     assert "quickstart" in message
 
 
+def test_a_config_path_names_the_installed_config_from_any_directory(monkeypatch, tmp_path):
+    """`--config=configs/X.py[:arg]` where no such file is under the working directory is the installed X;
+    a path to an installed name in another folder is refused with the name form to use."""
+    monkeypatch.chdir(tmp_path)
+    config = cli.load_config("configs/cpu_experiment.py:agg,3")
+    assert config.seed == 3 and config.workdir == "runs/exp/agg-frame-s3"
+    with pytest.raises(cli.ConfigNotFoundError, match=r"the installed cpu_experiment is --config=cpu_experiment:agg,3\)$"):
+        cli.load_config("elsewhere/cpu_experiment.py:agg,3")
+
+
 def test_a_missing_config_file_is_one_line_and_exit_2():
     """The most common mistake, a typo in the path: one line, status 2 (was two tracebacks, 1)."""
     done = subprocess.run([sys.executable, "-m", "bapjax.train", "--config=configs/quickstrat.py"], cwd=REPO,

@@ -80,11 +80,13 @@ def test_an_installed_wheel_trains_the_quickstart_by_name_and_writes_a_report(tm
                             "print(json.dumps([bapjax.__file__, configs.__file__]))"], home, env).stdout)
     assert all(Path(path).is_relative_to(purelib) for path in where), where
 
-    # The README's path spelling does not exist here: one line, exit 2, naming the installed configs.
-    typo = subprocess.run([python, "-m", "bapjax.train", "--config=configs/quickstart.py"], cwd=home, env=env,
+    # The README's path spelling is no file here: it names the installed config; a typo is one line, exit 2.
+    printed = run([python, "-m", "bapjax.train", "--config=configs/quickstart.py", "--print_config"], home, env)
+    assert "runs/quickstart" in printed.stdout
+    typo = subprocess.run([python, "-m", "bapjax.train", "--config=configs/quickstrat.py"], cwd=home, env=env,
                           capture_output=True, text=True, timeout=300)
     assert typo.returncode == 2 and typo.stderr.count("\n") == 1, typo.stderr[-3000:]
-    assert typo.stderr.startswith("error: --config=configs/quickstart.py: no such config file or config name")
+    assert typo.stderr.startswith("error: --config=configs/quickstrat.py: no such config file or config name")
     assert "quickstart" in typo.stderr
 
     workdir = tmp_path / "run"
