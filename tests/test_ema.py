@@ -33,6 +33,7 @@ def test_update_ema_matches_a_python_loop():
     assert float(optim.ema_decay_at(100_000, 0.999)) == pytest.approx(0.999)
 
 
+@pytest.mark.slow  # compiles two training programs, ~2 min: -m slow
 def test_train_step_keeps_the_moving_average_and_trains_the_same_weights(tmp_path):
     """The jitted step's "ema_params" equal the Python loop over the weights each step produced;
     the weights themselves are those of a run without the average; a checkpoint of such a state

@@ -88,6 +88,7 @@ def test_train_then_predict_then_evaluate(tmp_path, mdc_path, mdc_corpus, monkey
     assert json.loads((run / "decode.json").read_text())["stop_rule"] == decode_json["stop_rule"]
 
 
+@pytest.mark.slow  # a second whole training run (the once model), ~3 min: -m slow
 def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path, mdc_corpus, monkeypatch):
     """A tiny run of world_encoding "once" with every CPU model option (the Builder's frame, the
     length head and its STOP rule, cells reading the text, the instruction's colors) through the user's tools: `python -m

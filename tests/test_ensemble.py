@@ -129,6 +129,7 @@ def test_pool_orders_greedy_passes_first_and_votes_among_greedy_members_without_
         ensemble.combine(greedy_only, "average", 0.5, [Item("x", ())])
 
 
+@pytest.mark.slow  # trains two runs, then the command decodes val and test, ~3 min: -m slow
 def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, monkeypatch):
     from bapjax.evaluation import evaluator
     from bapjax.training import loop
