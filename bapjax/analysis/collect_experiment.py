@@ -320,22 +320,27 @@ def seeds_table(variants: dict) -> str:
     return "\n".join(lines)
 
 
+def rescore(path: Path, items: list, recorded: dict | None, where: str) -> dict:
+    """Per-item fairer Overall counts {"tp", "n_pred", "n_ref"} of the predictions file `path` on `items`,
+    which must reproduce `recorded` (the run's final_eval.json entry) exactly; else one error naming the
+    file, both figures and `where` the record is."""
+    report, scores, _ = evaluator.evaluate_items(items, jsonl.read_predictions(path))
+    if json.loads(json.dumps(report)) != recorded:
+        found = (recorded or {}).get("micro", {}).get("Overall", {}).get("overall")
+        raise UserError(f"{path}: rescored on {where[0]}, micro Overall {report['micro']['Overall']['overall']} is "
+                        f"not the {found} of {where[1]} (another corpus, or the file was changed)")
+    return {"tp": scores.fair_tp, "n_pred": scores.n_pred, "n_ref": scores.n_ref}
+
+
 def rescored_counts(runs: dict[str, Path], results: dict, items: list) -> dict[str, dict]:
     """{run: per-item fairer Overall counts {"tp", "n_pred", "n_ref"} in `items`' order} of the runs
     that kept their MDC test predictions; each must rescore to exactly its final_eval.json's mc_test."""
     counts = {}
     for name, run in runs.items():
         path = jsonl.stored(run / "predictions" / PREDICTIONS)
-        if not path.exists():
-            continue
-        report, scores, _ = evaluator.evaluate_items(items, jsonl.read_predictions(path))
-        recorded = results[name]["eval"].get("mc_test")
-        if json.loads(json.dumps(report)) != recorded:
-            found = (recorded or {}).get("micro", {}).get("Overall", {}).get("overall")
-            raise UserError(f"{path}: rescored on the test split of --corpus, micro Overall "
-                            f"{report['micro']['Overall']['overall']} is not the {found} of "
-                            f"{run / 'final_eval.json'}'s mc_test (another corpus, or the file was changed)")
-        counts[name] = {"tp": scores.fair_tp, "n_pred": scores.n_pred, "n_ref": scores.n_ref}
+        if path.exists():
+            counts[name] = rescore(path, items, results[name]["eval"].get("mc_test"),
+                                   ("the test split of --corpus", f"{run / 'final_eval.json'}'s mc_test"))
     return counts
 
 
@@ -513,11 +518,8 @@ def rescored_sets(runs: dict[str, Path], results: dict) -> dict[str, dict[str, d
             if not path.exists():
                 continue
             items = run_test_items({**results[run_name], "run": run_name}, name)
-            report, scores, _ = evaluator.evaluate_items(items, jsonl.read_predictions(path))
-            if json.loads(json.dumps(report)) != results[run_name]["eval"].get(key):
-                raise UserError(f"{path}: rescored on the run's own {name} test split, micro Overall "
-                                f"{report['micro']['Overall']['overall']} is not {run / 'final_eval.json'}'s {key}")
-            out.setdefault(name, {})[run_name] = {"tp": scores.fair_tp, "n_pred": scores.n_pred, "n_ref": scores.n_ref}
+            out.setdefault(name, {})[run_name] = rescore(path, items, results[run_name]["eval"].get(key), (
+                f"the run's own {name} test split", f"{run / 'final_eval.json'}'s {key}"))
     return out
 
 

@@ -39,7 +39,6 @@ from bapjax import cli, paths
 from bapjax.analysis import bootstrap, collect_experiment
 from bapjax.corpus import mdc
 from bapjax.errors import UserError
-from bapjax.evaluation import evaluator
 from bapjax.world import jsonl
 
 
@@ -57,15 +56,14 @@ def run_inputs(run: Path, items: list) -> tuple[dict, float]:
     predictions = jsonl.stored(run / "predictions" / collect_experiment.PREDICTIONS)
     if not predictions.exists():
         raise UserError(f"{run}: no MDC test predictions ({predictions})")
-    report, scores, _ = evaluator.evaluate_items(items, jsonl.read_predictions(predictions))
     recorded = json.loads((run / "final_eval.json").read_text()).get("mc_test")
-    if json.loads(json.dumps(report)) != recorded:
-        raise UserError(f"{predictions}: does not rescore to {run / 'final_eval.json'}'s mc_test on --corpus")
+    counts = collect_experiment.rescore(predictions, items, recorded,
+                                        ("the test split of --corpus", f"{run / 'final_eval.json'}'s mc_test"))
     decode = collect_experiment.run_record(run).get("decode") or {}
     vals = [c["val_overall_micro_f1"] for c in decode.get("candidates", []) if "val_overall_micro_f1" in c]
     if not vals:
         raise UserError(f"{run}: its record holds no decoded val F1 (decode.json candidates)")
-    return {"tp": scores.fair_tp, "n_pred": scores.n_pred, "n_ref": scores.n_ref}, max(vals)
+    return counts, max(vals)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from pathlib import Path
 
 from bapjax.world import grid
@@ -65,7 +66,7 @@ def describe(items: list[BapItem]) -> dict:
         return round(sum(values) / len(values), 3)
 
     ordered = sorted(actions)
-    sd = (sum((a - sum(actions) / len(actions)) ** 2 for a in actions) / max(len(actions) - 1, 1)) ** 0.5
+    sd = statistics.stdev(actions) if len(actions) > 1 else 0.0
     return {
         "items": len(items), "games": len(largest),
         "empty_board_share": mean([i.is_empty_board for i in items]),
