@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         cli.fail(str(err))
     draws = selection_draws(len(items), len(chosen), len(against), ks, args.bootstrap, args.seed)
     values = simulate([c for c, _ in chosen], [v for _, v in chosen], against, draws)
-    by_k = {k: {name: summary(v) for name, v in row.items()} for k, row in values.items()}
+    by_k = {str(k): {name: summary(v) for name, v in row.items()} for k, row in values.items()}  # JSON keys
     result = {"command": command, "samples": args.bootstrap, "seed": args.seed, "chosen": args.chosen,
               "against": args.against, "chosen_val": [v for _, v in chosen], "by_k": by_k}
     out.with_suffix(".json").write_text(collect_experiment.entry_per_line(result, levels=2))
