@@ -19,7 +19,8 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-    cli.flag("string", "checkpoint", None, "Training workdir (or its checkpoints/best or /latest) to play with.")
+    cli.flag("string", "checkpoint", None, "Training workdir (or its checkpoints/best or /latest) to play with, "
+             "or `pretrained`: the builder bapjax ships.")
     cli.flag("integer", "port", 8000, "Port to listen on (0: any free port; the URL is printed).")
     cli.flag("string", "host", "127.0.0.1", "Address to listen on (127.0.0.1: this machine only; the server has "
              "no login, so another address shows the games to whoever reaches it).")

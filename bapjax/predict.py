@@ -4,10 +4,13 @@ final evaluation does: `bapjax.training.run_eval`).
     python -m bapjax.predict --checkpoint runs/cpu --corpus @mdc --split test --out preds.jsonl
     python -m bapjax.predict --checkpoint runs/cl --store data/store --split test --dataset bs --out bs.jsonl
     python -m bapjax.predict --checkpoint runs/cpu --items items.jsonl --out preds.jsonl --evaluate
+    python -m bapjax.predict --checkpoint pretrained --corpus @mdc --split test --evaluate
 
 `--checkpoint` is a training workdir (it holds config.json, vocab.json and checkpoints/best|latest),
-a checkpoints/best or /latest directory inside one, or one kept step (checkpoints/latest/STEP); `--split` defaults to test. Then score with
-`python -m bapjax.evaluate --predictions preds.jsonl --corpus ... --split ...` (or `--evaluate`).
+a checkpoints/best or /latest directory inside one, one kept step (checkpoints/latest/STEP), or
+`pretrained`, the builder bapjax ships (bapjax/pretrained/README.md); `--split` defaults to test. Then score with
+`python -m bapjax.evaluate --predictions preds.jsonl --corpus ... --split ...`, or pass `--evaluate`
+(then `--out` is optional).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
     cli.flag("string", "checkpoint", None, "Training workdir (or its checkpoints/best or /latest, or one step: "
-             "checkpoints/latest/STEP).")
+             "checkpoints/latest/STEP), or `pretrained`: the builder bapjax ships.")
     cli.define_item_source_flags()  # --split defaults to test here (main)
     cli.flag("string", "out", None, "Output predictions JSONL.")
     cli.flag("integer", "batch_size", None, "Items decoded at once (default: the run's config.eval.batch_size).")
@@ -56,7 +59,9 @@ def define_flags() -> None:
 
 def check_flags() -> None:
     """Flag values checked before the model is loaded or anything is written."""
-    cli.require_flags("checkpoint", "out")
+    cli.require_flags("checkpoint")
+    if not FLAGS.out and not FLAGS.evaluate:
+        raise UserError("--out is required (or --evaluate, to print the scores without writing predictions)")
     cli.check_output_file("out", FLAGS.out)
     if FLAGS.batch_size is not None and FLAGS.batch_size < 1:
         raise UserError(f"--batch_size is {FLAGS.batch_size}; expected an integer >= 1")
@@ -90,9 +95,10 @@ def main(argv) -> int:
                                       stop_threshold=FLAGS.stop_threshold, samples=FLAGS.samples,
                                       temperature=FLAGS.temperature, cost=FLAGS.cost, sampler=FLAGS.sampler)
     elapsed = time.time() - start
-    jsonl.write_predictions(FLAGS.out, predictions)
-    print(f"wrote {len(predictions)} predictions to {FLAGS.out} ({len(items) / elapsed:.1f} items/s)",
-          file=sys.stderr)
+    if FLAGS.out:
+        jsonl.write_predictions(FLAGS.out, predictions)
+    print(f"{f'wrote {len(predictions)} predictions to {FLAGS.out}' if FLAGS.out else f'predicted {len(predictions)} items'}"
+          f" ({len(items) / elapsed:.1f} items/s)", file=sys.stderr)
     if FLAGS.evaluate:
         report = evaluator.evaluate_predictions(items, predictions)
         if FLAGS.limit:

@@ -26,7 +26,8 @@ def define_flags() -> None:
     """The report's flags (``bapjax.viz`` defines them too, for its ``report`` alias)."""
     cli.define_item_source_flags()
     cli.flag("string", "out", None, "The folder to write index.html to (created; its parent must exist).")
-    cli.flag("string", "checkpoint", None, "A training workdir whose checkpoint predicts the items.")
+    cli.flag("string", "checkpoint", None, "A training workdir whose checkpoint predicts the items, or "
+             "`pretrained`: the builder bapjax ships.")
     cli.flag("string", "predictions", None, "Predictions JSONL: {item_id, actions: [{type,color,x,y,z}]}.")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("integer", "batch_size", 64, "With --checkpoint: items decoded per compiled batch.")

@@ -68,9 +68,10 @@ def test_dash_h_after_a_double_dash_is_left_alone():
 
 
 @pytest.mark.parametrize("args, line", [
-    (["bapjax.predict", "--checkpoint", "runs/x"], "error: --out is required\n"),
+    (["bapjax.predict", "--checkpoint", "runs/x"],
+     "error: --out is required (or --evaluate, to print the scores without writing predictions)\n"),
     (["bapjax.predict", "--out", "p.jsonl"], "error: --checkpoint is required\n"),
-    (["bapjax.predict"], "error: --checkpoint and --out are required\n"),
+    (["bapjax.predict"], "error: --checkpoint is required\n"),
     (["bapjax.sim.generate", "--dataset", "bs"], "error: --out is required\n"),
     (["bapjax.corpus.mdc", "export", "--corpus", "nowhere", "--split", "test"], "error: --out is required by export\n"),
 ])

@@ -57,6 +57,17 @@ def test_train_then_predict_then_evaluate(tmp_path, mdc_path, mdc_corpus, monkey
     # the run kept its final decode's predictions: the same as predict's, item for item
     assert (jsonl.read_predictions(run / "predictions" / "mc_test.jsonl")
             == jsonl.read_predictions(tmp_path / "predictions.jsonl"))
+    # the run as a builder directory (what bapjax ships as `pretrained`): the same predictions
+    exported = run_cli("bapjax.export", f"--checkpoint={run}", f"--corpus={mdc_path}", "--slice_items=8",
+                       f"--out={tmp_path / 'builder'}", env=env)
+    assert "first 8 items" in exported.stderr
+    builder = json.loads((tmp_path / "builder" / "builder.json").read_text())
+    assert builder["mdc_test_slice"]["items"] == 8 and set(builder["test_micro_overall"]) == {"mc"}
+    assert not (tmp_path / "builder" / "checkpoints" / "latest").exists()
+    run_cli("bapjax.predict", f"--checkpoint={tmp_path / 'builder'}", f"--items={tmp_path / 'items.jsonl'}",
+            f"--out={tmp_path / 'from_builder.jsonl'}", env=env)
+    assert (jsonl.read_predictions(tmp_path / "from_builder.jsonl")
+            == jsonl.read_predictions(tmp_path / "predictions.jsonl"))
     evaluated = run_cli("bapjax.evaluate", f"--items={tmp_path / 'items.jsonl'}",
                         f"--predictions={tmp_path / 'predictions.jsonl'}", "--format=json", env=env)
     report = json.loads(evaluated.stdout.strip().splitlines()[-1])

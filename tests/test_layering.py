@@ -32,7 +32,7 @@ LAYERS = [
     ("data", "models"),
     ("training",),
     ("pages", "llm", "analysis"),
-    ("train", "evaluate", "predict", "ensemble", "predictors", "report", "play", "viz", "build"),
+    ("train", "evaluate", "predict", "ensemble", "predictors", "report", "play", "viz", "build", "export"),
 ]
 BASE, COMMANDS = LAYERS[0], LAYERS[-1]
 LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}

@@ -79,6 +79,11 @@ def test_an_installed_wheel_trains_the_quickstart_by_name_and_writes_a_report(tm
     where = json.loads(run([python, "-c", "import json, bapjax, configs; "
                             "print(json.dumps([bapjax.__file__, configs.__file__]))"], home, env).stdout)
     assert all(Path(path).is_relative_to(purelib) for path in where), where
+    # the shipped builder comes with the wheel, which stays small
+    assert wheel.stat().st_size < 15 * 1024 * 1024, wheel.stat().st_size
+    shipped = Path(run([python, "-c", "from bapjax.training import checkpoints; "
+                        "print(checkpoints.find_run_dir('pretrained'))"], home, env).stdout.strip())
+    assert shipped.is_relative_to(purelib) and (shipped / "checkpoints" / "best").is_dir(), shipped
 
     # The README's path spelling is no file here: it names the installed config; a typo is one line, exit 2.
     printed = run([python, "-m", "bapjax.train", "--config=configs/quickstart.py", "--print_config"], home, env)

@@ -33,6 +33,21 @@ from bapjax.text.vocab import Vocabulary
 from bapjax.training import run_checks, sharding
 
 KEEP_LATEST = 2  # steps kept in checkpoints/latest, so a corrupt newest step has an intact fallback
+# The builder bapjax ships: a workdir inside the package (written by `python -m bapjax.export`), which every
+# command taking a checkpoint reads by this name (`--checkpoint=pretrained`); ./pretrained names a local folder.
+PRETRAINED = "pretrained"
+PRETRAINED_DIR = epath.Path(__file__).resolve().parents[1] / "pretrained"
+
+
+def checkpoint_path(checkpoint: str | os.PathLike) -> epath.Path:
+    """Where a checkpoint argument points: the shipped builder for `PRETRAINED`, else the path as a
+    workdir path (`paths.workdir_path`)."""
+    if os.fspath(checkpoint) == PRETRAINED:
+        if not (PRETRAINED_DIR / "config.json").exists():
+            raise CheckpointError(f"--checkpoint={PRETRAINED}: this install has no shipped builder "
+                                  f"({PRETRAINED_DIR} is missing); pass a training workdir")
+        return PRETRAINED_DIR
+    return workdir_path(checkpoint)
 
 
 class CheckpointError(UserError):
@@ -154,7 +169,7 @@ def load_params(checkpoint_dir: str | os.PathLike) -> tuple[Any, int]:
     (`evaluation_params`): `checkpoint_dir` is the run's workdir, its checkpoints/ dir, a best/
     or latest/ manager dir, or one step of one (e.g. checkpoints/latest/4800: that step only, an
     error when it does not restore); the params tree comes from the checkpoint's own metadata."""
-    root = workdir_path(checkpoint_dir)
+    root = checkpoint_path(checkpoint_dir)
     args = ocp.args.Composite(state=ocp.args.StandardRestore())
     named = [int(root.name)] if root.name.isdigit() and (root / "state").is_dir() else None  # one step of a manager
     candidates = [root.parent] if named else [root / "checkpoints" / "best", root / "checkpoints" / "latest",
@@ -177,8 +192,8 @@ def load_params(checkpoint_dir: str | os.PathLike) -> tuple[Any, int]:
 
 def find_run_dir(checkpoint: str | os.PathLike) -> epath.Path:
     """The workdir (local or e.g. gs://) holding config.json and vocab.json: `checkpoint` itself
-    or one of its three nearest parents (so checkpoints/best works too)."""
-    path = workdir_path(checkpoint)
+    or one of its three nearest parents (so checkpoints/best works too); `PRETRAINED` is the shipped builder."""
+    path = checkpoint_path(checkpoint)
     for candidate in (path, *list(path.parents)[:3]):
         if (candidate / "config.json").exists() and (candidate / "vocab.json").exists():
             return candidate
@@ -205,6 +220,6 @@ def load_run(checkpoint: str | os.PathLike) -> TrainedRun:
     config = run_checks.with_defaults(run_checks.read_run_file(run_dir, "config.json"))
     vocab = run_checks.run_vocabulary(run_dir)
     model = builder.build_model(config.model, vocab.size)
-    params, step = load_params(workdir_path(checkpoint))
+    params, step = load_params(checkpoint)
     print(f"loaded {run_dir} step {step}", file=sys.stderr)
     return TrainedRun(model, params, config, vocab, run_dir, step)
