@@ -353,8 +353,10 @@ def test_a_kept_record_collects_as_its_workdir_did(tmp_path, mdc_corpus):
     assert jsonl.read_predictions(kept / "predictions" / "mc_test.jsonl.gz") == jsonl.read_predictions(
         run / "predictions" / "mc_test.jsonl")
     assert collect_experiment.plot_curves({"agg-frame-s3": again}, tmp_path / "c.png") == ["agg-frame"]
-    with pytest.raises(UserError, match="already there"):
-        collect_experiment.keep(kept, again, tmp_path / "kept")
+    # a kept record listed again with the same --keep is left as it is (not rewritten from itself)
+    before = {p: p.read_bytes() for p in kept.rglob("*") if p.is_file()}
+    assert collect_experiment.keep(kept, again, tmp_path / "kept") == kept
+    assert {p: p.read_bytes() for p in kept.rglob("*") if p.is_file()} == before
 
 
 def test_a_single_set_model_is_named_by_its_set():

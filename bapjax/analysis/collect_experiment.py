@@ -193,10 +193,11 @@ def collect_run(run: Path, host_speed: float | None = None) -> dict:
 
 def keep(run: Path, row: dict, into: Path) -> Path:
     """`run` as results/ keeps it, under `into`/<name>: its compact record (record.json; an
-    ensemble's ensemble.json as it is), final_eval.json and its predictions gzip-compressed."""
+    ensemble's ensemble.json as it is), final_eval.json and its predictions gzip-compressed. A run
+    read from there (a kept record listed again) is left as it is."""
     target = into / run.name
     if target.resolve() == run.resolve():
-        raise UserError(f"--keep {into}: {run} is already there")
+        return target
     (target / "predictions").mkdir(parents=True, exist_ok=True)
     if (run / ENSEMBLE).is_file():
         (target / ENSEMBLE).write_text((run / ENSEMBLE).read_text())
