@@ -78,5 +78,5 @@ def test_play_serves_it_with_no_training_run(tmp_path):
     pose = {"x": 0, "y": 1, "z": -7, "yaw": 0, "pitch": 30}
     answer = server.handle("POST", f"/api/games/{game['game_id']}/instruction",
                            {"version": 0, "text": "put a red block in the middle", "pose": pose})
-    assert answer["predicted"] and answer["predicted"][0]["type"] == "placement"
+    assert answer["predicted"] and answer["predicted"][0]["type"] == "place" and answer["predicted"][0]["color"] == "red"
     assert server.info()["step"] == json.loads((BUILDER / "builder.json").read_text())["step"]
