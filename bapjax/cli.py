@@ -310,14 +310,6 @@ def require_flags(*names: str, values=FLAGS, of: str = "") -> None:
         raise UserError(f"{listed} {'is' if len(missing) == 1 else 'are'} required{of}")
 
 
-def check_output_file(flag_name: str, path: str | None) -> None:
-    """An output file's folder must exist before any work is done (so nothing is lost at the end)."""
-    if path and path != "-" and "://" not in path:
-        parent = Path(path).expanduser().resolve().parent
-        if not parent.is_dir():
-            raise UserError(f"--{flag_name} {path}: the folder {parent} does not exist")
-
-
 # --------------------------------------------------------------------------------------------
 # Progress lines: the one rule of their rate and ETA
 

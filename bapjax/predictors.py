@@ -12,7 +12,7 @@ from typing import Sequence
 
 from absl import flags
 
-from bapjax import cli
+from bapjax import cli, paths
 from bapjax.corpus import load
 from bapjax.errors import UserError
 from bapjax.evaluation.trivial import PREDICTORS, predict
@@ -33,7 +33,7 @@ def main(argv: Sequence[str]) -> int:
         raise UserError(f"usage: python -m bapjax.predictors {{{'|'.join(PREDICTORS)}}} "
                         "(--corpus PATH --split S | --items FILE) --out FILE")
     cli.require_flags("out")
-    cli.check_output_file("out", FLAGS.out)
+    paths.check_output_file(FLAGS.out, "--out")
     load.check_limit(FLAGS.limit)
     items = load.first_items(load.items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items), FLAGS.limit)
     predictions = predict(argv[1], items, FLAGS.seed)

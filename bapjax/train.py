@@ -25,10 +25,9 @@ import json
 import jax
 from absl import flags
 
-from bapjax import cli
+from bapjax import cli, paths
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.paths import workdir_path
 from bapjax.training import preemption, run_checks, run_config, sharding, summary
 from bapjax.training.loop import train_and_evaluate
 
@@ -59,12 +58,15 @@ def main(argv) -> int:
     except ValueError as err:
         raise run_checks.ConfigError(f"--config.cpu_devices={config.cpu_devices}: {err}") from None
     cli.apply_compilation_cache_flag()
-    workdir = workdir_path(FLAGS.workdir or config.workdir)
+    workdir = paths.workdir_path(FLAGS.workdir or config.workdir)
     if not FLAGS.redo_final_eval and run_checks.finished_run(config, workdir) is not None:
         if jax.process_index() == 0:
             print(f"{workdir} holds this run, finished: results in {workdir / 'final_eval.json'} "
                   "(--redo_final_eval evaluates it again)", flush=True)
         return 0
+    paths.writable_cache()  # features, generated corpora and compiled programs are kept there
+    if "://" not in str(workdir):  # a local workdir; gs:// and other stores answer for themselves
+        paths.check_writable_dir(str(workdir), "--workdir" if FLAGS.workdir else "config.workdir")
     try:
         results = train_and_evaluate(config, workdir, wait=FLAGS.wait)
     except preemption.Preempted:

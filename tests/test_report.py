@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bapjax.errors import UserError
 from bapjax.evaluation import evaluator, metrics, trivial
 from bapjax.pages import browser, report_page
 from bapjax.world import jsonl
@@ -130,7 +131,7 @@ def test_viz_report_is_the_same_command(tmp_path):
 ])
 def test_flag_mistakes_are_named(kwargs, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(report_page.ReportError, match=re.escape(message)):
+    with pytest.raises(UserError, match=re.escape(message)):
         report_page.check_flags(limit=0, batch_size=64, **kwargs)
 
 

@@ -452,6 +452,7 @@ def main(argv: Sequence[str]) -> int:
         raise UserError(f"--paraphrase_prob is {FLAGS.paraphrase_prob}; expected a value in [0, 1]")
     if FLAGS.processes is not None and FLAGS.processes < 1:
         raise UserError(f"--processes is {FLAGS.processes}; expected an integer >= 1 (or leave it out)")
+    paths.check_writable_dir(FLAGS.out, "--out")
     stats = augment_games(paths.mdc_path(FLAGS.corpus), FLAGS.out, FLAGS.seed, FLAGS.copies, FLAGS.paraphrase_prob,
                           FLAGS.include_originals, FLAGS.processes)
     print(f"wrote {stats['augmented_games']} augmented games ({stats['augmented_items']} items) and "

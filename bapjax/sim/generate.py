@@ -341,6 +341,7 @@ def main(argv: Sequence[str]) -> int:
             print()
         return 0
     cli.require_flags("dataset", "out")
+    paths.check_writable_dir(FLAGS.out, "--out")
     try:
         stats = generate_corpus(FLAGS.dataset, FLAGS.out, FLAGS.seed, FLAGS.train_items, FLAGS.val_items,
                                 FLAGS.test_items, processes=FLAGS.processes, progress=FLAGS.progress,
