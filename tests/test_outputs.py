@@ -31,6 +31,7 @@ COMMANDS = [
     ("bapjax.train --config=quickstart --workdir {bad}/run", "--workdir"),
     ("bapjax.predict --checkpoint {tmp}/none --items {tmp}/none.jsonl --out {bad}/p.jsonl", "--out"),
     ("bapjax.report --predictions {tmp}/none.jsonl --items {tmp}/none.jsonl --out {bad}/r", "--out"),
+    ("bapjax.play --checkpoint {tmp}/none --port 0 --out {bad}/games", "--out"),
     ("bapjax.ensemble --runs {tmp}/none,{tmp}/none2 --out {bad}/e", "--out"),
     ("bapjax.viz sample --out {bad}/s.png", "--out"),
     ("bapjax.viz sim-items --out {bad}/pictures", "--out"),
