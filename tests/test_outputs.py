@@ -72,6 +72,14 @@ def test_an_output_under_a_file_is_one_line_before_any_work(line, flag, tmp_path
         assert not (tmp_path / "store").exists()  # the other outputs are made only after every check
 
 
+def test_build_refuses_an_existing_store_before_any_work(tmp_path):
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "manifest.json").write_text("{}")
+    done = run_command("bapjax.build --mdc {tmp}/none --out {tmp}/store", tmp_path)
+    assert (done.returncode, done.stderr) == (
+        2, f"error: {tmp_path}/store holds a store (manifest.json); --overwrite replaces it\n")
+
+
 @pytest.mark.parametrize("line", ["bapjax.train --config=quickstart --workdir {tmp}/run",
                                   "bapjax.evaluate --corpus {tmp}/corpus.tar.xz --split test --predictions {tmp}/p.jsonl"])
 def test_a_cache_that_cannot_be_written_is_one_line(line, tmp_path):

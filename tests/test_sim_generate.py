@@ -100,6 +100,8 @@ def test_cli_refuses_bad_values_and_foreign_folders_before_writing(tmp_path):
                      "--test_items", "0", "--progress=false")
         assert result.returncode == 0, result.stderr
     assert json.loads((ours / "data" / "dataset.json").read_text())["requested_items"]["train"] == 2
+    result = cli("--out", str(ours), "--train_items", "2", "--val_items", "0", "--test_items", "0")
+    assert (result.returncode, result.stderr) == (2, f"error: {ours / 'data'} exists; --overwrite replaces it\n")
 
 
 @pytest.mark.slow

@@ -156,7 +156,7 @@ def generate_corpus(dataset: str, out_dir, seed: int = 0, train_items: int | Non
     root = Path(out_dir)
     if (root / "data").exists():
         if not overwrite:
-            raise FileExistsError(f"{root / 'data'} exists; pass overwrite=True (--overwrite) to replace it")
+            raise FileExistsError(f"{root / 'data'} exists; --overwrite replaces it")
         if not _generated_here(root):
             paths.check_replaceable(root, WRITER, "this corpus")
         shutil.rmtree(root / "data")
