@@ -325,9 +325,10 @@ class Progress:
     """Rate and ETA of a long loop over `total` units. What a loop does once (compiling, starting
     worker processes, loading a model) falls before its first progress line, so that line says so
     and gives no rate; every later line measures from the first (or from `restart`, after a pause
-    such as an evaluation), so its ETA is that of the steady rate, not one inflated by compilation."""
+    such as an evaluation), so its ETA is that of the steady rate, not one inflated by compilation.
+    The last line (all `total` done) gives the time taken and the rate, and promises no next line."""
 
-    WARMING_UP = "includes compilation and start-up; rate and ETA from the next line"
+    WARMING_UP = "includes compilation and start-up"
 
     def __init__(self, total: int, unit: str = "items"):
         self.total, self.unit = total, unit
@@ -347,12 +348,21 @@ class Progress:
         rate = (done - self.mark[1]) / (now - self.mark[0])
         return rate, (self.total - done) / rate
 
+    def unmeasured(self, done: int) -> str:
+        """What a line without a rate says: it includes the warm-up, and, unless it is the last,
+        that the next line gives the rate and ETA."""
+        return self.WARMING_UP + ("" if done >= self.total else "; rate and ETA from the next line")
+
     def line(self, done: int) -> str:
-        """``done/total unit (rate unit/s, ETA ...)``; the first: the time so far and that it includes the warm-up."""
+        """``done/total unit (rate unit/s, ETA ...)``; the first: the time so far and that it
+        includes the warm-up; the last: ``done/total unit in T s (rate unit/s)``."""
         measured = self.measure(done)
+        elapsed = f"{done}/{self.total} {self.unit} in {time.time() - self.start:.0f} s"
         if measured is None:
-            return f"{done}/{self.total} {self.unit} in {time.time() - self.start:.0f} s ({self.WARMING_UP})"
+            return f"{elapsed} ({self.unmeasured(done)})"
         rate, left = measured
+        if done >= self.total:
+            return f"{elapsed} ({rate:.1f} {self.unit}/s)"
         return f"{done}/{self.total} {self.unit} ({rate:.1f} {self.unit}/s, ETA {eta_text(left)})"
 
 

@@ -498,8 +498,9 @@ class TrainingRun:
                     self.writer.write(step, "train", {**values, "steps_per_s": rate, "items_per_s": rate * batch_size})
                     measured = progress.measure(step)
                     if self.is_main:
-                        speed = (f"{measured[0] * batch_size:.1f} items/s, ETA {cli.eta_text(measured[1])}" if measured
-                                 else f"{now - t0:.0f} s: {progress.WARMING_UP}")
+                        speed = (f"{now - t0:.0f} s: {progress.unmeasured(step)}" if measured is None else
+                                 f"{measured[0] * batch_size:.1f} items/s" if step >= self.steps_total else
+                                 f"{measured[0] * batch_size:.1f} items/s, ETA {cli.eta_text(measured[1])}")
                         print(f"step {step}/{self.steps_total} loss {values['loss']:.4f} acc "
                               f"{values['step_accuracy']:.3f} | {speed}", flush=True)
                 paused = False  # an eval or a save this step: the printed rate leaves it out
