@@ -326,13 +326,15 @@ class Progress:
     worker processes, loading a model) falls before its first progress line, so that line says so
     and gives no rate; every later line measures from the first (or from `restart`, after a pause
     such as an evaluation), so its ETA is that of the steady rate, not one inflated by compilation.
-    The last line (all `total` done) gives the time taken and the rate, and promises no next line."""
+    The last line (all `total` done) gives the time taken and the rate, and promises no next line.
+    `show` prints the lines of a long step on stderr, a few seconds apart."""
 
     WARMING_UP = "includes compilation and start-up"
 
     def __init__(self, total: int, unit: str = "items"):
         self.total, self.unit = total, unit
         self.start, self.mark = time.time(), None
+        self.shown: float | None = None  # when `show` last printed
 
     def restart(self, done: int) -> None:
         """Measure from here (after a pause the rate should leave out)."""
@@ -364,6 +366,14 @@ class Progress:
         if done >= self.total:
             return f"{elapsed} ({rate:.1f} {self.unit}/s)"
         return f"{done}/{self.total} {self.unit} ({rate:.1f} {self.unit}/s, ETA {eta_text(left)})"
+
+    def show(self, done: int, label: str, every: float = 10.0, force: bool = False) -> None:
+        """Print ``label: line(done)`` on stderr: on the first call, then at most every `every`
+        seconds; the last line (all done) and a `force`d one always."""
+        now = time.time()
+        if force or done >= self.total or self.shown is None or now - self.shown >= every:
+            self.shown = now
+            print(f"{label}: {self.line(done)}", file=sys.stderr, flush=True)
 
 
 def define_compilation_cache_flag() -> None:

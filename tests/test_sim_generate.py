@@ -70,8 +70,8 @@ def test_cli_prints_statistics_last_line_json(tmp_path):
     assert stats["dataset"] == "ss" and stats["items"] == 52
     assert set(stats["shape_types"]) <= {"row", "diagonal", "plane"}
     assert "vocabulary size" in result.stdout
-    progress = [line for line in result.stderr.splitlines() if line.startswith("[generate ss] ")]
-    assert "items/s" in result.stderr and progress[-1].startswith("[generate ss] 52/52 items in ")
+    progress = [line for line in result.stderr.splitlines() if line.startswith("generate ss: ")]
+    assert "items/s" in result.stderr and progress[-1].startswith("generate ss: 52/52 items in ")
     assert "next line" not in progress[-1]
     assert json.loads((out / "data" / "dataset.json").read_text())["name"] == "ss"
 

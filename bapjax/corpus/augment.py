@@ -43,7 +43,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import orjson
-from absl import flags, logging
+from absl import flags
 
 from bapjax import cli, parallel, paths
 from bapjax.corpus import mdc
@@ -397,8 +397,8 @@ def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: i
 
 
 def _log_progress(n: int, rule: cli.Progress, progress: bool) -> None:
-    if progress and (n % 25 == 0 or n == rule.total):
-        logging.info("augmented %s", rule.line(n))
+    if progress:
+        rule.show(n, "augment")
 
 
 # --------------------------------------------------------------------------------------------

@@ -442,8 +442,8 @@ def itemize_corpus(root: Path, processes: int = 1, progress: bool = False) -> It
 
 def _with_progress(results: Iterable, rule: cli.Progress, progress: bool):
     for n, result in enumerate(results, 1):
-        if progress and (n % 50 == 0 or n == rule.total):
-            logging.info("itemized %s", rule.line(n))
+        if progress:
+            rule.show(n, "itemize")
         yield result
 
 

@@ -57,22 +57,15 @@ def define_flags() -> None:
     cli.define_config_flag("finetune-set: the training config:")
 
 
-def _progress(done: int, rule: cli.Progress, what: str, last: list) -> None:
-    now = time.time()
-    if done == rule.total or now - last[0] > 10:
-        last[0] = now
-        print(f"{what}: {rule.line(done)}", file=sys.stderr, flush=True)
-
-
 def write_records(path: str, records, total: int, what: str) -> int:
-    """Write JSONL records from an iterator, with a progress line every 10 s."""
-    rule, last, count = cli.Progress(total, "records"), [time.time()], 0
+    """Write JSONL records from an iterator, with a progress line every 10 s (`cli.Progress.show`)."""
+    rule, count = cli.Progress(total, "records"), 0
     with open(path, "w", encoding="utf-8") as out:
         for record in records:
             out.write(json.dumps(record) + "\n")
             count += 1
             if count % 500 == 0 or count == total:
-                _progress(count, rule, what, last)
+                rule.show(count, what)
     return count
 
 
