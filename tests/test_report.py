@@ -169,6 +169,7 @@ def test_report_in_headless_chromium(full_report, tmp_path):
     assert 0 < result["filter_text"]["in_dom"] <= with_red < len(items)
     assert result["sorted_desc"] and result["rows_after_reset"] == len(items)
     assert 0 < result["rows_in_dom"] < 200 and result["last_row_after_scroll"]
+    assert result["ids_cut"] == 0  # the item column fits the widest id
     print(f"report of {len(items)} items, {page.stat().st_size / 1e6:.1f} MB: ready in {result['ready_ms']:.0f} ms "
           f"({json.dumps(result['times'])})")
     # generous: a loaded CI machine with software GL (2 s target for "open": bench_report.py)
