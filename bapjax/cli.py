@@ -334,7 +334,7 @@ class Progress:
     def __init__(self, total: int, unit: str = "items"):
         self.total, self.unit = total, unit
         self.start, self.mark = time.time(), None
-        self.shown: float | None = None  # when `show` last printed
+        self.shown: tuple[float, int] | None = None  # when `show` last printed, and at what count
 
     def restart(self, done: int) -> None:
         """Measure from here (after a pause the rate should leave out)."""
@@ -369,10 +369,12 @@ class Progress:
 
     def show(self, done: int, label: str, every: float = 10.0, force: bool = False) -> None:
         """Print ``label: line(done)`` on stderr: on the first call, then at most every `every`
-        seconds; the last line (all done) and a `force`d one always."""
+        seconds; the last line (all done) and a `force`d one always, but never twice the same count."""
         now = time.time()
-        if force or done >= self.total or self.shown is None or now - self.shown >= every:
-            self.shown = now
+        if self.shown is not None and done == self.shown[1]:
+            return
+        if force or done >= self.total or self.shown is None or now - self.shown[0] >= every:
+            self.shown = (now, done)
             print(f"{label}: {self.line(done)}", file=sys.stderr, flush=True)
 
 
