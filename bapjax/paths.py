@@ -374,7 +374,6 @@ def check_output_file(path: str | os.PathLike | None, what: str, make_folder: bo
     check_writable_dir(target.parent, what, output=text)
 
 
-
 def writable_cache(*parts: str) -> Path:
     """The cache folder `cache_root()/parts...`, created and checked (`check_writable_dir`) where a
     command must write it: a cache that takes no file is one line naming it and $BAPJAX_CACHE."""

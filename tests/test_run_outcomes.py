@@ -88,13 +88,15 @@ def test_a_finished_run_ends_with_its_summary_and_a_rerun_leaves_it_alone(tmp_pa
     output = done.stdout + done.stderr
     assert not LIBRARY_LOG_LINE.search(output), LIBRARY_LOG_LINE.search(output).group(0)
     lines = done.stdout.strip().splitlines()
-    assert json.loads(lines[-1]).keys() == {"mc_test"}  # the final evaluation, last
-    summary = "\n".join(lines[-10:-1])
+    assert lines[0] == f"workdir: {run}"  # named first
+    assert lines[-4] == "next:"  # the commands to run next, last
+    for line, command in zip(lines[-3:], ("bapjax.predict", "bapjax.report", "bapjax.play")):
+        assert line.startswith(f"  python -m {command} --checkpoint {run}"), line
+    assert json.loads(lines[-5]).keys() == {"mc_test"}  # the final evaluation, before them
+    summary = "\n".join(lines[-12:-5])
     assert f"run finished: {run}" in summary and "trained 3 steps (24 items)" in summary
     assert re.search(r"compiled \d+ programs in \d+\.\d min, tracing included \(\d+ read from the persistent", summary)
     assert "STOP rule" in summary and "micro Overall F1 (test): mc " in summary
-    for command in ("bapjax.predict", "bapjax.report", "bapjax.play"):
-        assert f"python -m {command} --checkpoint {run}" in summary
     log = (run / "runs.jsonl").read_text()
 
     again = train(run, "--config.train.max_steps=3")
