@@ -14,7 +14,7 @@ from typing import Sequence
 
 from absl import flags
 
-from bapjax import cli
+from bapjax import cli, paths
 from bapjax.data.training_set import build_store, parse_dirs, parse_sizes, size_table, store_statistics
 from bapjax.errors import UserError
 from bapjax.world.items import DATASETS, SPLITS
@@ -62,6 +62,11 @@ def main(argv: Sequence[str]) -> int:
         raise UserError(f"--copies is {FLAGS.copies}; expected an integer >= 1")
     if FLAGS.processes is not None and FLAGS.processes < 1:
         raise UserError(f"--processes is {FLAGS.processes}; expected an integer >= 1 (or leave it out)")
+    if FLAGS.work_dir:
+        paths.check_writable_dir(FLAGS.work_dir, "--work_dir")
+    else:
+        paths.writable_cache()  # the generated and augmented corpora go there
+    paths.check_writable_dir(FLAGS.out, "--out")
     try:
         manifest = build_store(FLAGS.out, FLAGS.mdc, FLAGS.seed, FLAGS.datasets, parse_sizes(FLAGS.sizes),
                                FLAGS.scale, parse_dirs(FLAGS.synthetic), FLAGS.work_dir, FLAGS.copies,

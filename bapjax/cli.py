@@ -310,14 +310,6 @@ def require_flags(*names: str, values=FLAGS, of: str = "") -> None:
         raise UserError(f"{listed} {'is' if len(missing) == 1 else 'are'} required{of}")
 
 
-def check_output_file(flag_name: str, path: str | None) -> None:
-    """An output file's folder must exist before any work is done (so nothing is lost at the end)."""
-    if path and path != "-" and "://" not in path:
-        parent = Path(path).expanduser().resolve().parent
-        if not parent.is_dir():
-            raise UserError(f"--{flag_name} {path}: the folder {parent} does not exist")
-
-
 # --------------------------------------------------------------------------------------------
 # Progress lines: the one rule of their rate and ETA
 
@@ -333,13 +325,16 @@ class Progress:
     """Rate and ETA of a long loop over `total` units. What a loop does once (compiling, starting
     worker processes, loading a model) falls before its first progress line, so that line says so
     and gives no rate; every later line measures from the first (or from `restart`, after a pause
-    such as an evaluation), so its ETA is that of the steady rate, not one inflated by compilation."""
+    such as an evaluation), so its ETA is that of the steady rate, not one inflated by compilation.
+    The last line (all `total` done) gives the time taken and the rate, and promises no next line.
+    `show` prints the lines of a long step on stderr, a few seconds apart."""
 
-    WARMING_UP = "includes compilation and start-up; rate and ETA from the next line"
+    WARMING_UP = "includes compilation and start-up"
 
     def __init__(self, total: int, unit: str = "items"):
         self.total, self.unit = total, unit
         self.start, self.mark = time.time(), None
+        self.shown: tuple[float, int] | None = None  # when `show` last printed, and at what count
 
     def restart(self, done: int) -> None:
         """Measure from here (after a pause the rate should leave out)."""
@@ -355,13 +350,32 @@ class Progress:
         rate = (done - self.mark[1]) / (now - self.mark[0])
         return rate, (self.total - done) / rate
 
+    def unmeasured(self, done: int) -> str:
+        """What a line without a rate says: it includes the warm-up, and, unless it is the last,
+        that the next line gives the rate and ETA."""
+        return self.WARMING_UP + ("" if done >= self.total else "; rate and ETA from the next line")
+
     def line(self, done: int) -> str:
-        """``done/total unit (rate unit/s, ETA ...)``; the first: the time so far and that it includes the warm-up."""
+        """``done/total unit (rate unit/s, ETA ...)``; the first: the time so far and that it
+        includes the warm-up; the last: ``done/total unit in T s (rate unit/s)``."""
         measured = self.measure(done)
+        elapsed = f"{done}/{self.total} {self.unit} in {time.time() - self.start:.0f} s"
         if measured is None:
-            return f"{done}/{self.total} {self.unit} in {time.time() - self.start:.0f} s ({self.WARMING_UP})"
+            return f"{elapsed} ({self.unmeasured(done)})"
         rate, left = measured
+        if done >= self.total:
+            return f"{elapsed} ({rate:.1f} {self.unit}/s)"
         return f"{done}/{self.total} {self.unit} ({rate:.1f} {self.unit}/s, ETA {eta_text(left)})"
+
+    def show(self, done: int, label: str, every: float = 10.0, force: bool = False) -> None:
+        """Print ``label: line(done)`` on stderr: on the first call, then at most every `every`
+        seconds; the last line (all done) and a `force`d one always, but never twice the same count."""
+        now = time.time()
+        if self.shown is not None and done == self.shown[1]:
+            return
+        if force or done >= self.total or self.shown is None or now - self.shown[0] >= every:
+            self.shown = (now, done)
+            print(f"{label}: {self.line(done)}", file=sys.stderr, flush=True)
 
 
 def define_compilation_cache_flag() -> None:

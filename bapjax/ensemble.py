@@ -156,6 +156,7 @@ def main(argv) -> int:
     out = Path(FLAGS.out)
     if (out / "ensemble.json").exists():
         raise UserError(f"--out {out}: holds a finished ensemble (ensemble.json); choose another folder")
+    paths.check_writable_dir(out, "--out")
     run_eval.use_runs_cpu_devices(FLAGS.runs)
     start, commit = time.time(), run_checks.code_version()
     members = [run_eval.RunDecoder.load(run) for run in FLAGS.runs]

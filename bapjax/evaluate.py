@@ -22,7 +22,7 @@ from typing import Sequence
 
 from absl import flags, logging
 
-from bapjax import cli
+from bapjax import cli, paths
 from bapjax.corpus import load, v2_clean
 from bapjax.evaluation.evaluator import EvaluationError, evaluate_items, format_report, mark_partial, per_item_records
 from bapjax.world import jsonl
@@ -62,7 +62,7 @@ def run(argv_flags=FLAGS) -> dict:
     start = time.perf_counter()
     if not argv_flags.predictions:
         raise EvaluationError("--predictions FILE is required")
-    cli.check_output_file("per_item", argv_flags.per_item)
+    paths.check_output_file(argv_flags.per_item, "--per_item")
     load.check_limit(argv_flags.limit)
     every = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
                                   argv_flags.store, argv_flags.dataset)

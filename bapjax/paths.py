@@ -2,7 +2,12 @@
 
 The cache (`$BAPJAX_CACHE`, default `~/.cache/bapjax`) holds everything bapjax can rebuild:
 unpacked corpus archives (`mdc/`), itemized corpora and features, generated and augmented corpora
-(`generated/`, `augmented/`), GloVe (`glove/`) and compiled XLA programs (`jax/`).
+(`generated/`, `augmented/`), GloVe (`glove/`) and compiled XLA programs (`jax/`); also the
+games `python -m bapjax.play` writes when given no --out (`play-games/`), which cannot be rebuilt.
+
+Every command checks where it will write before any work (`check_writable_dir` for a folder,
+`check_output_file` for a file, `writable_cache` for the cache when it must write there): a
+location that cannot be made or written is one line naming it, the flag and why (exit 2).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -25,11 +31,12 @@ from etils import epath
 from bapjax.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+CACHE_ENV = "BAPJAX_CACHE"  # the cache root's variable (`cache_root`)
 
 
 def cache_root() -> Path:
     """The root of every bapjax cache: `$BAPJAX_CACHE`, else `~/.cache/bapjax`."""
-    return Path(os.environ.get("BAPJAX_CACHE") or Path.home() / ".cache" / "bapjax")
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "bapjax")
 
 
 def resolve_path(path: str | os.PathLike) -> Path:
@@ -318,17 +325,56 @@ class UnwritableError(UserError):
     """An output location that cannot be created or written; the message names it and why."""
 
 
-def check_writable_dir(directory: str | os.PathLike, what: str) -> Path:
+def _file_in_the_way(path: Path) -> Path | None:
+    """`path` or its nearest existing ancestor when that is not a folder (a file where a folder
+    must go), else None."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return None if candidate.is_dir() else candidate
+    return None
+
+
+def check_writable_dir(directory: str | os.PathLike, what: str, output: str | os.PathLike | None = None) -> Path:
     """Create `directory` (and its parents) if need be and check that a file can be written in it,
-    before any work: else `UnwritableError` naming `what` (a flag, e.g. "--out"), the path and the
-    reason, in one line. Nothing is left behind by the check."""
-    directory = Path(directory)
+    before any work: else `UnwritableError` naming `what` (a flag, e.g. "--out"), the path (or
+    `output`, the file to be written in `directory`, as given) and the reason, in one line. The
+    probe file is removed, and so are the folders the check made when it fails."""
+    directory = Path(directory).expanduser()
+    missing = [folder for folder in (directory, *directory.parents) if not folder.exists()]  # deepest first
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".bapjax-write-check.{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        handle, probe = tempfile.mkstemp(prefix=".bapjax-write-check.", dir=directory)  # a unique name (many processes)
+        os.close(handle)
+        os.unlink(probe)
     except OSError as err:
-        reason = err.strerror or type(err).__name__
-        raise UnwritableError(f"{what} {directory}: cannot write there ({reason})") from None
+        for folder in missing:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        blocker = _file_in_the_way(directory)
+        reason = ("a file, not a folder" if blocker == directory else f"{blocker} is a file, not a folder") \
+            if blocker is not None else err.strerror or type(err).__name__
+        where = f"{output}: cannot write in {directory}" if output is not None else f"{directory}: cannot write there"
+        raise UnwritableError(f"{what} {where} ({reason})") from None
     return directory
+
+
+def check_output_file(path: str | os.PathLike | None, what: str, make_folder: bool = False) -> None:
+    """An output file checked before any work: not a folder, in a folder that takes a file
+    (`check_writable_dir`); else `UnwritableError` naming `what` (its flag) and the path. The
+    folder must exist unless `make_folder` (then it is created): a mistyped folder is refused, not
+    made. None, "-" (stdout) and URLs pass."""
+    text = os.fspath(path) if path is not None else ""
+    if not text or text == "-" or "://" in text:
+        return
+    target = Path(text).expanduser().absolute()
+    if target.is_dir():
+        raise UnwritableError(f"{what} {text}: a folder, not a file")
+    if not make_folder and not target.parent.exists() and _file_in_the_way(target.parent) is None:
+        raise UnwritableError(f"{what} {text}: the folder {target.parent} does not exist")
+    check_writable_dir(target.parent, what, output=text)
+
+
+def writable_cache(*parts: str) -> Path:
+    """The cache folder `cache_root()/parts...`, created and checked (`check_writable_dir`) where a
+    command must write it: a cache that takes no file is one line naming it and $BAPJAX_CACHE."""
+    return check_writable_dir(cache_root().joinpath(*parts), f"the cache (${CACHE_ENV})")

@@ -21,7 +21,7 @@ import time
 
 from absl import flags
 
-from bapjax import cli
+from bapjax import cli, paths
 from bapjax.corpus import load
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
@@ -62,7 +62,7 @@ def check_flags() -> None:
     cli.require_flags("checkpoint")
     if not FLAGS.out and not FLAGS.evaluate:
         raise UserError("--out is required (or --evaluate, to print the scores without writing predictions)")
-    cli.check_output_file("out", FLAGS.out)
+    paths.check_output_file(FLAGS.out, "--out")
     if FLAGS.batch_size is not None and FLAGS.batch_size < 1:
         raise UserError(f"--batch_size is {FLAGS.batch_size}; expected an integer >= 1")
     if FLAGS.max_actions is not None and FLAGS.max_actions < 1:

@@ -7,12 +7,13 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 from typing import Sequence
 
 from absl import flags
 
-from bapjax import cli
+from bapjax import cli, paths
 from bapjax.corpus import load
 from bapjax.errors import UserError
 from bapjax.evaluation.trivial import PREDICTORS, predict
@@ -28,12 +29,20 @@ def define_flags() -> None:
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
 
 
+USAGE = (f"usage: python -m bapjax.predictors {{{'|'.join(PREDICTORS)}}} "
+         "(--corpus PATH --split S | --items FILE) --out FILE")
+
+
 def main(argv: Sequence[str]) -> int:
-    if len(argv) != 2 or argv[1] not in PREDICTORS:
-        raise UserError(f"usage: python -m bapjax.predictors {{{'|'.join(PREDICTORS)}}} "
-                        "(--corpus PATH --split S | --items FILE) --out FILE")
+    if len(argv) != 2:
+        given = f" (got {' '.join(argv[1:])})" if len(argv) > 2 else ""
+        raise UserError(f"name one predictor: {', '.join(PREDICTORS)}{given}; {USAGE}")
+    if argv[1] not in PREDICTORS:
+        close = difflib.get_close_matches(argv[1], PREDICTORS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UserError(f"{argv[1]!r} is not a predictor{hint}; the predictors are {', '.join(PREDICTORS)}")
     cli.require_flags("out")
-    cli.check_output_file("out", FLAGS.out)
+    paths.check_output_file(FLAGS.out, "--out")
     load.check_limit(FLAGS.limit)
     items = load.first_items(load.items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items), FLAGS.limit)
     predictions = predict(argv[1], items, FLAGS.seed)

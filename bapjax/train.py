@@ -11,11 +11,12 @@ line naming the flag. The main sections: data.sources (where items come from), f
 model, train (optimizer, schedule, budget, evals), eval (decoding, STOP rule), curriculum
 (docs/training.md describes every field).
 
-The run writes to its workdir and resumes from its last checkpoint when rerun; rerunning a
-finished run only says where its results are (`--redo_final_eval` evaluates it again). It ends
-with the v2 tables of each test split, a summary (workdir, steps, the checkpoint kept, the STOP rule, test F1, next commands)
-and, last, the final evaluation as one JSON object keyed "<source>_<split>". Library logs are
-quiet; `--verbosity=0` shows their INFO lines.
+The run names its workdir first (`workdir: DIR`), writes there and resumes from its last
+checkpoint when rerun; rerunning a finished run only says where its results are
+(`--redo_final_eval` evaluates it again). It ends with the v2 tables of each test split, a
+summary (workdir, steps, the checkpoint kept, the STOP rule, test F1), the final evaluation as
+one JSON line keyed "<source>_<split>", and last the commands to run on it next (`next:`).
+Library logs are quiet; `--verbosity=0` shows their INFO lines.
 """
 
 from __future__ import annotations
@@ -25,10 +26,9 @@ import json
 import jax
 from absl import flags
 
-from bapjax import cli
+from bapjax import cli, paths
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.paths import workdir_path
 from bapjax.training import preemption, run_checks, run_config, sharding, summary
 from bapjax.training.loop import train_and_evaluate
 
@@ -59,12 +59,17 @@ def main(argv) -> int:
     except ValueError as err:
         raise run_checks.ConfigError(f"--config.cpu_devices={config.cpu_devices}: {err}") from None
     cli.apply_compilation_cache_flag()
-    workdir = workdir_path(FLAGS.workdir or config.workdir)
+    workdir = paths.workdir_path(FLAGS.workdir or config.workdir)
     if not FLAGS.redo_final_eval and run_checks.finished_run(config, workdir) is not None:
         if jax.process_index() == 0:
             print(f"{workdir} holds this run, finished: results in {workdir / 'final_eval.json'} "
                   "(--redo_final_eval evaluates it again)", flush=True)
         return 0
+    paths.writable_cache()  # features, generated corpora and compiled programs are kept there
+    if "://" not in str(workdir):  # a local workdir; gs:// and other stores answer for themselves
+        paths.check_writable_dir(str(workdir), "--workdir" if FLAGS.workdir else "config.workdir")
+    if jax.process_index() == 0:
+        print(f"workdir: {workdir}", flush=True)
     try:
         results = train_and_evaluate(config, workdir, wait=FLAGS.wait)
     except preemption.Preempted:
@@ -76,6 +81,8 @@ def main(argv) -> int:
         for line in summary.summary_lines(workdir, results):
             print(line, flush=True)
         print(json.dumps(results), flush=True)
+        for line in summary.next_commands(workdir, results):
+            print(line, flush=True)
     return 0
 
 

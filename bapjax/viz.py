@@ -11,9 +11,10 @@
 ``report`` writes a self-contained HTML page of a whole split (an alias of ``python -m bapjax.report``,
 with the same flags). ``item`` and
 ``prediction`` read items through ``bapjax.corpus.load.items_from_flags`` (``--corpus`` defaults to
-the MDC; without ``--split`` every split is searched). Mistakes in what was given (flags, files, an ``--out``
-that cannot be written) are ``VizError``s (``errors.UserError``: one line, exit 2); anything
-else is a bug and keeps its traceback.
+the MDC; without ``--split`` every split is searched). ``--out`` is checked before anything is
+read or drawn (``paths.check_output_file``; a picture's folder is made). Mistakes in what was
+given (flags, files, an ``--out`` that cannot be written) are ``errors.UserError``s (``VizError``,
+``paths.UnwritableError``: one line, exit 2); anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ def main(argv: Sequence[str]) -> int:
     if FLAGS.dpi < 1:
         raise VizError(f"--dpi is {FLAGS.dpi}; expected a positive integer")
     command = argv[1]
+    if command == "sim-items":  # a folder of pictures
+        paths.check_writable_dir(FLAGS.out, "--out")
+    else:
+        paths.check_output_file(FLAGS.out, "--out", make_folder=True)
     if command in ("item", "prediction"):
         if not FLAGS.item_id:
             raise VizError(f"{command} needs --item_id")

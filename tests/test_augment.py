@@ -184,6 +184,27 @@ def test_paraphrased_copy_keeps_chat_line_structure(train_games, mdc_corpus, tmp
         assert state["ChatHistory"] == last[:len(state["ChatHistory"])]
 
 
+def test_augmenting_shows_its_progress_on_stderr(train_games, mdc_corpus, tmp_path, capsys):
+    """The step's games and then the itemizing of what it wrote, each in `cli.Progress` lines
+    (rate and ETA; the last line the time and rate), with library logs left quiet."""
+    logs = mdc_corpus.root / "data" / "logs"
+    mini = tmp_path / "mini"
+    for path, _ in train_games[:3]:
+        copy = mini / "data" / "logs" / path.relative_to(logs)
+        copy.parent.mkdir(parents=True)
+        copy.write_bytes(path.read_bytes())
+    targets = sorted({mdc.target_of_game(path.parent.name) for path, _ in train_games[:3]})
+    (mini / "data" / "logs" / "splits.json").write_text(json.dumps({"train": targets, "val": [], "test": []}))
+    capsys.readouterr()
+    augment.augment_games(mini, tmp_path / "out", seed=0, copies=1, paraphrase_prob=0.0, processes=1)
+    lines = capsys.readouterr().err.splitlines()
+    games, items = [[line for line in lines if line.startswith(f"{label}: ")] for label in ("augment", "itemize")]
+    assert games[0].startswith("augment: 1/3 games in ") and "rate and ETA from the next line" in games[0]
+    assert re.fullmatch(r"augment: 3/3 games in \d+ s \([\d.]+ games/s\)", games[-1]), games
+    assert items[-1].startswith("itemize: 6/6 games in ") and "next line" not in items[-1], items
+    assert set(lines) == set(games + items), lines  # nothing else
+
+
 @pytest.mark.slow
 def test_cli_writes_the_paper_4x_mix(mdc_path, tmp_path):
     out = tmp_path / "aug"

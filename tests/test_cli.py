@@ -153,13 +153,40 @@ def test_progress_measures_after_the_first_line(monkeypatch):
     monkeypatch.setattr(cli.time, "time", lambda: clock[0])
     rule = cli.Progress(1000, "steps")
     clock[0] += 61.0  # compilation + the first step
-    assert rule.line(1) == f"1/1000 steps in 61 s ({cli.Progress.WARMING_UP})"
+    assert rule.line(1) == "1/1000 steps in 61 s (includes compilation and start-up; rate and ETA from the next line)"
     clock[0] += 9.0
     assert rule.line(10) == "10/1000 steps (1.0 steps/s, ETA 16.5 min)"
     clock[0] += 120.0  # an evaluation: left out after restart
     rule.restart(10)
     clock[0] += 10.0
     assert rule.measure(20) == (1.0, 980.0)
+    clock[0] += 980.0
+    assert rule.line(1000) == "1000/1000 steps in 1180 s (1.0 steps/s)"  # the last line: no ETA, no next line
+
+
+def test_a_last_line_promises_no_next_line(monkeypatch):
+    """A loop whose first line is its last (a short one) says it includes the warm-up, nothing more."""
+    clock = [0.0]
+    monkeypatch.setattr(cli.time, "time", lambda: clock[0])
+    rule = cli.Progress(50, "items")
+    clock[0] += 3.0
+    assert rule.line(50) == "50/50 items in 3 s (includes compilation and start-up)"
+    assert rule.unmeasured(50) == cli.Progress.WARMING_UP and "next line" in rule.unmeasured(49)
+
+
+def test_show_prints_a_long_steps_lines_apart_and_each_count_once(monkeypatch, capsys):
+    clock = [0.0]
+    monkeypatch.setattr(cli.time, "time", lambda: clock[0])
+    rule = cli.Progress(100, "games")
+    for done in range(1, 101):
+        clock[0] += 0.5
+        rule.show(done, "augment")
+    rule.show(100, "augment", force=True)  # a forced line of a count already shown: not again
+    assert capsys.readouterr().err.splitlines() == [
+        "augment: 1/100 games in 0 s (includes compilation and start-up; rate and ETA from the next line)",
+        "augment: 21/100 games (2.0 games/s, ETA 40 s)", "augment: 41/100 games (2.0 games/s, ETA 30 s)",
+        "augment: 61/100 games (2.0 games/s, ETA 20 s)", "augment: 81/100 games (2.0 games/s, ETA 10 s)",
+        "augment: 100/100 games in 50 s (2.0 games/s)"]
     assert [cli.eta_text(s) for s in (5, 89, 90, 3600, 5400, 7200)] == ["5 s", "89 s", "1.5 min", "60.0 min",
                                                                        "1.5 h", "2.0 h"]
 

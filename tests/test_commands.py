@@ -80,6 +80,18 @@ def test_a_missing_flag_error_names_only_what_is_missing(args, line, tmp_path):
     assert (done.returncode, done.stderr) == (2, line)
 
 
+@pytest.mark.parametrize("args, line", [
+    (["orcale", "--out", "p.jsonl"],
+     "error: 'orcale' is not a predictor (did you mean 'oracle'?); the predictors are empty, oracle, perturbed\n"),
+    (["best"], "error: 'best' is not a predictor; the predictors are empty, oracle, perturbed\n"),
+])
+def test_a_misspelt_predictor_is_named_with_the_valid_ones(args, line, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bapjax.predictors", *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert (done.returncode, done.stderr) == (2, line)
+    assert not (tmp_path / "p.jsonl").exists()
+
+
 def test_require_flags_lists_the_missing_ones():
     from types import SimpleNamespace
 

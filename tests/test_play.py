@@ -363,6 +363,20 @@ def test_a_port_in_use_is_named(tmp_path):
     assert done.stderr.strip().splitlines()[-1].startswith(f"error: --host 127.0.0.1 --port {port}: cannot listen there")
 
 
+def test_games_go_to_the_cache_by_default_and_the_first_line_says_where(tmp_path):
+    """Without --out the games folder is $BAPJAX_CACHE/play-games whatever the working directory,
+    named before the run loads (here a run that does not load)."""
+    (tmp_path / "work").mkdir()
+    done = subprocess.run([sys.executable, "-m", "bapjax.play", f"--checkpoint={tmp_path / 'none'}", "--port=0"],
+                          cwd=tmp_path / "work", capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "BAPJAX_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 2 and done.stderr.startswith("error: --checkpoint"), done.stderr[-2000:]
+    games = tmp_path / "cache" / "play-games"
+    assert done.stdout.splitlines()[0] == f"games are written to {games} (split test)"
+    assert json.loads((games / "data" / "dataset.json").read_text())["name"] == play_server.DATASET
+    assert list((tmp_path / "work").iterdir()) == []
+
+
 def test_out_folder_of_another_corpus_is_refused(tmp_path, mdc_path):
     other = tmp_path / "sim"
     (other / "data" / "logs").mkdir(parents=True)
@@ -444,6 +458,7 @@ def test_the_documented_curl_session(tiny_run, tmp_path):
     block = CURL_SESSION.search((REPO / "docs" / "play.md").read_text(encoding="utf-8")).group(1)
     assert block.startswith("P=8000\n")
     with play_command(tiny_run, tmp_path) as (url, out, env, lines):
+        assert lines[0] == f"games are written to {out} (split test)\n", lines  # before the run loads
         loaded = [line for line in lines if re.match(r"loaded .* step \d+$", line)]
         assert loaded == [f"loaded {tiny_run} step 2\n"], lines
         assert any(line.startswith("ready in ") for line in lines), lines

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bapjax.errors import UserError
 from bapjax.evaluation import evaluator, metrics, trivial
 from bapjax.pages import browser, report_page
 from bapjax.world import jsonl
@@ -130,7 +131,7 @@ def test_viz_report_is_the_same_command(tmp_path):
 ])
 def test_flag_mistakes_are_named(kwargs, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(report_page.ReportError, match=re.escape(message)):
+    with pytest.raises(UserError, match=re.escape(message)):
         report_page.check_flags(limit=0, batch_size=64, **kwargs)
 
 
@@ -168,6 +169,7 @@ def test_report_in_headless_chromium(full_report, tmp_path):
     assert 0 < result["filter_text"]["in_dom"] <= with_red < len(items)
     assert result["sorted_desc"] and result["rows_after_reset"] == len(items)
     assert 0 < result["rows_in_dom"] < 200 and result["last_row_after_scroll"]
+    assert result["ids_cut"] == 0  # the item column fits the widest id
     print(f"report of {len(items)} items, {page.stat().st_size / 1e6:.1f} MB: ready in {result['ready_ms']:.0f} ms "
           f"({json.dumps(result['times'])})")
     # generous: a loaded CI machine with software GL (2 s target for "open": bench_report.py)

@@ -88,13 +88,15 @@ def test_a_finished_run_ends_with_its_summary_and_a_rerun_leaves_it_alone(tmp_pa
     output = done.stdout + done.stderr
     assert not LIBRARY_LOG_LINE.search(output), LIBRARY_LOG_LINE.search(output).group(0)
     lines = done.stdout.strip().splitlines()
-    assert json.loads(lines[-1]).keys() == {"mc_test"}  # the final evaluation, last
-    summary = "\n".join(lines[-10:-1])
+    assert lines[0] == f"workdir: {run}"  # named first
+    assert lines[-4] == "next:"  # the commands to run next, last
+    for line, command in zip(lines[-3:], ("bapjax.predict", "bapjax.report", "bapjax.play")):
+        assert line.startswith(f"  python -m {command} --checkpoint {run}"), line
+    assert json.loads(lines[-5]).keys() == {"mc_test"}  # the final evaluation, before them
+    summary = "\n".join(lines[-12:-5])
     assert f"run finished: {run}" in summary and "trained 3 steps (24 items)" in summary
     assert re.search(r"compiled \d+ programs in \d+\.\d min, tracing included \(\d+ read from the persistent", summary)
     assert "STOP rule" in summary and "micro Overall F1 (test): mc " in summary
-    for command in ("bapjax.predict", "bapjax.report", "bapjax.play"):
-        assert f"python -m {command} --checkpoint {run}" in summary
     log = (run / "runs.jsonl").read_text()
 
     again = train(run, "--config.train.max_steps=3")
@@ -109,6 +111,20 @@ def test_a_finished_run_ends_with_its_summary_and_a_rerun_leaves_it_alone(tmp_pa
     assert second["compiled"]["from_cache"] > 0  # the evaluation's programs, compiled by the first invocation
 
 
+def test_a_diverged_run_is_told_a_lower_learning_rate_that_is_an_override():
+    """Half the run's rate, never above the default one (a rate of 1e30 halved would diverge
+    again), written as a value `--config.train.learning_rate=` parses to that rate."""
+    from bapjax import cli
+    from bapjax.training import loop, run_config
+
+    rates = (1e30, 1e6, 2e-3, 1e-3, 3e-4, 1e-5)
+    suggested = [loop.lower_learning_rate(rate) for rate in rates]
+    assert suggested == ["0.001", "0.001", "0.001", "0.0005", "0.00015", "5e-06"]
+    for rate, value in zip(rates, suggested):
+        config = cli.apply_overrides(run_config.base_config(), [f"--config.train.learning_rate={value}"])
+        assert config.train.learning_rate == float(value) < rate
+
+
 def test_a_diverging_run_stops_at_its_first_non_finite_loss(tmp_path):
     """A learning rate far too high: the loss is infinite or NaN within a few steps; the run stops
     there with one line naming the step, keeps no checkpoint of that state and evaluates nothing."""
@@ -119,7 +135,9 @@ def test_a_diverging_run_stops_at_its_first_non_finite_loss(tmp_path):
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
     step = int(re.match(r"error: step (\d+): the training loss is", errors[0]).group(1))
-    assert step < 10 and "learning_rate" in errors[0]  # caught before the first log interval ends
+    assert step < 10  # caught before the first log interval ends
+    assert "train.learning_rate=1e+30 is too high" in errors[0]
+    assert "the same command with e.g. --config.train.learning_rate=0.001 " in errors[0]
     assert not (run / "final_eval.json").exists() and not (run / "decode.json").exists()
     from bapjax.training import checkpoints
 

@@ -70,7 +70,9 @@ def test_cli_prints_statistics_last_line_json(tmp_path):
     assert stats["dataset"] == "ss" and stats["items"] == 52
     assert set(stats["shape_types"]) <= {"row", "diagonal", "plane"}
     assert "vocabulary size" in result.stdout
-    assert "items/s" in result.stderr and "ETA" in result.stderr
+    progress = [line for line in result.stderr.splitlines() if line.startswith("generate ss: ")]
+    assert "items/s" in result.stderr and progress[-1].startswith("generate ss: 52/52 items in ")
+    assert "next line" not in progress[-1]
     assert json.loads((out / "data" / "dataset.json").read_text())["name"] == "ss"
 
 
@@ -100,6 +102,8 @@ def test_cli_refuses_bad_values_and_foreign_folders_before_writing(tmp_path):
                      "--test_items", "0", "--progress=false")
         assert result.returncode == 0, result.stderr
     assert json.loads((ours / "data" / "dataset.json").read_text())["requested_items"]["train"] == 2
+    result = cli("--out", str(ours), "--train_items", "2", "--val_items", "0", "--test_items", "0")
+    assert (result.returncode, result.stderr) == (2, f"error: {ours / 'data'} exists; --overwrite replaces it\n")
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ import pytest  # noqa: E402
 from mpl_toolkits.mplot3d import proj3d  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from bapjax import viz  # noqa: E402
+from bapjax import paths, viz  # noqa: E402
 from bapjax.pages import pictures  # noqa: E402
 from bapjax.world import grid  # noqa: E402
 from bapjax.world.grid import PLACE, REMOVE, Action, Block  # noqa: E402
@@ -154,7 +154,7 @@ def test_cli_structure_sample_and_errors(tmp_path, capsys):
     with pytest.raises(pictures.VizError, match="--dpi is 0"):
         _cli("sample", "--dpi", "0", "--out", str(tmp_path / "x.png"))
     (tmp_path / "a_file").write_text("")
-    with pytest.raises(pictures.OutputError, match="a_file/x.png: cannot write the picture"):
+    with pytest.raises(paths.UnwritableError, match="--out .*a_file/x.png: cannot write in .*a_file .a file, not a folder.$"):
         _cli("sample", "--kind", "random", "--out", str(tmp_path / "a_file" / "x.png"))
     result = _run("structure", "--gold", str(tmp_path / "missing.xml"), "--out", str(tmp_path / "x.png"))
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [

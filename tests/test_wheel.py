@@ -96,7 +96,8 @@ def test_an_installed_wheel_trains_the_quickstart_by_name_and_writes_a_report(tm
 
     workdir = tmp_path / "run"
     trained = run([python, "-m", "bapjax.train", "--config=quickstart", *TINY, f"--workdir={workdir}"], home, env)
-    final = json.loads(trained.stdout.strip().splitlines()[-1])
+    lines = trained.stdout.strip().splitlines()
+    final = json.loads(lines[lines.index("next:") - 1])  # the final evaluation, before the commands to run next
     assert {"bs_test", "ss_test", "r_test"} <= set(final), final.keys()
     assert final == json.loads((workdir / "final_eval.json").read_text())
 

@@ -674,7 +674,7 @@ def collect(args: argparse.Namespace, command: str) -> int:
                             f"({ENSEMBLE})")
     runs = {Path(r).name: Path(r) for r in args.runs}
     out = Path(args.out)
-    paths.check_writable_dir(out.parent, "--out")
+    paths.check_writable_dir(out.parent, "--out", output=args.out)
     if args.keep:
         paths.check_writable_dir(Path(args.keep), "--keep")
     results = {name: collect_ensemble(run) if (run / ENSEMBLE).is_file() else collect_run(run, args.host_speed)

@@ -55,9 +55,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from bapjax import paths
+from bapjax import cli, paths
 from bapjax.analysis.bootstrap import paired_bootstrap
 from bapjax.corpus import load
+from bapjax.errors import UserError
 from bapjax.evaluation import evaluator, metrics
 from bapjax.training import run_eval
 from bapjax.world import grid as G
@@ -367,7 +368,7 @@ def bootstrap_markdown(boot: dict, split: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="training workdirs")
     parser.add_argument("--corpus", default=paths.MDC, help="the MDC (default: found by bapjax.paths.mdc_path)")
@@ -376,7 +377,16 @@ def main() -> int:
     parser.add_argument("--bootstrap", type=int, default=0, help="paired bootstrap resamplings (0: none)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N items (0: all)")
     parser.add_argument("--out", default=None, help="writes OUT.json and OUT.md")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    try:
+        return analyze(args)
+    except UserError as err:  # a mistake in what was given: one line, exit 2
+        cli.fail(str(err))
+
+
+def analyze(args: argparse.Namespace) -> int:
+    if args.out:
+        paths.check_writable_dir(Path(args.out).parent, "--out", output=args.out)
     items = load.items_from_flags(args.corpus, args.split)
     if args.limit:
         items = items[:args.limit]
@@ -395,7 +405,6 @@ def main() -> int:
     # the per-item counts (one line each in the JSON) serve the bootstrap only: its intervals are written
     summaries = {label: {k: v for k, v in r.items() if k != "per_item_overall"} for label, r in results.items()}
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out + ".json").write_text(json.dumps({"command": " ".join(sys.argv), "split": args.split,
                                                         "bootstrap": boot, "runs": summaries}, indent=1) + "\n")
         Path(args.out + ".md").write_text(text)

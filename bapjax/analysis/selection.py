@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         cli.fail(f"--bootstrap {args.bootstrap}: expected 1 or more replicates")
     try:
         out = Path(args.out)
-        paths.check_writable_dir(out.parent, "--out")
+        paths.check_writable_dir(out.parent, "--out", output=args.out)
         for run in [*args.chosen, *args.against]:
             if not Path(run).is_dir():
                 raise UserError(f"{run}: not a run directory")

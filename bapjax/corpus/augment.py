@@ -43,7 +43,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import orjson
-from absl import flags, logging
+from absl import flags
 
 from bapjax import cli, parallel, paths
 from bapjax.corpus import mdc
@@ -397,8 +397,8 @@ def augment_games(corpus: str | os.PathLike, out_dir: str | os.PathLike, seed: i
 
 
 def _log_progress(n: int, rule: cli.Progress, progress: bool) -> None:
-    if progress and (n % 25 == 0 or n == rule.total):
-        logging.info("augmented %s", rule.line(n))
+    if progress:
+        rule.show(n, "augment")
 
 
 # --------------------------------------------------------------------------------------------
@@ -452,6 +452,7 @@ def main(argv: Sequence[str]) -> int:
         raise UserError(f"--paraphrase_prob is {FLAGS.paraphrase_prob}; expected a value in [0, 1]")
     if FLAGS.processes is not None and FLAGS.processes < 1:
         raise UserError(f"--processes is {FLAGS.processes}; expected an integer >= 1 (or leave it out)")
+    paths.check_writable_dir(FLAGS.out, "--out")
     stats = augment_games(paths.mdc_path(FLAGS.corpus), FLAGS.out, FLAGS.seed, FLAGS.copies, FLAGS.paraphrase_prob,
                           FLAGS.include_originals, FLAGS.processes)
     print(f"wrote {stats['augmented_games']} augmented games ({stats['augmented_items']} items) and "

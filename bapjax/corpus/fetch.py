@@ -145,7 +145,7 @@ def fetch(out: str | os.PathLike, url: str = DEFAULT_URL, sha256: str | None = N
         raise FetchError(f"--sha256 {sha256}: expected 64 hexadecimal digits")
     manifest = read_manifest()
     created = [folder for folder in out.parents if not folder.exists()]  # removed again when the fetch fails
-    out.parent.mkdir(parents=True, exist_ok=True)
+    paths.check_writable_dir(out.parent, "--out", output=out)
     for stale in out.parent.glob(f".{out.name}.fetch-*"):  # left by a killed fetch
         if paths.owner_of(stale) == WRITER:
             shutil.rmtree(stale, ignore_errors=True)

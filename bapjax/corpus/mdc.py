@@ -79,6 +79,7 @@ def _unpack_archive(archive: Path) -> Path:
     target = cache_root() / f"corpus-{paths.file_sha256(archive)[:16]}"
     if _unpacked_problem(target) is None:
         return target
+    paths.writable_cache()
     with build_lock(target):
         problem = _unpacked_problem(target)  # another process may have unpacked it while we waited
         if problem is None:
@@ -441,8 +442,8 @@ def itemize_corpus(root: Path, processes: int = 1, progress: bool = False) -> It
 
 def _with_progress(results: Iterable, rule: cli.Progress, progress: bool):
     for n, result in enumerate(results, 1):
-        if progress and (n % 50 == 0 or n == rule.total):
-            logging.info("itemized %s", rule.line(n))
+        if progress:
+            rule.show(n, "itemize")
         yield result
 
 
@@ -464,6 +465,8 @@ def load_corpus(path: str | os.PathLike, use_cache: bool = True, processes: int 
             return corpus
         except Exception as err:  # noqa: BLE001 (a damaged pickle raises many types; it is rebuilt)
             paths.set_aside(cache_file, f"unreadable: {type(err).__name__}: {err}", "the item cache")
+    if use_cache:
+        paths.writable_cache("items")  # before the itemizing, not after it
     if processes is None:
         processes = 1  # measured: JSON parsing dominates and shipping items back costs more
     try:
@@ -555,6 +558,7 @@ def main(argv: Sequence[str]) -> int:
         return fetch_main()
     if argv[1] == "export":
         cli.require_flags("split", "out", of=" by export")
+        paths.check_output_file(FLAGS.out, "--out")
     corpus_path = paths.mdc_path(FLAGS.corpus)
     corpus = load_corpus(corpus_path, use_cache=not FLAGS.no_cache, progress=True)
     if argv[1] == "stats":

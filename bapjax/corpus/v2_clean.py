@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from absl import flags
 
-from bapjax import cli
+from bapjax import cli, paths
 from bapjax.corpus.load import items_from_flags
 from bapjax.errors import UserError
 from bapjax.world import grid, jsonl
@@ -280,6 +280,8 @@ def main(argv: Sequence[str]) -> int:
     if len(argv) != 2 or argv[1] not in commands:
         raise UserError(f"usage: python -m bapjax.corpus.v2_clean {{{'|'.join(commands)}}} ...")
     cli.require_flags("out")
+    paths.check_output_file(FLAGS.out, "--out")
+    paths.check_output_file(FLAGS.stats, "--stats")
     items = items_from_flags(FLAGS.corpus, FLAGS.split, FLAGS.items)
     if argv[1] == "annotate":
         annotate_items(items, FLAGS.out)

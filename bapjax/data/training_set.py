@@ -77,8 +77,11 @@ def build_store(out: str | os.PathLike, mdc_path: str | None, seed: int = 0,
                 synthetic_dirs: dict | None = None, work_dir: str | os.PathLike | None = None,
                 copies: int = 3, paraphrase_prob: float = 0.5, processes: int | None = None,
                 overwrite: bool = False, vocab_min_count: int = 1) -> dict:
-    """Build the store; returns the manifest."""
+    """Build the store; returns the manifest. A store already at `out` is refused before any work
+    unless `overwrite`."""
     out = Path(out)
+    if (out / "manifest.json").exists() and not overwrite:
+        raise FileExistsError(f"{out} holds a store (manifest.json); --overwrite replaces it")
     work = Path(work_dir) if work_dir else None
     sizes = dict(sizes or {})
     synthetic_dirs = dict(synthetic_dirs or {})

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 from absl import flags, logging
 
-from bapjax import cli
+from bapjax import cli, paths
 from bapjax.corpus import load
 from bapjax.data import curriculum, sources
 from bapjax.errors import UserError
@@ -57,22 +57,15 @@ def define_flags() -> None:
     cli.define_config_flag("finetune-set: the training config:")
 
 
-def _progress(done: int, rule: cli.Progress, what: str, last: list) -> None:
-    now = time.time()
-    if done == rule.total or now - last[0] > 10:
-        last[0] = now
-        print(f"{what}: {rule.line(done)}", file=sys.stderr, flush=True)
-
-
 def write_records(path: str, records, total: int, what: str) -> int:
-    """Write JSONL records from an iterator, with a progress line every 10 s."""
-    rule, last, count = cli.Progress(total, "records"), [time.time()], 0
+    """Write JSONL records from an iterator, with a progress line every 10 s (`cli.Progress.show`)."""
+    rule, count = cli.Progress(total, "records"), 0
     with open(path, "w", encoding="utf-8") as out:
         for record in records:
             out.write(json.dumps(record) + "\n")
             count += 1
             if count % 500 == 0 or count == total:
-                _progress(count, rule, what, last)
+                rule.show(count, what)
     return count
 
 
@@ -80,7 +73,7 @@ def export(argv_flags=FLAGS) -> dict:
     cli.require_flags("format", "out", values=argv_flags)
     if argv_flags.shots < 0:
         raise UserError(f"--shots {argv_flags.shots}: must be >= 0")
-    cli.check_output_file("out", argv_flags.out)
+    paths.check_output_file(argv_flags.out, "--out")
     load.check_limit(argv_flags.limit)
     every = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
                                   argv_flags.store, argv_flags.dataset)
@@ -106,7 +99,7 @@ def export(argv_flags=FLAGS) -> dict:
 
 def score(argv_flags=FLAGS) -> dict:
     cli.require_flags("format", "responses", values=argv_flags)
-    cli.check_output_file("out", argv_flags.out)
+    paths.check_output_file(argv_flags.out, "--out")
     load.check_limit(argv_flags.limit)
     every = load.items_from_flags(argv_flags.corpus, argv_flags.split, argv_flags.items,
                                   argv_flags.store, argv_flags.dataset)
@@ -153,7 +146,7 @@ def finetune_set(argv_flags=FLAGS) -> dict:
     if unknown:
         raise UserError(f"--length_formats: unknown format(s) {', '.join(unknown)} "
                         f"(expected {', '.join(llm_formats.FORMATS)})")
-    cli.check_output_file("out", argv_flags.out)
+    paths.check_output_file(argv_flags.out, "--out")
     if argv_flags.curriculum and not (config.get("curriculum", None) and config.curriculum.get("metric", "")):
         raise UserError("--curriculum: the config has no curriculum (config.curriculum.metric is empty)")
     items = finetune_items(config)

@@ -364,17 +364,50 @@ def event_record(event: list) -> dict:
 # The server's state: the run, the games, the output folder
 
 
+def default_games_folder() -> Path:
+    """Where games go without --out: ``play-games/`` in the cache root (`paths.cache_root`), one
+    place whatever directory the server starts from (a checkpoint's workdir may be read-only)."""
+    return paths.cache_root() / "play-games"
+
+
+def games_folder(out: str | Path | None, split: str) -> Path:
+    """The folder games are written to (`out`, else `default_games_folder`), made ready before
+    the run loads: a folder that takes files (`paths.check_writable_dir`), empty or holding played
+    games (never another corpus), with its dataset.json and splits.json; `split` is the one the
+    games are listed under. Mistakes are one line naming the flag."""
+    if split not in SPLITS:
+        raise PlayError(f"--games_split {split!r}: expected one of {', '.join(SPLITS)}")
+    folder = Path(out).expanduser().resolve() if out else default_games_folder()
+    meta = folder / "data" / "dataset.json"
+    splits = folder / "data" / "logs" / "splits.json"
+    if folder.exists() and not folder.is_dir():
+        raise PlayError(f"--out {folder}: a file, not a folder")
+    paths.check_writable_dir(folder, "--out")
+    if splits.exists():
+        try:
+            name = json.loads(meta.read_text())["name"]
+            json.loads(splits.read_text())
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise PlayError(f"--out {folder}: holds a corpus whose data/dataset.json or splits.json "
+                            f"does not read as a played-games folder ({type(err).__name__}: {err})") from None
+        if name != DATASET:
+            raise PlayError(f"--out {folder}: holds the corpus {name!r}, not played games; give another folder")
+    (folder / "data" / "logs").mkdir(parents=True, exist_ok=True)
+    if not meta.exists():
+        meta.write_text(json.dumps({"name": DATASET, "writer": "bapjax.play"}, indent=1))
+    if not splits.exists():
+        paths.write_atomically(splits, lambda p: p.write_text(json.dumps({s: [] for s in SPLITS})), str(splits))
+    return folder
+
+
 class PlayServer:
     """The loaded run and the games of one server process. A lock per game (a page's requests on
     its game run one at a time) and one around decoding (one model, one thread at a time)."""
 
-    def __init__(self, checkpoint: str, out: str | Path, split: str = "test", decoder=None,
+    def __init__(self, checkpoint: str, out: str | Path | None, split: str = "test", decoder=None,
                  samples: int | None = None):
-        if split not in SPLITS:
-            raise PlayError(f"--games_split {split!r}: expected one of {', '.join(SPLITS)}")
-        self.out = Path(out).expanduser().resolve()
+        self.out = games_folder(out, split)
         self.split = split
-        self._check_out()
         if decoder is None:
             decoder = load_decoder(checkpoint, samples)
         self.decoder = decoder
@@ -386,28 +419,6 @@ class PlayServer:
         self.games_lock = threading.Lock()
         self.decode_lock = threading.Lock()
         self.warm_ms = self._warm_up()
-
-    def _check_out(self) -> None:
-        meta = self.out / "data" / "dataset.json"
-        splits = self.out / "data" / "logs" / "splits.json"
-        if self.out.exists() and not self.out.is_dir():
-            raise PlayError(f"--out {self.out}: a file, not a folder")
-        if not self.out.parent.is_dir():
-            raise PlayError(f"--out {self.out}: the folder {self.out.parent} does not exist")
-        if splits.exists():
-            try:
-                name = json.loads(meta.read_text())["name"]
-                json.loads(splits.read_text())
-            except (OSError, ValueError, KeyError, TypeError) as err:
-                raise PlayError(f"--out {self.out}: holds a corpus whose data/dataset.json or splits.json "
-                                f"does not read as a played-games folder ({type(err).__name__}: {err})") from None
-            if name != DATASET:
-                raise PlayError(f"--out {self.out}: holds the corpus {name!r}, not played games; give another folder")
-        (self.out / "data" / "logs").mkdir(parents=True, exist_ok=True)
-        if not meta.exists():
-            meta.write_text(json.dumps({"name": DATASET, "writer": "bapjax.play"}, indent=1))
-        if not splits.exists():
-            paths.write_atomically(splits, lambda p: p.write_text(json.dumps({s: [] for s in SPLITS})), str(splits))
 
     def _warm_up(self) -> float:
         """Decode one item, so the first instruction does not wait for compilation."""

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from bapjax import paths
 from bapjax.corpus import load
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator, metrics
@@ -252,11 +253,13 @@ def check_flags(out: str | None, checkpoint: str | None, predictions: str | None
         raise ReportError("report needs --out DIR (the folder index.html is written to)")
     if bool(checkpoint) == bool(predictions):
         raise ReportError("report needs exactly one of --checkpoint RUN or --predictions FILE")
-    parent = Path(out).expanduser().resolve().parent
-    if not parent.is_dir():
-        raise ReportError(f"--out {out}: the folder {parent} does not exist")
-    if Path(out).exists() and not Path(out).is_dir():
+    target = Path(out).expanduser()
+    if target.exists() and not target.is_dir():
         raise ReportError(f"--out {out}: a file, not a folder")
+    if target.is_dir():
+        paths.check_writable_dir(target, "--out")
+    else:  # made when the page is written: its parent must exist and take a folder now
+        paths.check_output_file(out, "--out")
     load.check_limit(limit)
     if batch_size < 1:
         raise ReportError(f"--batch_size is {batch_size}; expected an integer >= 1")

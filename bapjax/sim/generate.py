@@ -25,7 +25,6 @@ import math
 import os
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -107,19 +106,15 @@ def _work(args):
 
 
 class _Progress:
-    """A progress line on stderr at most every 2 s (`cli.Progress`'s rate and ETA: measured after
-    the worker processes started)."""
+    """A progress line on stderr at most every 2 s (`cli.Progress.show`: the rate and ETA measured
+    after the worker processes started), none when not `enabled`."""
 
     def __init__(self, total: int, enabled: bool, label: str):
         self.rule, self.enabled, self.label = cli.Progress(total), enabled, label
-        self.last = 0.0
 
     def update(self, done: int, force: bool = False) -> None:
-        now = time.time()
-        if not self.enabled or (not force and now - self.last < 2.0):
-            return
-        self.last = now
-        print(f"[{self.label}] {self.rule.line(done)}", file=sys.stderr, flush=True)
+        if self.enabled:
+            self.rule.show(done, self.label, every=2.0, force=force)
 
 
 WRITER = "bapjax.sim.generate"  # the owner marker (bapjax.paths) of the folders it writes
@@ -156,7 +151,7 @@ def generate_corpus(dataset: str, out_dir, seed: int = 0, train_items: int | Non
     root = Path(out_dir)
     if (root / "data").exists():
         if not overwrite:
-            raise FileExistsError(f"{root / 'data'} exists; pass overwrite=True (--overwrite) to replace it")
+            raise FileExistsError(f"{root / 'data'} exists; --overwrite replaces it")
         if not _generated_here(root):
             paths.check_replaceable(root, WRITER, "this corpus")
         shutil.rmtree(root / "data")
@@ -341,6 +336,7 @@ def main(argv: Sequence[str]) -> int:
             print()
         return 0
     cli.require_flags("dataset", "out")
+    paths.check_writable_dir(FLAGS.out, "--out")
     try:
         stats = generate_corpus(FLAGS.dataset, FLAGS.out, FLAGS.seed, FLAGS.train_items, FLAGS.val_items,
                                 FLAGS.test_items, processes=FLAGS.processes, progress=FLAGS.progress,

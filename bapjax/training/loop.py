@@ -40,7 +40,7 @@ from bapjax.text.vocab import Vocabulary
 from bapjax.training import checkpoints, decode, peer_watch, preemption, run_checks, run_eval, sharding, workdir_claim
 from bapjax.training.metric_writer import MetricWriter, plot_learning_curves, report_scalars
 from bapjax.training.optimizer import make_optimizer, update_ema
-from bapjax.training.run_config import init_seed
+from bapjax.training.run_config import base_config, init_seed
 from bapjax.world.items import BapItem
 
 # ------------------------------------------------------------------------------------------------
@@ -318,6 +318,13 @@ def decoded_val_items(data: dict, eval_config) -> dict[str, list]:
     return {name: items for name, items in picked.items() if items}
 
 
+def lower_learning_rate(rate: float) -> str:
+    """The learning rate a diverged run's message suggests, as an override's value: half the
+    run's, but no more than the default one (`run_config.base_config`; a rate far above it, say
+    1e3, halved still diverges), two significant digits ("0.0005", "0.001")."""
+    return f"{min(rate / 2, float(base_config().train.learning_rate)):.2g}"
+
+
 class TrainingRun:
     """One invocation of training on a workdir: the data, model, state and checkpoints, with the
     loop's pieces as plain methods (`train_and_evaluate` strings them together)."""
@@ -491,8 +498,9 @@ class TrainingRun:
                     self.writer.write(step, "train", {**values, "steps_per_s": rate, "items_per_s": rate * batch_size})
                     measured = progress.measure(step)
                     if self.is_main:
-                        speed = (f"{measured[0] * batch_size:.1f} items/s, ETA {cli.eta_text(measured[1])}" if measured
-                                 else f"{now - t0:.0f} s: {progress.WARMING_UP}")
+                        speed = (f"{now - t0:.0f} s: {progress.unmeasured(step)}" if measured is None else
+                                 f"{measured[0] * batch_size:.1f} items/s" if step >= self.steps_total else
+                                 f"{measured[0] * batch_size:.1f} items/s, ETA {cli.eta_text(measured[1])}")
                         print(f"step {step}/{self.steps_total} loss {values['loss']:.4f} acc "
                               f"{values['step_accuracy']:.3f} | {speed}", flush=True)
                 paused = False  # an eval or a save this step: the printed rate leaves it out
@@ -532,11 +540,11 @@ class TrainingRun:
         kept = self.last_saved_step
         where = (f"the last finite checkpoint is step {kept} in {self.workdir / 'checkpoints' / 'latest'}"
                  if kept is not None else "no checkpoint was saved before it")
-        lower = f"{float(tc.learning_rate) / 10:g}"
         resume = f"resumes from step {kept}" if kept is not None else "starts over"
         return (f"step {step}: the training loss is {loss} (gradient norm {grad_norm}); training stopped and kept "
                 f"no state of it: {where}. Likely cause: train.learning_rate={float(tc.learning_rate):g} is too high "
-                f"for this model; the same command with e.g. --config.train.learning_rate={lower} {resume}")
+                f"for this model; the same command with e.g. "
+                f"--config.train.learning_rate={lower_learning_rate(float(tc.learning_rate))} {resume}")
 
     def final_evaluation(self) -> dict:
         """The best checkpoint (by `train.select_by`, else the last state) decoded as `bapjax.predict`

@@ -1,6 +1,7 @@
-"""What a finished run says last: where it is, what it trained and kept, its STOP rule, one
-headline F1 per test split, and the commands to run on it next (read from the workdir's files,
-so a rerun of a finished run can say the same)."""
+"""What a finished run says at its end: where it is, what it trained and kept, its STOP rule, one
+headline F1 per test split (`summary_lines`, before the final evaluation's JSON line), and last
+the commands to run on it next (`next_commands`); read from the workdir's files, so a rerun of a
+finished run can say the same."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def source_flags(source: Mapping) -> str:
 
 
 def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[str]:
-    """The run's closing lines (before the JSON line of `results`)."""
+    """The run's summary (before the JSON line of `results`)."""
     config = json.loads(run_checks.last_run_config(workdir).read_text())
     records = run_checks.invocations(workdir)
     last = records[-1] if records else {}
@@ -62,12 +63,19 @@ def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[s
         seconds = sum(c["compile_seconds"] + c["trace_seconds"] for c in compiled)
         lines.append(f"  compiled {programs} programs in {seconds / 60:.1f} min, tracing included"
                      f" ({cached} read from the persistent compilation cache)")
-    first = next(iter(results), None)
-    if first:
-        name, _, split = first.rpartition("_")
-        items = source_flags(config["data"]["sources"].get(name, {}))
-        lines += ["next:",
-                  f"  python -m bapjax.predict --checkpoint {workdir} {items} --split {split} --out {workdir}/{name}_{split}.jsonl",
-                  f"  python -m bapjax.report --checkpoint {workdir} {items} --split {split} --out {workdir}/report",
-                  f"  python -m bapjax.play --checkpoint {workdir}"]
     return lines
+
+
+def next_commands(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[str]:
+    """The commands to run on the run next, on the first evaluated split (the run's last lines,
+    after the JSON line, where a reader looks when it ends); none when nothing was evaluated."""
+    first = next(iter(results), None)
+    if not first:
+        return []
+    config = json.loads(run_checks.last_run_config(workdir).read_text())
+    name, _, split = first.rpartition("_")
+    items = source_flags(config["data"]["sources"].get(name, {}))
+    return ["next:",
+            f"  python -m bapjax.predict --checkpoint {workdir} {items} --split {split} --out {workdir}/{name}_{split}.jsonl",
+            f"  python -m bapjax.report --checkpoint {workdir} {items} --split {split} --out {workdir}/report",
+            f"  python -m bapjax.play --checkpoint {workdir}"]

@@ -38,6 +38,19 @@
   // Table: sorting, filtering
 
   const tbody = $("rows");
+
+  // The item column is as wide as the widest id (the ids are monospaced: the longest), so no id
+  // is cut off; the list keeps room for the figures beside it (report.css, --id-width).
+  (function fitIdColumn() {
+    let longest = "";
+    for (const it of ITEMS) if (it.id.length > longest.length) longest = it.id;
+    const probe = document.createElement("span");
+    probe.id = "idprobe";
+    probe.textContent = longest;
+    document.body.appendChild(probe);
+    document.documentElement.style.setProperty("--id-width", `${Math.ceil(probe.getBoundingClientRect().width) + 2}px`);
+    probe.remove();
+  })();
   let order = ITEMS.map((_, i) => i); // the visible rows, in display order
   let sortKey = null, sortDir = 1;
   let current = -1;
@@ -457,6 +470,8 @@
     wrap.scrollTop = wrap.scrollHeight;
     renderRows();
     out.last_row_after_scroll = rowsShown().slice(-1)[0].id === ITEMS[order[order.length - 1]].id;
+    // every id shown whole: no cell's text is wider than the cell
+    out.ids_cut = Array.from(tbody.querySelectorAll("tr[data-i] td:first-child")).filter((td) => td.scrollWidth > td.clientWidth).length;
     $("selftest-result").textContent = JSON.stringify(out);
   }
 
