@@ -13,6 +13,8 @@ traceback.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import importlib.machinery
 import importlib.util
@@ -276,26 +278,28 @@ def quiet_library_logs() -> None:
 
 
 def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], None]) -> NoReturn:
-    """Define the flags, parse them, run ``main(argv)``; user mistakes end as one line, exit 2."""
+    """Define the flags, parse them, run ``main(argv)``; user mistakes end as one line, exit 2.
+    Output whose reader went away is dropped and the command goes on (`output_without_readers`)."""
     define_flags()
 
     def guarded(argv: Sequence[str]) -> int:
         quiet_library_logs()
-        try:
-            return int(main(argv) or 0)
-        except RunFailure as err:  # a run that went wrong: its own exit status
-            print(f"error: {err}", file=sys.stderr, flush=True)
-            if isinstance(err, PeerLost):  # before JAX's own shutdown report: its collectives cannot end cleanly
-                sys.stdout.flush()
-                os._exit(err.exit_status)
-            sys.exit(err.exit_status)
-        except (UserError, app.UsageError) as err:
-            fail(str(err))
-        except Exception as err:  # noqa: BLE001 (re-raised unless a write met a full disk)
-            full = no_space_error(err)
-            if full is None:
-                raise
-            fail(describe_no_space(full, full.filename, "it" if full.filename else "a file"))
+        with output_without_readers(READERLESS_NOTE):
+            try:
+                return int(main(argv) or 0)
+            except RunFailure as err:  # a run that went wrong: its own exit status
+                print(f"error: {err}", file=sys.stderr, flush=True)
+                if isinstance(err, PeerLost):  # before JAX's own shutdown report: its collectives cannot end cleanly
+                    sys.stdout.flush()
+                    os._exit(err.exit_status)
+                sys.exit(err.exit_status)
+            except (UserError, app.UsageError) as err:
+                fail(str(err))
+            except Exception as err:  # noqa: BLE001 (re-raised unless a write met a full disk)
+                full = no_space_error(err)
+                if full is None:
+                    raise
+                fail(describe_no_space(full, full.filename, "it" if full.filename else "a file"))
 
     app.run(guarded, flags_parser=_parse_flags)
 
@@ -362,6 +366,81 @@ class Progress:
             return f"{done}/{self.total} {self.unit} in {time.time() - self.start:.0f} s ({self.WARMING_UP})"
         rate, left = measured
         return f"{done}/{self.total} {self.unit} ({rate:.1f} {self.unit}/s, ETA {eta_text(left)})"
+
+
+READERLESS_NOTE = "the command goes on, and what it writes to files (a run's workdir) is kept"
+LOST_READER = (errno.EPIPE, errno.EBADF, errno.EIO)  # a closed pipe, a closed descriptor, a hung-up terminal
+
+
+class ReaderlessStream:
+    """A text stream (sys.stdout, sys.stderr) a command writes on after its reader went away: a
+    pipe closed (`... | tee log` ended by the same Ctrl-C), a terminal hung up, the stream closed.
+    The first write that meets it calls `lost(self)` once, points the descriptor at os.devnull
+    (so what Python still buffers flushes quietly at exit) and drops every later write, so the
+    command goes on instead of ending in a BrokenPipeError traceback."""
+
+    def __init__(self, stream, name: str, lost: Callable[["ReaderlessStream"], None]):
+        self.stream, self.name, self._lost, self.gone = stream, name, lost, False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except (OSError, ValueError) as err:
+                self._lose(err)
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError) as err:
+                self._lose(err)
+
+    def _lose(self, err: Exception) -> None:
+        if isinstance(err, OSError) and err.errno not in LOST_READER:
+            raise err  # e.g. a full disk under a redirect: a write error of its own (`paths.no_space_error`)
+        self.gone = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # a closed stream has no descriptor left to point elsewhere
+            pass
+        self._lost(self)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def output_without_readers(note: str):
+    """sys.stdout and sys.stderr as `ReaderlessStream`s while the block runs: a long command (training)
+    outlives the reader of its output. The first stream found gone is named on the other, with `note`
+    (what still records the work), e.g. ``note: stdout's reader is gone (...): its lines are dropped
+    from here on; <note>``."""
+    streams = {"stdout": sys.stdout, "stderr": sys.stderr}
+
+    def lost(stream: ReaderlessStream) -> None:
+        other = sys.stderr if stream.name == "stdout" else sys.stdout
+        if other is not None:
+            print(f"note: {stream.name}'s reader is gone (a closed pipe or terminal): its lines are dropped from "
+                  f"here on; {note}", file=other, flush=True)
+
+    wrapped = {name: ReaderlessStream(stream, name, lost) if stream is not None else None
+               for name, stream in streams.items()}
+    sys.stdout, sys.stderr = wrapped["stdout"], wrapped["stderr"]
+    try:
+        yield
+    finally:
+        for name, stream in wrapped.items():
+            if stream is not None:
+                stream.flush()
+        sys.stdout, sys.stderr = streams["stdout"], streams["stderr"]
 
 
 def define_compilation_cache_flag() -> None:
