@@ -8,6 +8,7 @@ RLIMIT_FSIZE: Python gets EFBIG) during a cache build, a checkpoint save or a pr
 ends with one line naming what could not be written, no partial file, and the same command
 succeeds without the limit."""
 
+import hashlib
 import json
 import os
 import random
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -125,6 +127,59 @@ def test_a_signal_is_a_stop_request_only_while_watched():
     finally:
         watch.uninstall()
     assert {sig: signal.getsignal(sig) for sig in before} == before  # uninstall restores them
+
+
+def _blocked_in_c(seconds_hint: float = 2.0) -> None:
+    """A call that holds the main thread in C with the GIL released, for seconds, and is not cut
+    short by a signal (as an XLA compile or a wait on dispatched steps): Python runs a signal's
+    handler only after it returns."""
+    hashlib.scrypt(b"bapjax", salt=b"preemption", n=2 ** 14, r=8, p=max(1, int(13 * seconds_hint)), maxmem=2 ** 26)
+
+
+def test_a_signal_is_answered_at_once_even_while_the_main_thread_is_in_c(capfd):
+    """The notice comes from the thread the C-level handler wakes, not from the next bytecode of
+    the main thread; a second signal says the save goes on and stops nothing."""
+    said = []
+
+    def notice(name):
+        said.append(time.time())
+        return f"{name} received: the test's notice"
+
+    watch = preemption.PreemptionWatch(notice).install()
+    try:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        start = time.time()
+        _blocked_in_c()
+        returned = time.time()
+        assert said and said[0] - start < 1.5 and returned - said[0] > 0.3, (start, said, returned)
+        assert watch.should_stop(1) and watch.received == "SIGINT"
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.time() + 5
+        while watch.heard < 2 and time.time() < deadline:
+            time.sleep(0.02)
+        assert watch.heard == 2 and watch.received == "SIGINT"
+    finally:
+        watch.uninstall()
+    err = capfd.readouterr().err.splitlines()
+    assert err[0] == "SIGINT received: the test's notice"
+    assert err[1].startswith("SIGINT received again: still finishing and saving that step"), err
+
+
+def test_a_third_signal_stops_at_once(tmp_path):
+    script = textwrap.dedent('''
+        import os, signal, time
+        from bapjax.training import preemption
+        watch = preemption.PreemptionWatch(lambda name: name + " received: first").install()
+        for _ in range(3):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)
+        time.sleep(30)  # a save that never ends
+    ''')
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 128 + signal.SIGINT, done.stderr[-2000:]
+    lines = done.stderr.splitlines()
+    assert lines[0] == "SIGINT received: first" and "again: still finishing" in lines[1], lines
+    assert lines[2].startswith("SIGINT received a third time: stopping now without saving"), lines
 
 
 def _wait_for_line(proc, pattern: str, lines: list, timeout: float) -> bool:
