@@ -333,11 +333,34 @@ def eta_text(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 90 * 60 else f"{seconds / 3600:.1f} h"
 
 
+def compiling_seconds() -> float:
+    """Seconds this process has spent compiling so far (XLA's backend, reads of the persistent
+    compilation cache, tracing and lowering: `compile_tally`): what a loop's rate leaves out."""
+    totals = compile_tally().totals
+    return totals["compile_seconds"] + totals["trace_seconds"]
+
+
+class Stopwatch:
+    """Wall seconds since it started, and the part of them not spent compiling (`working`): what
+    the same work takes again once its programs are compiled."""
+
+    def __init__(self):
+        self.start, self.compiled = time.time(), compiling_seconds()
+
+    def seconds(self) -> float:
+        return time.time() - self.start
+
+    def working(self) -> float:
+        return max(0.0, self.seconds() - (compiling_seconds() - self.compiled))
+
+
 class Progress:
     """Rate and ETA of a long loop over `total` units. What a loop does once (compiling, starting
     worker processes, loading a model) falls before its first progress line, so that line says so
     and gives no rate; every later line measures from the first (or from `restart`, after a pause
-    such as an evaluation), so its ETA is that of the steady rate, not one inflated by compilation."""
+    such as an evaluation) and leaves out the seconds spent compiling meanwhile (a new shape's
+    program, `compiling_seconds`), so its ETA is that of the steady rate, not one inflated by
+    compilation."""
 
     WARMING_UP = "includes compilation and start-up; rate and ETA from the next line"
 
@@ -347,16 +370,19 @@ class Progress:
 
     def restart(self, done: int) -> None:
         """Measure from here (after a pause the rate should leave out)."""
-        self.mark = (time.time(), done)
+        self.mark = (Stopwatch(), done)
 
     def measure(self, done: int) -> tuple[float, float] | None:
-        """(units per second, seconds left) since the mark; None on the first line (it sets the mark)."""
-        now = time.time()
-        if self.mark is None or done <= self.mark[1] or now <= self.mark[0]:
-            if self.mark is None:
-                self.mark = (now, done)
+        """(units per second, seconds left) since the mark, compilation left out; None on the first
+        line (it sets the mark) and while nothing but compilation happened since the mark."""
+        if self.mark is None:
+            self.restart(done)
             return None
-        rate = (done - self.mark[1]) / (now - self.mark[0])
+        watch, since = self.mark
+        working = watch.working()
+        if done <= since or working <= 0:
+            return None
+        rate = (done - since) / working
         return rate, (self.total - done) / rate
 
     def line(self, done: int) -> str:

@@ -195,33 +195,63 @@ def _wait_for_line(proc, pattern: str, lines: list, timeout: float) -> bool:
 
 
 @pytest.mark.slow  # ~2-3 min on a 2-core CPU: two short training runs
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_saves_the_step_and_the_same_command_resumes_from_it(tmp_path, signum):
+@pytest.mark.parametrize("signum,reader", [(signal.SIGTERM, "alive"), (signal.SIGINT, "gone")])
+def test_a_signal_saves_the_step_and_the_same_command_resumes_from_it(tmp_path, signum, reader):
+    """A signal at step 7 of a small quickstart run: one line on stderr at once names the step
+    that will be saved, the run saves it, says so and exits 75, and the same command resumes from
+    it. With "gone", stdout's reader closes its end before the signal (`... | tee log` ended by the
+    same Ctrl-C): the run's later stdout lines are dropped, and nothing else changes."""
     env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"))
+    name = signal.Signals(signum).name
 
     def command(max_steps: int) -> list[str]:
         args = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
                 *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
                 f"--config.train.max_steps={max_steps}", "--config.train.eval_every_steps=5",
                 "--config.eval.final_splits=()"]
-        for name in ("bs", "ss", "r"):
-            args += [f"--config.data.sources.{name}.generate.train_items=60",
-                     f"--config.data.sources.{name}.generate.processes=1"]
+        for source in ("bs", "ss", "r"):
+            args += [f"--config.data.sources.{source}.generate.train_items=60",
+                     f"--config.data.sources.{source}.generate.processes=1"]
         return args
 
-    proc = subprocess.Popen(command(400), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(command(400), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+    errors = []  # (when read, line) of stderr
+    reader_thread = threading.Thread(target=lambda: errors.extend((time.time(), line) for line in proc.stderr))
+    reader_thread.start()
     lines = []
     assert _wait_for_line(proc, r"^step 7/", lines, 900), "".join(lines)[-3000:]
+    if reader == "gone":
+        proc.stdout.close()
+        metrics, deadline = tmp_path / "run" / "metrics.jsonl", time.time() + 300
+        # a train row of step 9 follows step 8's progress line: the run has written on the closed pipe
+        while not any(json.loads(line).get("step", 0) >= 9 for line in metrics.read_text().splitlines()):
+            assert time.time() < deadline and proc.poll() is None, "".join(line for _, line in errors)[-3000:]
+            time.sleep(0.2)
+    sent = time.time()
     proc.send_signal(signum)
-    output = "".join(lines) + proc.communicate(timeout=300)[0]
-    assert proc.returncode == preemption.EXIT_STATUS, output[-3000:]
-    saved = re.search(r"(SIGTERM|SIGINT) received: saved the checkpoint of step (\d+)", output)
-    assert saved and saved.group(1) == signal.Signals(signum).name, output[-3000:]
-    step = int(saved.group(2))
+    proc.wait(timeout=300)
+    reader_thread.join(timeout=60)
+    if reader == "alive":
+        lines += proc.stdout.readlines()
+    output, stderr = "".join(lines), "".join(line for _, line in errors)
+    assert proc.returncode == preemption.EXIT_STATUS, (output + stderr)[-3000:]
+    assert "Traceback" not in output + stderr, stderr[-3000:]
+    saved = re.search(rf"^\d\d:\d\d:\d\d {name} received: saved the checkpoint of step (\d+)", stderr, re.M)
+    assert saved, stderr[-3000:]
+    step = int(saved.group(1))
     assert step >= 7, "the signal's checkpoint is newer than the periodic one before it (step 5)"
     assert step in {int(p.name) for p in (tmp_path / "run" / "checkpoints" / "latest").iterdir() if p.name.isdigit()}
-    assert "Traceback" not in output
+    notices = [(n, when, line) for n, (when, line) in enumerate(errors) if line.startswith(f"{name} received: ")]
+    assert notices, stderr[-3000:]
+    position, when, notice = notices[0]
+    assert when - sent < 5.0 and saved.group(0) not in "".join(line for _, line in errors[:position + 1]), (
+        when - sent, stderr[-3000:])  # at once, before the save
+    assert re.search(rf"\bstep {step}\b", notice) and f"exit {preemption.EXIT_STATUS}" in notice, notice
+    if reader == "gone":
+        assert "note: stdout's reader is gone (a closed pipe or terminal): its lines are dropped" in stderr, stderr
+    record = json.loads((tmp_path / "run" / "runs.jsonl").read_text().splitlines()[-1])
+    assert record["finished"] is False and record["last_step"] == step
     rerun = subprocess.run(command(step + 2), cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert f"resumed from step {step}" in rerun.stdout
