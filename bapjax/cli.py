@@ -357,32 +357,41 @@ class Stopwatch:
 class Progress:
     """Rate and ETA of a long loop over `total` units. What a loop does once (compiling, starting
     worker processes, loading a model) falls before its first progress line, so that line says so
-    and gives no rate; every later line measures from the first (or from `restart`, after a pause
-    such as an evaluation) and leaves out the seconds spent compiling meanwhile (a new shape's
-    program, `compiling_seconds`), so its ETA is that of the steady rate, not one inflated by
-    compilation."""
+    and gives no rate; every later line gives the steady rate: the units per second over the
+    stretches since the first line, each from a mark (the first line, or `restart` after a pause
+    such as an evaluation) to its last measured line, less the seconds spent compiling meanwhile
+    (a new shape's program, `compiling_seconds`), so its ETA is not one inflated by compilation
+    or pauses, nor thrown by the few steps of one short stretch."""
 
     WARMING_UP = "includes compilation and start-up; rate and ETA from the next line"
 
     def __init__(self, total: int, unit: str = "items"):
         self.total, self.unit = total, unit
         self.start, self.mark = time.time(), None
+        self.counted = (0, 0.0)  # units and working seconds of the stretches before the mark
+        self.last = None  # (units, working seconds) from the mark to its last measured line
 
     def restart(self, done: int) -> None:
         """Measure from here (after a pause the rate should leave out)."""
-        self.mark = (Stopwatch(), done)
+        if self.last is not None:
+            self.counted = (self.counted[0] + self.last[0], self.counted[1] + self.last[1])
+        self.mark, self.last = (Stopwatch(), done), None
 
     def measure(self, done: int) -> tuple[float, float] | None:
-        """(units per second, seconds left) since the mark, compilation left out; None on the first
-        line (it sets the mark) and while nothing but compilation happened since the mark."""
+        """(units per second, seconds left) over the stretches so far, compilation left out; None
+        on the first line (it sets the mark) and while nothing but compilation has been measured."""
         if self.mark is None:
             self.restart(done)
             return None
         watch, since = self.mark
         working = watch.working()
-        if done <= since or working <= 0:
+        if done > since and working > 0:
+            self.last = (done - since, working)
+        units = self.counted[0] + (self.last[0] if self.last else 0)
+        seconds = self.counted[1] + (self.last[1] if self.last else 0.0)
+        if units <= 0 or seconds <= 0:
             return None
-        rate = (done - since) / working
+        rate = units / seconds
         return rate, (self.total - done) / rate
 
     def line(self, done: int) -> str:

@@ -72,8 +72,9 @@ def test_a_time_budget_ends_the_steps_with_one_more_eval_and_save():
     assert clock.seconds(100, 1.0, budget_left_s=1e9) == pytest.approx(clock.seconds(100, 1.0))
 
 
-def test_the_step_rate_leaves_compilation_out(monkeypatch):
-    """10 steps in 30 s of which 20 s compiled a new shape: 1 step/s, not 1/3."""
+def test_the_step_rate_leaves_compilation_and_pauses_out(monkeypatch):
+    """10 steps in 30 s of which 20 s compiled a new shape: 1 step/s, not 1/3; after a pause the
+    next stretch adds to the ones before it."""
     clock, compiled = [100.0], [0.0]
     monkeypatch.setattr(cli.time, "time", lambda: clock[0])
     monkeypatch.setattr(cli, "compiling_seconds", lambda: compiled[0])
@@ -82,6 +83,10 @@ def test_the_step_rate_leaves_compilation_out(monkeypatch):
     clock[0] += 30.0
     compiled[0] += 20.0
     assert rule.measure(20) == (1.0, 980.0)
+    clock[0] += 100.0  # an eval: a pause the rate leaves out
+    rule.restart(20)
+    clock[0] += 2.0  # a short stretch at 2 steps/s: read with the 10 steps before it, not alone
+    assert rule.measure(24) == (pytest.approx(14 / 12), pytest.approx(976 * 12 / 14))
     watch = cli.Stopwatch()
     clock[0] += 5.0
     compiled[0] += 7.0  # more compiling than wall time (another thread's): never negative
