@@ -26,9 +26,11 @@ def test_the_final_passes_follow_the_eval_config():
     assert time_left.FinalPasses.of(qs, 120, 300, length_head=True).greedy == 12 * 120 + 300
     assert time_left.FinalPasses.of(qs, 0, 300) == time_left.FinalPasses(greedy=300, draws=0)  # nothing to choose on
     exp = run_checks.with_defaults(cpu_experiment.get_config("agg,0")).eval
-    # argmax + 3 mass rules, then the vote's greedy pass and 64 draws, on MDC val; the test splits with the vote's draws
+    # argmax + 3 mass rules, then the vote's greedy pass and 64 draws, on MDC val; the test splits greedy, and
+    # their 64 draws apart (decoded if the vote wins on val)
     assert time_left.FinalPasses.of(exp, 1331, 4886) == time_left.FinalPasses(
-        greedy=4 * 1331 + 1331 + 4886, draws=64 * 1331 + 64 * 4886)
+        greedy=4 * 1331 + 1331 + 4886, draws=64 * 1331, test_draws=64 * 4886)
+    assert time_left.FinalPasses.of(exp, 0, 4886) == time_left.FinalPasses(greedy=4886)  # no choice: the config's own
 
 
 def plan(**changes) -> time_left.TimeLeft:
@@ -50,7 +52,7 @@ def test_before_any_eval_the_evals_and_the_final_evaluation_are_estimated_from_t
 
 
 def test_measured_evals_saves_and_decoding_replace_the_estimates():
-    clock = plan(decoded_items=200, final=time_left.FinalPasses(greedy=1000, draws=6400))
+    clock = plan(decoded_items=200, final=time_left.FinalPasses(greedy=1000, draws=6400, test_draws=3200))
     clock.evaluated(9.0, decoded=200, decode_seconds=4.0)  # 20 ms per item decoded greedily
     clock.saved(1.5)
     greedy = 0.02
@@ -58,6 +60,7 @@ def test_measured_evals_saves_and_decoding_replace_the_estimates():
     assert clock.eval_estimate(0.8) == (9.0, True)
     assert clock.final_seconds(0.8) == pytest.approx(1000 * greedy + 6400 * draw)
     assert clock.seconds(140, 0.8) == pytest.approx(9.0 + 1.5 + 1000 * greedy + 6400 * draw)  # the last step's line
+    assert clock.if_draws_win(0.8) == pytest.approx(3200 * draw)
     clock.evaluated(5.0)  # an eval that decoded nothing keeps the measured decoding rate
     assert clock.greedy_seconds == greedy and clock.eval_seconds == 5.0
 

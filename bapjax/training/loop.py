@@ -543,7 +543,9 @@ class TrainingRun:
                             self.under_way["steps_per_s"] = measured[0]
                             budget_left = budget_s - (now - t0) if budget_s else None
                             left = self.clock.seconds(step, measured[0], budget_left)
-                            speed = f"{measured[0] * batch_size:.1f} items/s, ETA {cli.eta_text(left)}"
+                            more = self.clock.if_draws_win(measured[0])
+                            speed = (f"{measured[0] * batch_size:.1f} items/s, ETA {cli.eta_text(left)}"
+                                     + (f" (+{cli.eta_text(more)} if the draws win on val)" if more >= 1 else ""))
                         else:
                             speed = f"{now - t0:.0f} s: {progress.WARMING_UP}"
                         print(f"step {step}/{self.steps_total} loss {values['loss']:.4f} acc "

@@ -9,7 +9,9 @@ them, and the final evaluation (the decoding chosen on val, then each test split
   `checkpoint_every` steps and at the last), each at the duration the last one took less its
   compilation (a later one reuses the programs), or, before the first, at an estimate;
 - the final evaluation's decoding passes (`FinalPasses`) at the greedy decoding time per item an
-  eval measured, or, before any eval decoded, at an estimate.
+  eval measured, or, before any eval decoded, at an estimate. The test splits count greedy: their
+  draws are decoded only if the draws win on val, which the run learns at its end, so the
+  progress line gives their time apart (`if_draws_win`).
 
 An estimate comes from the measured time of a training item (a step's seconds over its batch):
 a val-loss item costs `LOSS_ITEM` of it (the forward pass; a training step adds the backward
@@ -45,20 +47,22 @@ def steps_at(first: int, last: int, every: int, final: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class FinalPasses:
-    """The final evaluation's decoding, in item passes: `greedy` (one item decoded greedily) and
-    `draws` (one more draw of an item whose draws are decoded together)."""
+    """The final evaluation's decoding, in item passes: `greedy` (one item decoded greedily),
+    `draws` (one more draw of an item whose draws are decoded together) and `test_draws`, the
+    draws of the test splits, decoded only if the draws win on val."""
 
     greedy: int = 0
     draws: int = 0
+    test_draws: int = 0
 
     @classmethod
     def of(cls, eval_config, choice_val_items: int, test_items: int, length_head: bool = False) -> "FinalPasses":
         """What `loop.TrainingRun.final_evaluation` decodes under `eval_config` (config.eval):
         `Evaluator.choose_decoding` on `choice_val_items` items (one greedy pass per STOP rule
         tried, each temperature's greedy pass and draws, the vote's greedy pass and draws; nothing
-        when there is no STOP threshold or no val item), then the `test_items` of the final splits,
-        greedy plus the draws of the costliest choice the config offers (the vote's, else the
-        selection's: what a run with draws mostly chooses)."""
+        when there is no STOP threshold or no val item), then the `test_items` of the final splits
+        greedily, and, if the draws win on val, their draws (the vote's where the config has one,
+        else the selection's)."""
         greedy = draws = 0
         if len(eval_config.stop_thresholds) and choice_val_items:
             rules = 1 + len(eval_config.stop_thresholds) + (len(eval_config.length_quantiles) if length_head else 0)
@@ -69,8 +73,8 @@ class FinalPasses:
             if int(eval_config.vote_samples):
                 greedy += choice_val_items
                 draws += int(eval_config.vote_samples) * choice_val_items
-        test_draws = int(eval_config.vote_samples) or int(eval_config.samples)
-        return cls(greedy + test_items, draws + test_draws * test_items)
+        test_draws = (int(eval_config.vote_samples) or int(eval_config.samples)) if greedy else 0
+        return cls(greedy + test_items, draws, test_draws * test_items)
 
 
 @dataclasses.dataclass
@@ -115,14 +119,23 @@ class TimeLeft:
         decoding = self.decoded_items * self.greedy_item_seconds(steps_per_s)
         return self.loss_items * LOSS_ITEM * self.item_seconds(steps_per_s) + decoding, False
 
+    def draw_item_seconds(self, steps_per_s: float) -> float:
+        return self.greedy_item_seconds(steps_per_s) * (DRAW_ITEM / GREEDY_ITEM)
+
     def final_seconds(self, steps_per_s: float) -> float:
-        greedy = self.greedy_item_seconds(steps_per_s)
-        return self.final.greedy * greedy + self.final.draws * greedy * (DRAW_ITEM / GREEDY_ITEM)
+        """The final evaluation's decoding, the test splits greedy."""
+        return (self.final.greedy * self.greedy_item_seconds(steps_per_s)
+                + self.final.draws * self.draw_item_seconds(steps_per_s))
+
+    def if_draws_win(self, steps_per_s: float) -> float:
+        """The seconds the test splits' draws add when the draws win on val (0: the config draws none)."""
+        return self.final.test_draws * self.draw_item_seconds(steps_per_s)
 
     def seconds(self, step: int, steps_per_s: float, budget_left_s: float | None = None) -> float:
         """Seconds left after `step`'s progress line (its own eval and save still to come) at
-        `steps_per_s`; `budget_left_s`: what `train.time_budget_minutes` leaves, after which the
-        run evaluates and saves once more and goes to the final evaluation."""
+        `steps_per_s`, the test splits decoded greedily (`if_draws_win` adds their draws);
+        `budget_left_s`: what `train.time_budget_minutes` leaves, after which the run evaluates
+        and saves once more and goes to the final evaluation."""
         last = self.steps_total
         training = (self.steps_total - step) / steps_per_s
         extra_pause = 0
