@@ -71,7 +71,7 @@ def learning_curve_figure(rows: list[dict]):
     f1 = {kind: sorted({k for r in rows if r["kind"] == kind for k in r if k.endswith("_overall_micro_f1")})
           for kind in ("val", "test")}
     panels = 2 if f1["val"] or f1["test"] else 1
-    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4), squeeze=False)
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4), squeeze=False, sharex=True)  # F1 on the loss's steps
     loss = axes[0][0]
     if train:
         loss.plot(*zip(*train), label="train loss", alpha=0.7)
