@@ -13,6 +13,8 @@ traceback.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import importlib.machinery
 import importlib.util
@@ -276,26 +278,28 @@ def quiet_library_logs() -> None:
 
 
 def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], None]) -> NoReturn:
-    """Define the flags, parse them, run ``main(argv)``; user mistakes end as one line, exit 2."""
+    """Define the flags, parse them, run ``main(argv)``; user mistakes end as one line, exit 2.
+    Output whose reader went away is dropped and the command goes on (`output_without_readers`)."""
     define_flags()
 
     def guarded(argv: Sequence[str]) -> int:
         quiet_library_logs()
-        try:
-            return int(main(argv) or 0)
-        except RunFailure as err:  # a run that went wrong: its own exit status
-            print(f"error: {err}", file=sys.stderr, flush=True)
-            if isinstance(err, PeerLost):  # before JAX's own shutdown report: its collectives cannot end cleanly
-                sys.stdout.flush()
-                os._exit(err.exit_status)
-            sys.exit(err.exit_status)
-        except (UserError, app.UsageError) as err:
-            fail(str(err))
-        except Exception as err:  # noqa: BLE001 (re-raised unless a write met a full disk)
-            full = no_space_error(err)
-            if full is None:
-                raise
-            fail(describe_no_space(full, full.filename, "it" if full.filename else "a file"))
+        with output_without_readers(READERLESS_NOTE):
+            try:
+                return int(main(argv) or 0)
+            except RunFailure as err:  # a run that went wrong: its own exit status
+                print(f"error: {err}", file=sys.stderr, flush=True)
+                if isinstance(err, PeerLost):  # before JAX's own shutdown report: its collectives cannot end cleanly
+                    sys.stdout.flush()
+                    os._exit(err.exit_status)
+                sys.exit(err.exit_status)
+            except (UserError, app.UsageError) as err:
+                fail(str(err))
+            except Exception as err:  # noqa: BLE001 (re-raised unless a write met a full disk)
+                full = no_space_error(err)
+                if full is None:
+                    raise
+                fail(describe_no_space(full, full.filename, "it" if full.filename else "a file"))
 
     app.run(guarded, flags_parser=_parse_flags)
 
@@ -321,13 +325,37 @@ def eta_text(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 90 * 60 else f"{seconds / 3600:.1f} h"
 
 
+def compiling_seconds() -> float:
+    """Seconds this process has spent compiling so far (XLA's backend, reads of the persistent
+    compilation cache, tracing and lowering: `compile_tally`): what a loop's rate leaves out."""
+    totals = compile_tally().totals
+    return totals["compile_seconds"] + totals["trace_seconds"]
+
+
+class Stopwatch:
+    """Wall seconds since it started, and the part of them not spent compiling (`working`): what
+    the same work takes again once its programs are compiled."""
+
+    def __init__(self):
+        self.start, self.compiled = time.time(), compiling_seconds()
+
+    def seconds(self) -> float:
+        return time.time() - self.start
+
+    def working(self) -> float:
+        return max(0.0, self.seconds() - (compiling_seconds() - self.compiled))
+
+
 class Progress:
     """Rate and ETA of a long loop over `total` units. What a loop does once (compiling, starting
     worker processes, loading a model) falls before its first progress line, so that line says so
-    and gives no rate; every later line measures from the first (or from `restart`, after a pause
-    such as an evaluation), so its ETA is that of the steady rate, not one inflated by compilation.
-    The last line (all `total` done) gives the time taken and the rate, and promises no next line.
-    `show` prints the lines of a long step on stderr, a few seconds apart."""
+    and gives no rate; every later line gives the steady rate: the units per second over the
+    stretches since the first line, each from a mark (the first line, or `restart` after a pause
+    such as an evaluation) to its last measured line, less the seconds spent compiling meanwhile
+    (a new shape's program, `compiling_seconds`), so its ETA is not one inflated by compilation
+    or pauses, nor thrown by the few steps of one short stretch. The last line (all `total` done)
+    gives the time taken and the rate, and promises no next line. `show` prints the lines of a long
+    step on stderr, a few seconds apart."""
 
     WARMING_UP = "includes compilation and start-up"
 
@@ -335,19 +363,30 @@ class Progress:
         self.total, self.unit = total, unit
         self.start, self.mark = time.time(), None
         self.shown: tuple[float, int] | None = None  # when `show` last printed, and at what count
+        self.counted = (0, 0.0)  # units and working seconds of the stretches before the mark
+        self.last = None  # (units, working seconds) from the mark to its last measured line
 
     def restart(self, done: int) -> None:
         """Measure from here (after a pause the rate should leave out)."""
-        self.mark = (time.time(), done)
+        if self.last is not None:
+            self.counted = (self.counted[0] + self.last[0], self.counted[1] + self.last[1])
+        self.mark, self.last = (Stopwatch(), done), None
 
     def measure(self, done: int) -> tuple[float, float] | None:
-        """(units per second, seconds left) since the mark; None on the first line (it sets the mark)."""
-        now = time.time()
-        if self.mark is None or done <= self.mark[1] or now <= self.mark[0]:
-            if self.mark is None:
-                self.mark = (now, done)
+        """(units per second, seconds left) over the stretches so far, compilation left out; None
+        on the first line (it sets the mark) and while nothing but compilation has been measured."""
+        if self.mark is None:
+            self.restart(done)
             return None
-        rate = (done - self.mark[1]) / (now - self.mark[0])
+        watch, since = self.mark
+        working = watch.working()
+        if done > since and working > 0:
+            self.last = (done - since, working)
+        units = self.counted[0] + (self.last[0] if self.last else 0)
+        seconds = self.counted[1] + (self.last[1] if self.last else 0.0)
+        if units <= 0 or seconds <= 0:
+            return None
+        rate = units / seconds
         return rate, (self.total - done) / rate
 
     def unmeasured(self, done: int) -> str:
@@ -376,6 +415,81 @@ class Progress:
         if force or done >= self.total or self.shown is None or now - self.shown[0] >= every:
             self.shown = (now, done)
             print(f"{label}: {self.line(done)}", file=sys.stderr, flush=True)
+
+
+READERLESS_NOTE = "the command goes on, and what it writes to files (a run's workdir) is kept"
+LOST_READER = (errno.EPIPE, errno.EBADF, errno.EIO)  # a closed pipe, a closed descriptor, a hung-up terminal
+
+
+class ReaderlessStream:
+    """A text stream (sys.stdout, sys.stderr) a command writes on after its reader went away: a
+    pipe closed (`... | tee log` ended by the same Ctrl-C), a terminal hung up, the stream closed.
+    The first write that meets it calls `lost(self)` once, points the descriptor at os.devnull
+    (so what Python still buffers flushes quietly at exit) and drops every later write, so the
+    command goes on instead of ending in a BrokenPipeError traceback."""
+
+    def __init__(self, stream, name: str, lost: Callable[["ReaderlessStream"], None]):
+        self.stream, self.name, self._lost, self.gone = stream, name, lost, False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except (OSError, ValueError) as err:
+                self._lose(err)
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError) as err:
+                self._lose(err)
+
+    def _lose(self, err: Exception) -> None:
+        if isinstance(err, OSError) and err.errno not in LOST_READER:
+            raise err  # e.g. a full disk under a redirect: a write error of its own (`paths.no_space_error`)
+        self.gone = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # a closed stream has no descriptor left to point elsewhere
+            pass
+        self._lost(self)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def output_without_readers(note: str):
+    """sys.stdout and sys.stderr as `ReaderlessStream`s while the block runs: a long command (training)
+    outlives the reader of its output. The first stream found gone is named on the other, with `note`
+    (what still records the work), e.g. ``note: stdout's reader is gone (...): its lines are dropped
+    from here on; <note>``."""
+    streams = {"stdout": sys.stdout, "stderr": sys.stderr}
+
+    def lost(stream: ReaderlessStream) -> None:
+        other = sys.stderr if stream.name == "stdout" else sys.stdout
+        if other is not None:
+            print(f"note: {stream.name}'s reader is gone (a closed pipe or terminal): its lines are dropped from "
+                  f"here on; {note}", file=other, flush=True)
+
+    wrapped = {name: ReaderlessStream(stream, name, lost) if stream is not None else None
+               for name, stream in streams.items()}
+    sys.stdout, sys.stderr = wrapped["stdout"], wrapped["stderr"]
+    try:
+        yield
+    finally:
+        for name, stream in wrapped.items():
+            if stream is not None:
+                stream.flush()
+        sys.stdout, sys.stderr = streams["stdout"], streams["stderr"]
 
 
 def define_compilation_cache_flag() -> None:

@@ -98,3 +98,22 @@ def mdc_archive(mdc_path) -> Path:
     if not archives:
         pytest.skip(f"{path} is an unpacked MDC; the fetch tests read the archive (point $BAPJAX_MDC at it)")
     return archives[0]
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory, mdc_path):
+    """test_train's tiny run, 2 steps on 32 MDC items (~20 s with compilation), trained once per session for
+    the tests that need any trained run (play, the README's Python API); decoding places at least one
+    action (min_actions 1), the run's own STOP rule."""
+    from bapjax.training import loop
+    from tests.test_train import tiny_config
+
+    config = tiny_config("unused")
+    mc = config.data.sources.mc
+    mc.corpus = str(mdc_path)
+    mc.max_train_items = 32
+    config.train.update(dict(num_epochs=1, max_steps=2, eval_every_steps=2, log_every_steps=2))
+    config.eval.update(dict(final_splits=(), min_actions=1, max_actions=6, stop_thresholds=()))
+    run = tmp_path_factory.mktemp("tiny-run") / "run"
+    loop.train_and_evaluate(config, run)
+    return run

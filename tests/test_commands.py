@@ -1,6 +1,9 @@
 """Every `python -m bapjax...` command as a user meets it: `-h` is `--help` (usage, exit 0) on
-each, and every command the docs show (README.md and docs/*.md code blocks) names flags its
-command has, so it runs when pasted."""
+each, and every command the docs show (README.md and docs/*.md code blocks) runs when pasted: a
+`python -m bapjax...` or `python -m benchmarks...` command names flags its command has (and a
+benchmark's --config a config that exists), a `python -m pytest` command test files that exist,
+a `pip install` of bapjax extras that pyproject.toml declares, and `tensorboard` is named only
+beside the install that brings it."""
 
 
 import re
@@ -109,25 +112,50 @@ def test_require_flags_lists_the_missing_ones():
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
-# A command starts its line (after a `$ ` prompt, or inside a shell loop); one quoted in an output
-# line (an error naming the command that was run) is not a command to paste.
-COMMAND = re.compile(r"^\s*(?:\$\s+)?(?:.*?(?:\bdo|&&|;)\s+)?python -m (bapjax[\w.]*)(.*)$")
+# A command starts its line (after a `$ ` prompt, or inside a shell loop), maybe behind `nice`, `timeout`
+# or a variable's assignment; one quoted in an output line (an error naming the command that was run) is
+# not a command to paste.
+PREFIX = r"^\s*(?:\$\s+)?(?:.*?(?:\bdo|&&|;)\s+)?(?:(?:nice(?:\s+-n\s*-?\d+)?|timeout\s+\S+|\w+=\S*)\s+)*"
+COMMAND = re.compile(PREFIX + r"python -m ((?:bapjax|benchmarks)[\w.]*)(.*)$")
 
 
-def doc_commands() -> list[tuple[str, str, str]]:
-    """(where, module, arguments) of every `python -m bapjax...` line in the docs' code blocks
-    (continuation lines joined, comments and what follows `&&`, `;` or a redirect cut)."""
+def code_block_lines() -> list[tuple[str, str]]:
+    """(where, line) of every line of the docs' code blocks, continuation lines joined."""
     found = []
     for doc in DOCS:
         text = doc.read_text(encoding="utf-8")
         for block in FENCE.finditer(text):
             first = text.count("\n", 0, block.start(1)) + 1
             for n, line in enumerate(re.sub(r"\\\n", " ", block.group(1)).splitlines()):
-                command = COMMAND.match(line)
-                if command:
-                    arguments = re.split(r"\s#|&&|;|\s2?>\s", command.group(2))[0]
-                    found.append((f"{doc.relative_to(REPO)}:{first + n}", command.group(1), arguments.strip()))
+                found.append((f"{doc.relative_to(REPO)}:{first + n}", line))
     return found
+
+
+def doc_commands() -> list[tuple[str, str, str]]:
+    """(where, module, arguments) of every `python -m bapjax...` and `python -m benchmarks...` line in
+    the docs' code blocks (comments and what follows `&&`, `;` or a redirect cut)."""
+    found = []
+    for where, line in code_block_lines():
+        command = COMMAND.match(line)
+        if command:
+            arguments = re.split(r"\s#|&&|;|\s2?>\s", command.group(2))[0]
+            found.append((where, command.group(1), arguments.strip()))
+    return found
+
+
+def benchmarks() -> list[str]:
+    """The benchmarks a user runs as `python -m benchmarks.<name>` from the repository root."""
+    return [f"benchmarks.{path.stem}" for path in sorted((REPO / "benchmarks").glob("*.py"))
+            if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")]
+
+
+BENCHMARKS = benchmarks()
+
+
+def config_exists(value: str) -> bool:
+    """A --config value names a config file (relative to the repository root) or an installed config."""
+    name = value.partition(":")[0]
+    return (REPO / name).is_file() or (REPO / "configs" / f"{name}.py").is_file()
 
 
 def flags_of(command: str) -> set[str]:
@@ -142,7 +170,7 @@ def paste_problems(module: str, arguments: str) -> list[str]:
     """What stops a documented command from running as written: an unknown command, a flag its
     command does not take, shell syntax a reader must edit first ([optional] parts, <placeholders>,
     a|b alternatives)."""
-    if module not in COMMANDS:
+    if module not in COMMANDS + BENCHMARKS:
         return [f"no command {module}"]
     problems = [f"{token}: optional parts in brackets do not paste (a comment can name them)"
                 for token in re.findall(r"\[[^\]]*\]", arguments) if not token.startswith("['")]
@@ -153,12 +181,17 @@ def paste_problems(module: str, arguments: str) -> list[str]:
     for name in re.findall(r"(?:^|[\s\"'])--([A-Za-z][\w-]*)", arguments):
         if name not in known and not (name.startswith("config") and "config" in known):
             problems.append(f"--{name}: not a flag of {module}")
+    if module in BENCHMARKS:  # training commands resolve their config in test_the_cheap_commands_of_the_docs_run
+        problems += [f"--config {value}: no such config" for value in re.findall(r"--config[= ](\S+)", arguments)
+                     if not config_exists(value)]
     return problems
 
 
 def test_the_docs_commands_are_found():
     found = doc_commands()
     assert len(found) > 40
+    assert ("bapjax.train", "--config=configs/cpu.py") in {(module, arguments) for _, module, arguments in found}  # nice -n 10
+    assert "benchmarks.bench_train" in {module for _, module, _ in found}
     assert ("bapjax.evaluate", "--corpus play-games --split test --predictions played.jsonl --allow_missing") in {
         (module, arguments) for _, module, arguments in found}
 
@@ -181,6 +214,36 @@ def test_paste_problems_are_found():
     assert paste_problems("bapjax.viz", "sample --kind shapes|random") == [
         "a|b: alternatives are a shell pipe (one command per choice)"]
     assert paste_problems("bapjax.nothing", "") == ["no command bapjax.nothing"]
+    assert paste_problems("benchmarks.bench_train", "--config configs/nothing.py:agg --fixed_length 5") == [
+        "--config configs/nothing.py:agg: no such config"]
+
+
+
+def test_the_docs_test_commands_name_test_files_that_exist():
+    runs = [(where, line) for where, line in code_block_lines() if re.search(r"\bpython -m pytest\b", line)]
+    assert len(runs) >= 5
+    missing = [f"{where}: {path}" for where, line in runs
+               for path in re.findall(r"\btests/[\w/]+\.py\b", line.split(" #")[0]) if not (REPO / path).is_file()]
+    assert missing == []
+
+
+def extras() -> set[str]:
+    import tomllib
+
+    return set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"].get("optional-dependencies", {}))
+
+
+def test_the_docs_install_only_extras_bapjax_declares():
+    """`pip install -e '.[x]'` (in code blocks and in prose) names extras of pyproject.toml, and the
+    commands of packages bapjax does not require (TensorBoard) are named beside their install."""
+    texts = {doc.relative_to(REPO): doc.read_text(encoding="utf-8") for doc in DOCS}
+    named = {(str(doc), extra) for doc, text in texts.items()
+             for group in re.findall(r"pip install[^`\n]*?-e\s+'?\.\[([\w,-]+)\]", text) for extra in group.split(",")}
+    assert ("docs/training.md", "tensorboard") in named
+    assert {extra for _, extra in named} <= extras()
+    for doc, text in texts.items():
+        if re.search(r"`tensorboard --logdir", text):
+            assert "[tensorboard]" in text, f"{doc}: `tensorboard` is not installed with bapjax: name its extra"
 
 
 # The commands of the docs that finish in seconds without data run as pasted (from the checkout);

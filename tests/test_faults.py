@@ -8,6 +8,7 @@ RLIMIT_FSIZE: Python gets EFBIG) during a cache build, a checkpoint save or a pr
 ends with one line naming what could not be written, no partial file, and the same command
 succeeds without the limit."""
 
+import hashlib
 import json
 import os
 import random
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -127,6 +129,59 @@ def test_a_signal_is_a_stop_request_only_while_watched():
     assert {sig: signal.getsignal(sig) for sig in before} == before  # uninstall restores them
 
 
+def _blocked_in_c(seconds_hint: float = 2.0) -> None:
+    """A call that holds the main thread in C with the GIL released, for seconds, and is not cut
+    short by a signal (as an XLA compile or a wait on dispatched steps): Python runs a signal's
+    handler only after it returns."""
+    hashlib.scrypt(b"bapjax", salt=b"preemption", n=2 ** 14, r=8, p=max(1, int(13 * seconds_hint)), maxmem=2 ** 26)
+
+
+def test_a_signal_is_answered_at_once_even_while_the_main_thread_is_in_c(capfd):
+    """The notice comes from the thread the C-level handler wakes, not from the next bytecode of
+    the main thread; a second signal says the save goes on and stops nothing."""
+    said = []
+
+    def notice(name):
+        said.append(time.time())
+        return f"{name} received: the test's notice"
+
+    watch = preemption.PreemptionWatch(notice).install()
+    try:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        start = time.time()
+        _blocked_in_c()
+        returned = time.time()
+        assert said and said[0] - start < 1.5 and returned - said[0] > 0.3, (start, said, returned)
+        assert watch.should_stop(1) and watch.received == "SIGINT"
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.time() + 5
+        while watch.heard < 2 and time.time() < deadline:
+            time.sleep(0.02)
+        assert watch.heard == 2 and watch.received == "SIGINT"
+    finally:
+        watch.uninstall()
+    err = capfd.readouterr().err.splitlines()
+    assert err[0] == "SIGINT received: the test's notice"
+    assert err[1].startswith("SIGINT received again: still finishing and saving that step"), err
+
+
+def test_a_third_signal_stops_at_once(tmp_path):
+    script = textwrap.dedent('''
+        import os, signal, time
+        from bapjax.training import preemption
+        watch = preemption.PreemptionWatch(lambda name: name + " received: first").install()
+        for _ in range(3):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)
+        time.sleep(30)  # a save that never ends
+    ''')
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 128 + signal.SIGINT, done.stderr[-2000:]
+    lines = done.stderr.splitlines()
+    assert lines[0] == "SIGINT received: first" and "again: still finishing" in lines[1], lines
+    assert lines[2].startswith("SIGINT received a third time: stopping now without saving"), lines
+
+
 def _wait_for_line(proc, pattern: str, lines: list, timeout: float) -> bool:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -140,33 +195,63 @@ def _wait_for_line(proc, pattern: str, lines: list, timeout: float) -> bool:
 
 
 @pytest.mark.slow  # ~2-3 min on a 2-core CPU: two short training runs
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_saves_the_step_and_the_same_command_resumes_from_it(tmp_path, signum):
+@pytest.mark.parametrize("signum,reader", [(signal.SIGTERM, "alive"), (signal.SIGINT, "gone")])
+def test_a_signal_saves_the_step_and_the_same_command_resumes_from_it(tmp_path, signum, reader):
+    """A signal at step 7 of a small quickstart run: one line on stderr at once names the step
+    that will be saved, the run saves it, says so and exits 75, and the same command resumes from
+    it. With "gone", stdout's reader closes its end before the signal (`... | tee log` ended by the
+    same Ctrl-C): the run's later stdout lines are dropped, and nothing else changes."""
     env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"))
+    name = signal.Signals(signum).name
 
     def command(max_steps: int) -> list[str]:
         args = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
                 *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
                 f"--config.train.max_steps={max_steps}", "--config.train.eval_every_steps=5",
                 "--config.eval.final_splits=()"]
-        for name in ("bs", "ss", "r"):
-            args += [f"--config.data.sources.{name}.generate.train_items=60",
-                     f"--config.data.sources.{name}.generate.processes=1"]
+        for source in ("bs", "ss", "r"):
+            args += [f"--config.data.sources.{source}.generate.train_items=60",
+                     f"--config.data.sources.{source}.generate.processes=1"]
         return args
 
-    proc = subprocess.Popen(command(400), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(command(400), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+    errors = []  # (when read, line) of stderr
+    reader_thread = threading.Thread(target=lambda: errors.extend((time.time(), line) for line in proc.stderr))
+    reader_thread.start()
     lines = []
     assert _wait_for_line(proc, r"^step 7/", lines, 900), "".join(lines)[-3000:]
+    if reader == "gone":
+        proc.stdout.close()
+        metrics, deadline = tmp_path / "run" / "metrics.jsonl", time.time() + 300
+        # a train row of step 9 follows step 8's progress line: the run has written on the closed pipe
+        while not any(json.loads(line).get("step", 0) >= 9 for line in metrics.read_text().splitlines()):
+            assert time.time() < deadline and proc.poll() is None, "".join(line for _, line in errors)[-3000:]
+            time.sleep(0.2)
+    sent = time.time()
     proc.send_signal(signum)
-    output = "".join(lines) + proc.communicate(timeout=300)[0]
-    assert proc.returncode == preemption.EXIT_STATUS, output[-3000:]
-    saved = re.search(r"(SIGTERM|SIGINT) received: saved the checkpoint of step (\d+)", output)
-    assert saved and saved.group(1) == signal.Signals(signum).name, output[-3000:]
-    step = int(saved.group(2))
+    proc.wait(timeout=300)
+    reader_thread.join(timeout=60)
+    if reader == "alive":
+        lines += proc.stdout.readlines()
+    output, stderr = "".join(lines), "".join(line for _, line in errors)
+    assert proc.returncode == preemption.EXIT_STATUS, (output + stderr)[-3000:]
+    assert "Traceback" not in output + stderr, stderr[-3000:]
+    saved = re.search(rf"^\d\d:\d\d:\d\d {name} received: saved the checkpoint of step (\d+)", stderr, re.M)
+    assert saved, stderr[-3000:]
+    step = int(saved.group(1))
     assert step >= 7, "the signal's checkpoint is newer than the periodic one before it (step 5)"
     assert step in {int(p.name) for p in (tmp_path / "run" / "checkpoints" / "latest").iterdir() if p.name.isdigit()}
-    assert "Traceback" not in output
+    notices = [(n, when, line) for n, (when, line) in enumerate(errors) if line.startswith(f"{name} received: ")]
+    assert notices, stderr[-3000:]
+    position, when, notice = notices[0]
+    assert when - sent < 5.0 and saved.group(0) not in "".join(line for _, line in errors[:position + 1]), (
+        when - sent, stderr[-3000:])  # at once, before the save
+    assert re.search(rf"\bstep {step}\b", notice) and f"exit {preemption.EXIT_STATUS}" in notice, notice
+    if reader == "gone":
+        assert "note: stdout's reader is gone (a closed pipe or terminal): its lines are dropped" in stderr, stderr
+    record = json.loads((tmp_path / "run" / "runs.jsonl").read_text().splitlines()[-1])
+    assert record["finished"] is False and record["last_step"] == step
     rerun = subprocess.run(command(step + 2), cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert f"resumed from step {step}" in rerun.stdout

@@ -392,24 +392,6 @@ def test_out_folder_of_another_corpus_is_refused(tmp_path, mdc_path):
 # A trained run, the page in headless Chromium
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory, mdc_path):
-    """test_train's tiny run, 2 steps on 32 MDC items (~20 s with compilation); decoding places
-    at least one action (min_actions 1), the run's own STOP rule."""
-    from bapjax.training import loop
-    from tests.test_train import tiny_config
-
-    config = tiny_config("unused")
-    mc = config.data.sources.mc
-    mc.corpus = str(mdc_path)
-    mc.max_train_items = 32
-    config.train.update(dict(num_epochs=1, max_steps=2, eval_every_steps=2, log_every_steps=2))
-    config.eval.update(dict(final_splits=(), min_actions=1, max_actions=6, stop_thresholds=()))
-    run = tmp_path_factory.mktemp("play-run") / "run"
-    loop.train_and_evaluate(config, run)
-    return run
-
-
 @contextlib.contextmanager
 def play_command(run, tmp: Path):
     """`python -m bapjax.play` on `run` and a free port: (URL, games folder, env, what it printed

@@ -272,6 +272,28 @@ def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_step(tmp_path, c
         checkpoints.load_params(tmp_path / "checkpoints" / "latest")
 
 
+@pytest.mark.parametrize("rows, panels", [
+    # the quickstart: val loss only during training, then the final evaluation of its own sets' test splits
+    ([{"step": 10, "kind": "train", "loss": 5.0}, {"step": 28, "kind": "val", "loss": 4.0},
+      *[{"step": 28, "kind": "test", f"{name}_test_overall_micro_f1": 0.1} for name in ("bs", "ss", "r")]], 2),
+    # an experiment: decoded MDC val F1 at each eval
+    ([{"step": 10, "kind": "train", "loss": 5.0},
+      *[{"step": s, "kind": "val", "loss": 4.0, "mc_val_overall_micro_f1": 0.2} for s in (20, 40)]], 2),
+    # no F1 anywhere yet: the loss panel alone
+    ([{"step": 10, "kind": "train", "loss": 5.0}, {"step": 20, "kind": "val", "loss": 4.0}], 1),
+])
+def test_every_panel_of_the_learning_curves_has_data(rows, panels):
+    import matplotlib.pyplot as plt
+
+    fig = metric_writer.learning_curve_figure(rows)
+    assert len(fig.axes) == panels and all(ax.has_data() for ax in fig.axes)
+    labels = [line.get_label() for ax in fig.axes for line in ax.get_lines()]
+    plt.close(fig)
+    assert {"train loss", "val loss"} <= set(labels)
+    if rows[-1]["kind"] == "test":
+        assert "bs test (final evaluation)" in labels
+
+
 def test_workdir_io_goes_through_one_path_abstraction(tmp_path, monkeypatch):
     """gs:// (any scheme) stays remote; local paths become absolute; the run's files are written
     through epath (metrics JSONL, learning-curve PNG, vocabulary)."""

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import sys
 import time
 
 import jax
@@ -37,7 +38,17 @@ from bapjax.models import builder
 from bapjax.paths import cache_root, resolve_path, workdir_path
 from bapjax.text.glove import load_glove_50d
 from bapjax.text.vocab import Vocabulary
-from bapjax.training import checkpoints, decode, peer_watch, preemption, run_checks, run_eval, sharding, workdir_claim
+from bapjax.training import (
+    checkpoints,
+    decode,
+    peer_watch,
+    preemption,
+    run_checks,
+    run_eval,
+    sharding,
+    time_left,
+    workdir_claim,
+)
 from bapjax.training.metric_writer import MetricWriter, plot_learning_curves, report_scalars
 from bapjax.training.optimizer import make_optimizer, update_ema
 from bapjax.training.run_config import base_config, init_seed
@@ -51,6 +62,13 @@ def log(message: str, *args) -> None:
     """Progress lines on stdout (host 0); absl's INFO stream stays quiet (Orbax is chatty)."""
     if jax.process_index() == 0:
         print(time.strftime("%H:%M:%S ") + (message % args if args else message), flush=True)
+
+
+def say(message: str, *args) -> None:
+    """A line about how the run ends (a stop signal's save) on stderr, as `log` writes it: it
+    still reaches the user when stdout's reader is gone."""
+    if jax.process_index() == 0:
+        print(time.strftime("%H:%M:%S ") + (message % args if args else message), file=sys.stderr, flush=True)
 
 
 def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath.Path):
@@ -405,6 +423,24 @@ class TrainingRun:
         self.writer = MetricWriter(workdir, self.is_main)
         self.evaluator = run_eval.Evaluator(self.model, self.vocab, self.feature_config)
         self.eval_settings = decode.DecodeSettings.from_eval_config(config.eval)
+        self.clock = self.time_left()
+
+    def time_left(self) -> time_left.TimeLeft:
+        """The run's plan as its ETA counts it: steps, evals, saves, the final evaluation's decoding."""
+        ec = self.config.eval
+        test_items = sum(len(self.data.get(source, {}).get(split) or ())
+                         for source, _, split in (key.partition(":") for key in ec.final_splits))
+        final = time_left.FinalPasses.of(ec, len(self.stop_rule_val_items()), test_items,
+                                         bool(getattr(self.model, "length_head", False)))
+        return time_left.TimeLeft(
+            self.steps_total, int(self.config.train.batch_size), self.eval_every, self.checkpoint_every,
+            loss_items=len(self.val_items) if self.val_features is not None else 0,
+            decoded_items=sum(len(items) for items in decoded_val_items(self.data, ec).values()), final=final)
+
+    def stop_rule_val_items(self) -> list:
+        """The val items the final evaluation chooses the decoding on (`eval.stop_rule_val`'s, else all)."""
+        ec = self.config.eval
+        return self.data[ec.stop_rule_val]["val"] if ec.stop_rule_val else self.val_items
 
     def resume_hint(self) -> str:
         """What rerunning the job does, for a process that loses its peers."""
@@ -428,7 +464,9 @@ class TrainingRun:
             self.last_saved_step = int(jax.device_get(self.state["step"]))
 
     def save_latest(self) -> None:
+        watch = cli.Stopwatch()
         self.save(self.ckpts.latest)
+        self.clock.saved(watch.seconds())
 
     def evaluate(self, step: int) -> None:
         """Val loss (every source's val), decoded val F1 (up to `eval.val_decode_items` per source
@@ -436,13 +474,17 @@ class TrainingRun:
         `train.select_by` score improved; all with the evaluation weights (the moving average under
         `train.ema_decay`)."""
         tc, ec = self.config.train, self.config.eval
+        whole, decoded = cli.Stopwatch(), 0
         values, params = {}, checkpoints.evaluation_params(self.state)
         if self.val_features is not None:
             values.update(self.trainer.eval_loss(params, self.val_iterator()))
+        decoding = cli.Stopwatch()
         if self.is_main:
             for name, items in decoded_val_items(self.data, ec).items():
                 report = self.evaluator.split(params, items, self.eval_settings)
                 values.update(report_scalars(f"{name}_val", report))
+                decoded += len(items)
+        decode_seconds = decoding.working()
         self.writer.write(step, "val", values)
         log("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in values.items()}))
         score = EarlyStopping.score(values, tc.select_by)
@@ -454,23 +496,27 @@ class TrainingRun:
             self.save(self.ckpts.best)
         if self.meta["stopped_early"]:
             log("early stopping at step %d (no %s improvement in %d evals)", step, tc.select_by, int(tc.patience))
+        self.clock.evaluated(whole.working(), decoded, decode_seconds)
 
     def val_iterator(self):
         return eval_batches(self.val_features, self.feature_config, int(self.config.eval.batch_size))
 
     def train(self) -> None:
         """Steps until the item budget, early stopping or the time budget; raises
-        `preemption.Preempted` after saving the step at which a SIGTERM/SIGINT arrived, and
-        `NonFiniteLoss` at the first step whose loss or gradient norm is not finite (checked on
-        the metrics already fetched at each log, eval and checkpoint step, so no step waits on the
-        host; no such state is ever saved or evaluated)."""
+        `preemption.Preempted` after saving the step at which a SIGTERM/SIGINT arrived (said at once
+        on stderr: `stop_notice`), and `NonFiniteLoss` at the first step whose loss or gradient norm
+        is not finite (checked on the metrics already fetched at each log, eval and checkpoint step,
+        so no step waits on the host; no such state is ever saved or evaluated). Each progress line's
+        ETA is `time_left.TimeLeft`'s: the steps, evals and saves left and the final evaluation."""
         tc = self.config.train
         batch_size, log_every = int(tc.batch_size), int(tc.log_every_steps)
         budget_s = 60.0 * float(tc.time_budget_minutes)
         step = self.step
         t0, window, checked = time.time(), [], 0  # `checked`: how many of `window`'s steps verify() has seen
-        progress = cli.Progress(self.steps_total, "steps")  # the printed rate and ETA: measured after compilation
-        watch = preemption.PreemptionWatch().install()  # SIGTERM/SIGINT: finish the step, save it, exit 75
+        progress = cli.Progress(self.steps_total, "steps")  # the step rate: compilation, evals and saves left out
+        # what `stop_notice` reads: the step under way, when its eval started, the last eval's step, the step rate
+        self.under_way = {"step": step + 1, "eval": None, "evaluated": None, "steps_per_s": None}
+        watch = preemption.PreemptionWatch(self.stop_notice).install()  # SIGTERM/SIGINT: finish the step, save, exit 75
 
         def verify() -> None:  # before a state is logged, evaluated or saved: its steps' loss is finite
             nonlocal checked
@@ -479,8 +525,10 @@ class TrainingRun:
 
         try:
             while step < self.steps_total and not self.meta["stopped_early"]:
+                self.under_way["step"] = step + 1
                 if budget_s and time.time() - t0 > budget_s:
                     log("time budget of %g min reached at step %d: final evaluation", budget_s / 60, step)
+                    self.under_way["step"] = step
                     verify()
                     if step % self.eval_every:  # not evaluated at this step yet
                         self.evaluate(step)
@@ -498,15 +546,23 @@ class TrainingRun:
                     self.writer.write(step, "train", {**values, "steps_per_s": rate, "items_per_s": rate * batch_size})
                     measured = progress.measure(step)
                     if self.is_main:
-                        speed = (f"{now - t0:.0f} s: {progress.unmeasured(step)}" if measured is None else
-                                 f"{measured[0] * batch_size:.1f} items/s" if step >= self.steps_total else
-                                 f"{measured[0] * batch_size:.1f} items/s, ETA {cli.eta_text(measured[1])}")
+                        if measured:
+                            self.under_way["steps_per_s"] = measured[0]
+                            budget_left = budget_s - (now - t0) if budget_s else None
+                            left = self.clock.seconds(step, measured[0], budget_left)
+                            more = self.clock.if_draws_win(measured[0])
+                            speed = (f"{measured[0] * batch_size:.1f} items/s, ETA {cli.eta_text(left)}"
+                                     + (f" (+{cli.eta_text(more)} if the draws win on val)" if more >= 1 else ""))
+                        else:
+                            speed = f"{now - t0:.0f} s: {progress.unmeasured(step)}"
                         print(f"step {step}/{self.steps_total} loss {values['loss']:.4f} acc "
                               f"{values['step_accuracy']:.3f} | {speed}", flush=True)
                 paused = False  # an eval or a save this step: the printed rate leaves it out
                 if step % self.eval_every == 0 or step == self.steps_total:
                     verify()
+                    self.under_way["eval"] = time.time()
                     self.evaluate(step)
+                    self.under_way.update(eval=None, evaluated=step)
                     paused = True
                 if step % self.checkpoint_every == 0 or step == self.steps_total or self.meta["stopped_early"]:
                     verify()
@@ -514,17 +570,36 @@ class TrainingRun:
                     paused = True
                 if paused:
                     progress.restart(step)
-                if watch.should_stop(step):
-                    watch.uninstall()  # a second signal while saving stops at once
+                if watch.should_stop(step):  # the watch stays: a second signal says the save is under way
                     if step not in self.ckpts.latest.all_steps():  # not saved by this step's periodic checkpoint
                         verify()
                         self.save_latest()
-                    log("%s received: saved the checkpoint of step %d in %s; the same command resumes from it "
+                    say("%s received: saved the checkpoint of step %d in %s; the same command resumes from it "
                         "(exit %d)", watch.received, step, self.workdir / "checkpoints" / "latest",
                         preemption.EXIT_STATUS)
                     raise preemption.Preempted(step, watch.received)
         finally:
             watch.uninstall()
+
+    def stop_notice(self, signal_name: str) -> str:
+        """The line a stop signal gets at once (`preemption.PreemptionWatch`): the step that will be
+        saved, and what comes first (that step's eval, with its likely duration; the first step's
+        compilation)."""
+        step, started, rate = self.under_way["step"], self.under_way["eval"], self.under_way["steps_per_s"]
+        after = (f"exit {preemption.EXIT_STATUS} (the same command resumes from it; a second signal only says how the save "
+                 "goes, a third stops at once without it)")
+        eval_step = step % self.eval_every == 0 or step == self.steps_total
+        if started is None and not (eval_step and self.under_way["evaluated"] != step):
+            compiles = " (its program compiles first)" if step == self.first_step + 1 else ""
+            return f"{signal_name} received: saving the checkpoint of step {step} when that step ends{compiles}, then {after}"
+        seconds, measured = self.clock.eval_estimate(rate)
+        if started is not None and seconds is not None:
+            seconds = max(seconds - (time.time() - started), 0.0)
+        how = "as long as the last eval took" if measured else "estimated from the step rate: no eval has run yet"
+        length = (f"about {cli.eta_text(seconds)}{' more' if started else ''}, {how}" if seconds is not None
+                  else "no eval has run yet to tell how long")
+        what = f"the eval of step {step} is under way" if started else f"step {step} ends with an eval, which runs first"
+        return f"{signal_name} received: {what} ({length}); then the checkpoint of step {step} is saved, then {after}"
 
     def check_finite(self, window: list, step: int) -> None:
         """Raise `NonFiniteLoss` naming the first step of `window` (the metrics of the last
@@ -558,7 +633,7 @@ class TrainingRun:
         results = {}
         if not self.is_main:
             return results
-        stop_val_items = self.data[ec.stop_rule_val]["val"] if ec.stop_rule_val else self.val_items
+        stop_val_items = self.stop_rule_val_items()
         if len(ec.stop_thresholds) and stop_val_items:
             choice = self.evaluator.choose_decoding(params, stop_val_items, ec, log_fn=log,
                                                     chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")

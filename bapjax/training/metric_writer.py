@@ -55,33 +55,53 @@ def report_scalars(prefix: str, report: dict) -> dict[str, float]:
     return out
 
 
-def plot_learning_curves(jsonl: epath.Path, out: epath.Path) -> None:
-    """PNG of train/val loss and val micro Overall F1 against steps."""
+def learning_curve_figure(rows: list[dict]):
+    """The learning curves of a run's metrics.jsonl rows: train and val loss against steps, and,
+    when the run has any F1, a second panel of micro Overall F1: each source's decoded val F1 at
+    its evals (`<source>_val_overall_micro_f1`, whatever the sources are named) and each test
+    split's final evaluation (`<source>_test_overall_micro_f1`, a marker at its step). Every panel
+    drawn has data: a run without F1 (val loss only, no final evaluation yet) gets the loss panel alone."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
     train = [(r["step"], r["loss"]) for r in rows if r["kind"] == "train" and "loss" in r]
     val = [(r["step"], r["loss"]) for r in rows if r["kind"] == "val" and "loss" in r]
-    f1_keys = sorted({k for r in rows if r["kind"] == "val" for k in r if k.endswith("overall_micro_f1")})
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    f1 = {kind: sorted({k for r in rows if r["kind"] == kind for k in r if k.endswith("_overall_micro_f1")})
+          for kind in ("val", "test")}
+    panels = 2 if f1["val"] or f1["test"] else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4), squeeze=False, sharex=True)  # F1 on the loss's steps
+    loss = axes[0][0]
     if train:
-        axes[0].plot(*zip(*train), label="train loss", alpha=0.7)
+        loss.plot(*zip(*train), label="train loss", alpha=0.7)
     if val:
-        axes[0].plot(*zip(*val), "o-", label="val loss")
-    axes[0].set_xlabel("step")
-    axes[0].set_ylabel("cross entropy")
-    axes[0].legend()
-    for key in f1_keys:
-        pts = [(r["step"], r[key]) for r in rows if r["kind"] == "val" and key in r]
-        axes[1].plot(*zip(*pts), "o-", label=key)
-    axes[1].set_xlabel("step")
-    axes[1].set_ylabel("micro Overall (fairer) F1")
-    if f1_keys:
-        axes[1].legend()
+        loss.plot(*zip(*val), "o-", label="val loss")
+    loss.set_xlabel("step")
+    loss.set_ylabel("cross entropy")
+    if train or val:
+        loss.legend()
+    if panels == 2:
+        scores = axes[0][1]
+        for kind, style in (("val", "o-"), ("test", "*")):
+            for key in f1[kind]:
+                points = [(r["step"], r[key]) for r in rows if r["kind"] == kind and key in r]
+                label = key.removesuffix("_overall_micro_f1").replace("_", " ")
+                scores.plot(*zip(*points), style, markersize=12 if kind == "test" else 6,
+                            label=label + (" (final evaluation)" if kind == "test" else ""))
+        scores.set_xlabel("step")
+        scores.set_ylabel("micro Overall (fairer) F1")
+        scores.legend()
     fig.tight_layout()
+    return fig
+
+
+def plot_learning_curves(jsonl: epath.Path, out: epath.Path) -> None:
+    """PNG of `learning_curve_figure` drawn from a run's metrics.jsonl."""
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+    fig = learning_curve_figure(rows)
     with out.open("wb") as f:
         fig.savefig(f, format="png", dpi=100)
     plt.close(fig)
