@@ -65,6 +65,7 @@ def test_every_recorded_seed_rescores_to_its_figures(name, mdc_corpus):
             assert value == rescored[key], f"{where}: {part} {key} {value} is not the rescored {rescored[key]}"
 
 
+@pytest.mark.slow  # regenerates each seed's full-size D_bs, D_ss and D_r (~1-2 min a seed): -m slow
 def test_the_tables_simulated_test_sets_rescore_on_each_runs_own_split():
     """results/cpu_tables.json: every seed's D_bs, D_ss, D_r figure is its kept predictions rescored on the
     test split its run generated (regenerated from the run's record, `collect_experiment.run_test_items`)."""
