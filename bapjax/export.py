@@ -39,7 +39,7 @@ SLICE_ITEMS = 48  # MDC test items whose score builder.json records and the ship
 
 def define_flags() -> None:
     cli.flag("string", "checkpoint", None, "A finished training workdir (its final evaluation written).")
-    cli.flag("string", "corpus", "@mdc", "The MDC, to score the slice of the test split.")
+    cli.define_item_source_flags("corpus")  # the MDC, to score the slice of its test split (default: @mdc)
     cli.flag("string", "out", None, "The builder directory to write (replaced when bapjax wrote it).")
     cli.flag("integer", "slice_items", SLICE_ITEMS, "MDC test items of the recorded slice score.")
     cli.flag("float", "host_speed", None, "This host's `python -m benchmarks.bench_train` batch-32 items/s, "
@@ -158,7 +158,7 @@ def main(argv) -> int:
         raise UserError(f"--slice_items is {FLAGS.slice_items}; expected an integer >= 1")
     paths.check_writable_dir(FLAGS.out, "--out")
     run_eval.use_runs_cpu_devices([FLAGS.checkpoint])  # its checkpoint restores onto the devices it trained on
-    record = export(FLAGS.checkpoint, FLAGS.out, FLAGS.corpus, FLAGS.slice_items, FLAGS.host_speed)
+    record = export(FLAGS.checkpoint, FLAGS.out, FLAGS.corpus or "@mdc", FLAGS.slice_items, FLAGS.host_speed)
     size = sum(f.stat().st_size for f in Path(FLAGS.out).rglob("*") if f.is_file())
     print(f"wrote {FLAGS.out} ({size / 1e6:.1f} MB): step {record['step']}, MDC test "
           f"{record['test_micro_overall'].get('mc')}, first {record['mdc_test_slice']['items']} items "
