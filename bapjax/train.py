@@ -22,6 +22,7 @@ Library logs are quiet; `--verbosity=0` shows their INFO lines.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jax
 from absl import flags
@@ -67,7 +68,10 @@ def main(argv) -> int:
         return 0
     paths.writable_cache()  # features, generated corpora and compiled programs are kept there
     if "://" not in str(workdir):  # a local workdir; gs:// and other stores answer for themselves
+        made = [folder for folder in (Path(workdir), *Path(workdir).parents) if not folder.exists()]
         paths.check_writable_dir(str(workdir), "--workdir" if FLAGS.workdir else "config.workdir")
+        for folder in made:  # the check leaves nothing behind: a run refused later (its config) wrote nothing
+            folder.rmdir()
     if jax.process_index() == 0:
         print(f"workdir: {workdir}", flush=True)
     try:
