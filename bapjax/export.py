@@ -49,7 +49,7 @@ def define_flags() -> None:
 def _run_predictions(run_dir, source_split: str) -> dict:
     """The run's final predictions of one test set (predictions/<set>_<split>.jsonl, or .gz)."""
     path = jsonl.stored(run_dir / "predictions" / f"{source_split}.jsonl")
-    if path is None:
+    if not path.exists():
         raise UserError(f"{run_dir}: no predictions/{source_split}.jsonl; is its final evaluation written?")
     return jsonl.read_predictions(path)
 
@@ -125,12 +125,14 @@ def model_card(record: dict) -> str:
 def export(checkpoint: str, out: str, corpus: str, slice_items: int = SLICE_ITEMS,
            host_speed: float | None = None) -> dict:
     """Write the builder directory `out` from the run `checkpoint`; returns builder.json's record."""
+    out_dir = Path(out).expanduser().resolve()  # Orbax takes absolute paths
+    paths.check_writable_dir(out_dir, "--out", keep_folders=False)  # before any work, leaving nothing behind
+    paths.check_replaceable(out_dir, "bapjax.export", "a builder directory")
     run_dir = checkpoints.find_run_dir(checkpoint)
     record = builder_record(run_dir, corpus, slice_items, host_speed)
     params, step = checkpoints.load_params(run_dir)
-    out_dir = paths.check_writable_dir(Path(out).expanduser().resolve(), "--out")  # Orbax takes absolute paths
-    paths.check_replaceable(out_dir, "bapjax.export", "a builder directory")
-    shutil.rmtree(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
     paths.mark_owned(out_dir, "bapjax.export")
     for name in COPIED:
         run_checks.read_run_file(run_dir, name)  # a damaged file names itself here, not at load time
@@ -156,7 +158,6 @@ def main(argv) -> int:
     cli.require_flags("checkpoint", "out")
     if FLAGS.slice_items < 1:
         raise UserError(f"--slice_items is {FLAGS.slice_items}; expected an integer >= 1")
-    paths.check_writable_dir(FLAGS.out, "--out")
     run_eval.use_runs_cpu_devices([FLAGS.checkpoint])  # its checkpoint restores onto the devices it trained on
     record = export(FLAGS.checkpoint, FLAGS.out, FLAGS.corpus or "@mdc", FLAGS.slice_items, FLAGS.host_speed)
     size = sum(f.stat().st_size for f in Path(FLAGS.out).rglob("*") if f.is_file())

@@ -334,11 +334,13 @@ def _file_in_the_way(path: Path) -> Path | None:
     return None
 
 
-def check_writable_dir(directory: str | os.PathLike, what: str, output: str | os.PathLike | None = None) -> Path:
+def check_writable_dir(directory: str | os.PathLike, what: str, output: str | os.PathLike | None = None,
+                       keep_folders: bool = True) -> Path:
     """Create `directory` (and its parents) if need be and check that a file can be written in it,
     before any work: else `UnwritableError` naming `what` (a flag, e.g. "--out"), the path (or
     `output`, the file to be written in `directory`, as given) and the reason, in one line. The
-    probe file is removed, and so are the folders the check made when it fails."""
+    probe file is removed, and so are the folders the check made when it fails, or also when it
+    passes with `keep_folders=False` (a command that may still refuse its input writes nothing)."""
     directory = Path(directory).expanduser()
     missing = [folder for folder in (directory, *directory.parents) if not folder.exists()]  # deepest first
     try:
@@ -355,6 +357,9 @@ def check_writable_dir(directory: str | os.PathLike, what: str, output: str | os
             if blocker is not None else err.strerror or type(err).__name__
         where = f"{output}: cannot write in {directory}" if output is not None else f"{directory}: cannot write there"
         raise UnwritableError(f"{what} {where} ({reason})") from None
+    if not keep_folders:
+        for folder in missing:
+            folder.rmdir()
     return directory
 
 

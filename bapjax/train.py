@@ -22,7 +22,6 @@ Library logs are quiet; `--verbosity=0` shows their INFO lines.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jax
 from absl import flags
@@ -68,10 +67,8 @@ def main(argv) -> int:
         return 0
     paths.writable_cache()  # features, generated corpora and compiled programs are kept there
     if "://" not in str(workdir):  # a local workdir; gs:// and other stores answer for themselves
-        made = [folder for folder in (Path(workdir), *Path(workdir).parents) if not folder.exists()]
-        paths.check_writable_dir(str(workdir), "--workdir" if FLAGS.workdir else "config.workdir")
-        for folder in made:  # the check leaves nothing behind: a run refused later (its config) wrote nothing
-            folder.rmdir()
+        # nothing left behind: a run refused later (its config, a busy workdir) writes nothing
+        paths.check_writable_dir(str(workdir), "--workdir" if FLAGS.workdir else "config.workdir", keep_folders=False)
     if jax.process_index() == 0:
         print(f"workdir: {workdir}", flush=True)
     try:
