@@ -277,8 +277,14 @@ def quiet_library_logs() -> None:
     std_logging.getLogger("jax").setLevel(std_logging.WARNING)
 
 
+INTERRUPTED = ("error: interrupted (SIGINT) before it finished; run the same command again (a training run "
+               "goes on from its last checkpoint, with the caches built so far)")
+INTERRUPTED_EXIT = 128 + 2  # the shell's status for a process ended by SIGINT
+
+
 def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], None]) -> NoReturn:
-    """Define the flags, parse them, run ``main(argv)``; user mistakes end as one line, exit 2.
+    """Define the flags, parse them, run ``main(argv)``; user mistakes end as one line, exit 2; a
+    Ctrl-C that no training loop answers (`bapjax.training.preemption`) ends as one line, exit 130.
     Output whose reader went away is dropped and the command goes on (`output_without_readers`)."""
     define_flags()
 
@@ -295,6 +301,9 @@ def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], 
                 sys.exit(err.exit_status)
             except (UserError, app.UsageError) as err:
                 fail(str(err))
+            except KeyboardInterrupt:  # a Ctrl-C outside a training loop's watch: one line, not a traceback
+                print(INTERRUPTED, file=sys.stderr, flush=True)
+                sys.exit(INTERRUPTED_EXIT)
             except Exception as err:  # noqa: BLE001 (re-raised unless a write met a full disk)
                 full = no_space_error(err)
                 if full is None:
@@ -499,15 +508,19 @@ def define_compilation_cache_flag() -> None:
 
 
 def apply_compilation_cache_flag() -> None:
-    """`enable_compilation_cache` unless ``--nocompilation_cache`` (`define_compilation_cache_flag`)."""
+    """`enable_compilation_cache`, or with ``--nocompilation_cache`` (`define_compilation_cache_flag`)
+    no persistent cache at all (not even one JAX's own $JAX_COMPILATION_CACHE_DIR names)."""
     if FLAGS.compilation_cache:
         enable_compilation_cache()
+    else:
+        jax.config.update("jax_enable_compilation_cache", False)
 
 
 def enable_compilation_cache() -> str:
-    """Keep compiled XLA programs on disk (``<cache root>/jax``), so later runs of a command skip
-    compilation (the evaluator compiles a handful of padded shapes, training a few steps)."""
-    root = cache_root() / "jax"
+    """Keep compiled XLA programs on disk (JAX's $JAX_COMPILATION_CACHE_DIR when set, else
+    ``<cache root>/jax``), so later runs of a command skip compilation (the evaluator compiles a
+    handful of padded shapes, training a few steps)."""
+    root = os.environ.get("JAX_COMPILATION_CACHE_DIR") or cache_root() / "jax"
     jax.config.update("jax_compilation_cache_dir", str(root))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -3,7 +3,7 @@
 Differs from the defaults: three small simulated sets (300 / 40 / 100 items), the CPU model at 16 x 2 world
 features, the newest 96 dialogue tokens, 5 passes without early stopping, val loss only during training.
 Command: python -m bapjax.train --config=configs/quickstart.py [--config.data.sources.mc.corpus=@mdc]
-Runtime: 6 min 40 s on a 2-core host of 82.1 items/s shared with a training run (bench_train; fresh cache, simulation included).
+Runtime: 3 min 47 s on a quiet 2-core host of 94.4 items/s (bench_train; fresh cache, simulation included).
 Result: the v2 tables of every test split, printed at the end (a smoke run: docs/results.md has the real ones).
 """
 

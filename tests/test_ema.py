@@ -105,3 +105,31 @@ def test_load_params_reads_the_named_step(tmp_path):
             array.write_bytes(b"damaged")
     with pytest.raises(checkpoints.CheckpointError, match="latest/8: this checkpoint step does not restore"):
         checkpoints.load_params(tmp_path / "checkpoints" / "latest" / "8")
+
+
+def test_load_params_restores_a_checkpoint_saved_on_more_devices(tmp_path):
+    """A run trained on 4 CPU devices (its state replicated over a 4-device mesh) loads in a
+    process with fewer devices (analysis tools, a notebook): the target comes from the checkpoint's
+    metadata, replicated over this process's devices, not from the saved topology."""
+    import os
+    import subprocess
+    import sys
+    saver = f"""
+import jax, jax.numpy as jnp
+from etils import epath
+from bapjax.training import checkpoints, sharding
+mesh = sharding.data_mesh()
+assert mesh.size == 4, mesh
+state = sharding.replicate({{"step": jnp.int32(6), "params": {{"w": jnp.arange(3.0)}},
+                            "ema_params": {{"w": jnp.arange(3.0) + 0.25}}}}, mesh)
+ckpts = checkpoints.Checkpoints(epath.Path({str(tmp_path)!r}))
+ckpts.save(ckpts.best, state, {{"iterator": {{}}}})
+ckpts.close()
+"""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    saved = subprocess.run([sys.executable, "-c", saver], env=env, capture_output=True, text=True)
+    assert saved.returncode == 0, saved.stderr[-2000:]
+    params, step = checkpoints.load_params(tmp_path)
+    assert step == 6 and len(jax.local_devices()) != 4
+    np.testing.assert_array_equal(np.asarray(params["w"]), np.arange(3.0) + 0.25)
+    assert params["w"].sharding.is_fully_replicated

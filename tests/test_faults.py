@@ -194,6 +194,27 @@ def _wait_for_line(proc, pattern: str, lines: list, timeout: float) -> bool:
     return False
 
 
+def test_a_ctrl_c_while_the_data_is_built_ends_in_one_line(tmp_path):
+    """SIGINT before the training loop watches for it (here while D_bs is simulated): one line on
+    stderr that says how to go on, exit 130, no traceback, no checkpoint folder."""
+    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"))
+    command = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
+               "--config.train.max_steps=2", "--config.eval.final_splits=()"]
+    for source in ("bs", "ss", "r"):
+        command += [f"--config.data.sources.{source}.generate.train_items=3000",
+                    f"--config.data.sources.{source}.generate.processes=1"]
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert _wait_for_line(proc, r"^generate bs: ", lines, 300), "".join(lines)[-3000:]  # its progress (stderr)
+    proc.send_signal(signal.SIGINT)
+    output = "".join(lines) + proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert output.strip().splitlines()[-1].startswith("error: interrupted (SIGINT) before it finished; run the same "
+                                                      "command again"), output[-3000:]
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
 @pytest.mark.slow  # ~2-3 min on a 2-core CPU: two short training runs
 @pytest.mark.parametrize("signum,reader", [(signal.SIGTERM, "alive"), (signal.SIGINT, "gone")])
 def test_a_signal_saves_the_step_and_the_same_command_resumes_from_it(tmp_path, signum, reader):

@@ -193,7 +193,8 @@ def collect_run(run: Path, host_speed: float | None = None) -> dict:
 
 def keep(run: Path, row: dict, into: Path) -> Path:
     """`run` as results/ keeps it, under `into`/<name>: its compact record (record.json; an
-    ensemble's ensemble.json as it is), final_eval.json and its predictions gzip-compressed. A run
+    ensemble's ensemble.json as it is), final_eval.json (one line per test set) and its predictions
+    gzip-compressed. A run
     read from there (a kept record listed again) is left as it is."""
     target = into / run.name
     if target.resolve() == run.resolve():
@@ -204,7 +205,9 @@ def keep(run: Path, row: dict, into: Path) -> Path:
     else:
         (target / RECORD).write_text(entry_per_line({k: v for k, v in row.items() if k not in ("eval", "stop_rule")},
                                                     levels=1))
-    (target / "final_eval.json").write_text((run / "final_eval.json").read_text())
+    # one line per test set: the same JSON as the run's file, a few lines instead of hundreds
+    (target / "final_eval.json").write_text(entry_per_line(json.loads((run / "final_eval.json").read_text()),
+                                                           levels=1))
     for path in sorted((run / "predictions").glob("*.jsonl*")):
         name = path.name if path.name.endswith(".gz") else path.name + ".gz"
         jsonl.write_predictions(target / "predictions" / name, jsonl.read_predictions(path))

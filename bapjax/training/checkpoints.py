@@ -164,22 +164,33 @@ def evaluation_params(state: dict):
     return state["ema_params"] if "ema_params" in state else state["params"]
 
 
+def _local_restore_args(manager, step: int):
+    """Restore arguments for one step's state from its own metadata (the tree, shapes and dtypes),
+    replicated over this process's devices: a checkpoint saved on another number of devices (a run
+    trained on 4 CPU devices, read by a process with 1) restores as well as one saved here."""
+    tree = manager.item_metadata(step)["state"]
+    tree = getattr(tree, "tree", tree)
+    repl = sharding.replicated(sharding.data_mesh(jax.local_devices()))
+    target = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=repl), tree)
+    return ocp.args.Composite(state=ocp.args.StandardRestore(target))
+
+
 def load_params(checkpoint_dir: str | os.PathLike) -> tuple[Any, int]:
     """(params, step) of a run's best (else latest) intact checkpoint, its evaluation weights
     (`evaluation_params`): `checkpoint_dir` is the run's workdir, its checkpoints/ dir, a best/
     or latest/ manager dir, or one step of one (e.g. checkpoints/latest/4800: that step only, an
     error when it does not restore); the params tree comes from the checkpoint's own metadata."""
     root = checkpoint_path(checkpoint_dir)
-    args = ocp.args.Composite(state=ocp.args.StandardRestore())
     named = [int(root.name)] if root.name.isdigit() and (root / "state").is_dir() else None  # one step of a manager
     candidates = [root.parent] if named else [root / "checkpoints" / "best", root / "checkpoints" / "latest",
                                               root / "best", root / "latest", root]
     for directory in candidates:
         if not directory.is_dir():
             continue
-        manager = ocp.CheckpointManager(directory)
+        manager = ocp.CheckpointManager(directory, item_handlers={"state": ocp.StandardCheckpointHandler()})
         try:
-            restored, step = _restore_newest_intact(manager, lambda _: args, str(directory), named)
+            restored, step = _restore_newest_intact(manager, lambda step: _local_restore_args(manager, step),
+                                                    str(directory), named)
         finally:
             manager.close()
         if restored is not None:
