@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from bapjax import paths  # imports no JAX: the variable below is set before JAX reads it
+
 REPO = Path(__file__).resolve().parents[1]
+# One persistent compilation cache for the whole session, this process and every command a test runs
+# (also those given their own $BAPJAX_CACHE): a program the tests compile twice is compiled once
+# (`bapjax.cli.enable_compilation_cache` reads JAX's own variable first).
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(paths.cache_root() / "jax"))
 MDC_FIXTURES = ("mdc_path", "mdc_corpus", "mdc_archive")  # the tests that read the corpus ask for one of these
 
 
@@ -18,8 +24,6 @@ class MdcUnavailable(Exception):
 
 def fetched_mdc() -> Path:
     """Where the tests fetch the MDC when it is found nowhere: <cache root>/mdc-fetched."""
-    from bapjax import paths
-
     return paths.cache_root() / "mdc-fetched"
 
 
@@ -28,7 +32,6 @@ def find_or_fetch_mdc(report=lambda line: print(line, file=sys.__stderr__, flush
     copy in `fetched_mdc()`, else fetched there first (the pinned-sha256 download of `python -m
     bapjax.corpus.mdc fetch`, once: a second session finds it). `MdcUnavailable` (one line) when
     $BAPJAX_MDC points nowhere (it is not fetched over) or the fetch fails (offline, say)."""
-    from bapjax import paths
     from bapjax.corpus import fetch
 
     try:
@@ -69,8 +72,6 @@ def _the_mdc(request):
     if not fetched:
         yield path
         return
-    from bapjax import paths
-
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(paths.MDC_ENV, str(path))
         yield path

@@ -39,9 +39,13 @@ def help_of(command: str, flag: str = "-h") -> subprocess.CompletedProcess:
 
 @lru_cache(maxsize=1)
 def every_help() -> dict[str, subprocess.CompletedProcess]:
-    """`-h` of every command, two at a time (each starts a Python with JAX)."""
+    """`-h` of every command, two at a time (each starts a Python with JAX), and its `--helpfull`
+    (`flags_of` reads both) in the same pool."""
     with ThreadPoolExecutor(2) as pool:
-        return dict(zip(COMMANDS, pool.map(help_of, COMMANDS)))
+        full = pool.map(lambda command: help_of(command, "--helpfull"), COMMANDS)
+        short = dict(zip(COMMANDS, pool.map(help_of, COMMANDS)))
+        list(full)
+        return short
 
 
 def test_the_commands_are_found():

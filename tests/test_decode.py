@@ -192,8 +192,9 @@ def randomize_film(params, seed=0):
     return {**params, "world_cnn": cnn}
 
 
-@pytest.mark.parametrize("decoder,options", [("gru", {}), ("transformer", {}),
-                                             ("gru", {"world_film": True}),
+# among the fast tests: the shipped model (once, FiLM) and the other decoder; the rest with -m slow
+@pytest.mark.parametrize("decoder,options", [pytest.param("gru", {}, marks=pytest.mark.slow), ("transformer", {}),
+                                             pytest.param("gru", {"world_film": True}, marks=pytest.mark.slow),
                                              ("gru", {"world_film": True, "world_encoding": "once"})])
 def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, options, mdc_corpus):
     """Forced decoding of the gold actions gives, step by step, the teacher-forcing logits: the

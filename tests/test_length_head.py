@@ -17,6 +17,8 @@ TINY = dict(vocab_size=40, embedding_dim=8, text_hidden=16, world_features=8, wo
             action_embedding=16, decoder_hidden=12, head_hidden=16)
 ENCODINGS = [dict(world_encoding="once", world_film=True), dict(world_encoding="per_step"),
              dict(world_encoding="per_step", world_film=True)]
+# the shipped encoding (once, FiLM) among the fast tests, the others among the slow ones
+SHIPPED_FAST = [ENCODINGS[0], *(pytest.param(fields, marks=pytest.mark.slow) for fields in ENCODINGS[1:])]
 
 
 def _models(**fields):
@@ -64,7 +66,7 @@ def _truncated_batch(rng):
     return batch
 
 
-@pytest.mark.parametrize("fields", ENCODINGS[:2])
+@pytest.mark.parametrize("fields", SHIPPED_FAST[:2])
 def test_with_the_head_off_the_loss_is_the_action_loss_as_before(fields):
     off, on = _models(**fields)
     batch = _truncated_batch(np.random.default_rng(1))
@@ -86,7 +88,7 @@ def test_with_the_head_off_the_loss_is_the_action_loss_as_before(fields):
     assert builder.objective_length_weight(off) == 0.0 and builder.objective_length_weight(on) == 0.2
 
 
-@pytest.mark.parametrize("fields", ENCODINGS)
+@pytest.mark.parametrize("fields", SHIPPED_FAST)
 def test_the_length_loss_is_the_cross_entropy_of_each_items_action_count(fields):
     _, on = _models(**fields)
     batch = _truncated_batch(np.random.default_rng(3))
@@ -116,7 +118,7 @@ def test_the_length_loss_is_the_cross_entropy_of_each_items_action_count(fields)
     direct = on.apply({"params": params}, summary, start, method=on.length_logits)
     np.testing.assert_allclose(np.asarray(direct), length_logits, rtol=1e-5, atol=1e-5)
     # the head trains: its gradient is not zero
-    grads = jax.grad(lambda p: builder.loss_from_logits(*on.apply({"params": p}, batch, k), 0.2)[0])(params)
+    grads = jax.jit(jax.grad(lambda p: builder.loss_from_logits(*on.apply({"params": p}, batch, k), 0.2)[0]))(params)
     assert float(jnp.abs(grads["length_out"]["kernel"]).sum()) > 0
 
 
@@ -151,7 +153,7 @@ def _decoded_lengths(ids):
     return [int(np.argmax(row == G.STOP)) if (row == G.STOP).any() else len(row) for row in np.asarray(ids)]
 
 
-@pytest.mark.parametrize("fields", ENCODINGS)
+@pytest.mark.parametrize("fields", SHIPPED_FAST)
 def test_the_length_rule_decodes_each_items_quantile_length(fields):
     _, model = _models(**fields)
     rng = np.random.default_rng(5)

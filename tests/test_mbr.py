@@ -55,7 +55,7 @@ def test_draws_are_feasible_reproducible_and_independent_of_the_slots():
             _check_feasible(grid, row)
 
 
-@pytest.mark.parametrize("fields,stop_rule", [({}, "argmax"),
+@pytest.mark.parametrize("fields,stop_rule", [pytest.param({}, "argmax", marks=pytest.mark.slow),  # fast: the shipped model
                                                ({"world_encoding": "once", "world_film": True, "length_head": True},
                                                 "length")])
 def test_draws_decoded_together_equal_each_draw_decoded_alone(fields, stop_rule):

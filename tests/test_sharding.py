@@ -71,8 +71,9 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.parametrize("options", [{}, {"world_encoding": "once", "world_film": True, "encode_chunk": 2,
-                                          "step_chunk": 4}])
+@pytest.mark.parametrize("options", [pytest.param({}, marks=pytest.mark.slow),  # fast: the shipped model's
+                                     {"world_encoding": "once", "world_film": True, "encode_chunk": 2,
+                                      "step_chunk": 4}])
 def test_eight_devices_match_one_device(options):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
     script = f"MODEL_OPTIONS = {options!r}\n" + SCRIPT
