@@ -7,7 +7,7 @@ import pytest
 
 from bapjax.data import curriculum
 from bapjax.text import tokenizer
-from bapjax.training import run_checks
+from bapjax.training import run_checks, sharding
 from bapjax.world.grid import Action
 from bapjax.world.items import BapItem, BuilderPose, ChatTurn
 
@@ -110,3 +110,35 @@ def test_every_stage_keeps_a_data_set_at_its_share_of_every_stage(items):
         curriculum.curriculum_stages([it for it in items if it.dataset == "mc"], "D", n, 0, every_stage=("mc",))
 
 
+
+
+def test_stage_samples_give_each_stage_that_many_disjoint_samples(items):
+    """`stage_samples` S: stage i holds S/N of each of buckets 1..i, no item twice, S times the
+    paper's stage (S = 1: the same stages, draw for draw); the MDC kept in every stage scales alike;
+    out of range (0, above N) is one error naming the field, before a run reads data."""
+    n, samples = 7, 3
+    buckets = curriculum.buckets_from_keys(curriculum.difficulty(items, "L_A"), n, seed=2)
+    one = curriculum.arrange(buckets, seed=2)
+    assert all(np.array_equal(a, b) for a, b in zip(one, curriculum.arrange(buckets, seed=2, stage_samples=1)))
+    three = curriculum.arrange(buckets, seed=2, stage_samples=samples)
+    bucket_of = np.empty(len(items), int)
+    for b, bucket in enumerate(buckets):
+        bucket_of[bucket] = b
+    for i, stage in enumerate(three[:-1], 1):
+        assert len(np.unique(stage)) == len(stage)
+        counts = np.bincount(bucket_of[stage], minlength=n)
+        assert counts[i:].sum() == 0
+        for b in range(i):
+            assert counts[b] == round(len(buckets[b]) * samples / n)
+    assert np.array_equal(three[-1], one[-1])
+    staged = curriculum.curriculum_stages(items, "D", 5, seed=0, every_stage=("mc",), stage_samples=2)
+    mc = np.array([it.dataset == "mc" for it in items])
+    for i, stage in enumerate(staged[:-1], 1):
+        assert mc[stage].sum() == round(mc.sum() * i * 2 / 25)
+    config = run_checks.with_defaults({"curriculum": {"metric": "L_A", "num_buckets": n, "stage_samples": samples}})
+    assert all(np.array_equal(a, b) for a, b in zip(curriculum.schedule_from_config(items, config, seed=2), three))
+    for bad in (0, n + 1):
+        config.curriculum.stage_samples = bad
+        with pytest.raises(run_checks.ConfigError, match=r"--config.curriculum: curriculum stage_samples must be an "
+                                                         r"integer from 1 to num_buckets \(7\)"):
+            run_checks.validate_config(config, sharding.data_mesh())

@@ -18,11 +18,14 @@ of waiting for the last buckets (with metric D the MDC, the hardest, would other
 at stage N-2 of N). The final stage is all items, as without it.
 
 Each stage is one pass (as in the paper): the N stages hold L(N+1)/(2N) of the L items (about
-half whatever N; 0.55 L with 10 buckets).
+half whatever N; 0.55 L with 10 buckets). ``stage_samples`` S (1 to N; 1 is the paper's) gives
+each stage S disjoint samples of 1/N of each of its buckets, so the stages hold S times as many
+distinct items (S L(N+1)/(2N)): the curriculum's share of a fixed training budget grows S-fold
+with no item repeated within a stage.
 
 Configs: ``config.curriculum.metric`` ("" or None for no curriculum),
-``config.curriculum.num_buckets`` (paper grid: 5, 10, 15, 20, 25, 30) and
-``config.curriculum.every_stage``.
+``config.curriculum.num_buckets`` (paper grid: 5, 10, 15, 20, 25, 30),
+``config.curriculum.every_stage`` and ``config.curriculum.stage_samples``.
 """
 
 from __future__ import annotations
@@ -93,15 +96,36 @@ def buckets_from_keys(keys: np.ndarray, num_buckets: int, seed: int) -> list[np.
     return [np.asarray(b, np.int64) for b in np.array_split(difficulty_order(keys, seed), num_buckets)]
 
 
-def arrange(buckets: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
-    """Stages 1..N (1/N of each of buckets 1..i) then the final all-data stage."""
+def check_stage_samples(stage_samples: int, num_buckets: int) -> None:
+    """The one check of ``stage_samples``: an integer from 1 to the number of buckets (disjoint
+    samples of 1/N of a bucket: at most N of them fit); ValueError."""
+    if int(stage_samples) != stage_samples or not 1 <= stage_samples <= num_buckets:
+        raise ValueError(f"curriculum stage_samples must be an integer from 1 to num_buckets ({num_buckets}), "
+                         f"got {stage_samples!r}")
+
+
+def check_section(section: Any) -> None:
+    """``config.curriculum`` before a run reads any data: its metric (when set), ``num_buckets`` >= 1
+    and ``stage_samples`` (`check_stage_samples`); ValueError."""
+    if not section.metric:
+        return
+    parse_metric(str(section.metric))
+    if int(section.num_buckets) != section.num_buckets or section.num_buckets < 1:
+        raise ValueError(f"num_buckets must be an integer >= 1, got {section.num_buckets!r}")
+    check_stage_samples(section.stage_samples, int(section.num_buckets))
+
+
+def arrange(buckets: Sequence[np.ndarray], seed: int, stage_samples: int = 1) -> list[np.ndarray]:
+    """Stages 1..N (`stage_samples` x 1/N of each of buckets 1..i, distinct items) then the final
+    all-data stage."""
     n = len(buckets)
+    check_stage_samples(stage_samples, n)
     rng = np.random.default_rng([seed, 1])
     stages = []
     for i in range(1, n + 1):
         parts = []
         for bucket in buckets[:i]:
-            size = max(1, int(round(len(bucket) / n)))
+            size = min(len(bucket), max(1, int(round(len(bucket) * stage_samples / n))))
             parts.append(rng.choice(bucket, size=size, replace=False))
         stages.append(np.sort(np.concatenate(parts)))
     stages.append(np.sort(np.concatenate(list(buckets))))
@@ -109,29 +133,32 @@ def arrange(buckets: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
 
 
 def curriculum_stages(items: Sequence[BapItem], metric: str, num_buckets: int, seed: int,
-                      every_stage: Sequence[str] = ()) -> list[np.ndarray]:
+                      every_stage: Sequence[str] = (), stage_samples: int = 1) -> list[np.ndarray]:
     """The schedule for ``DataIterator``: N + 1 index arrays (the N stages, then all items); items
-    of the data sets in `every_stage` are in every stage at the others' fraction (module docstring)."""
+    of the data sets in `every_stage` are in every stage at the others' fraction, `stage_samples`
+    samples per stage (module docstring)."""
     if not every_stage:
-        return arrange(buckets_from_keys(difficulty(items, metric), num_buckets, seed), seed)
+        return arrange(buckets_from_keys(difficulty(items, metric), num_buckets, seed), seed, stage_samples)
     kept_mask = np.array([item.dataset in set(every_stage) for item in items], bool)
     kept, others = np.flatnonzero(kept_mask), np.flatnonzero(~kept_mask)
     if not len(kept) or not len(others):
         raise ValueError(f"curriculum every_stage {tuple(every_stage)}: needs items of those data sets "
                          f"and of others (found {len(kept)} and {len(others)})")
-    stages = arrange(buckets_from_keys(difficulty([items[i] for i in others], metric), num_buckets, seed), seed)
+    stages = arrange(buckets_from_keys(difficulty([items[i] for i in others], metric), num_buckets, seed), seed,
+                     stage_samples)
     rng = np.random.default_rng([seed, 2])
     out = []
     for i, stage in enumerate(stages[:-1], 1):
-        size = max(1, int(round(len(kept) * i / num_buckets ** 2)))
+        size = max(1, int(round(len(kept) * i * stage_samples / num_buckets ** 2)))
         out.append(np.sort(np.concatenate([others[stage], rng.choice(kept, size=min(size, len(kept)), replace=False)])))
     return out + [np.arange(len(items))]
 
 
 def schedule_from_config(items: Sequence[BapItem], config: Any, seed: int) -> list[np.ndarray] | None:
-    """Stages from ``config.curriculum`` (metric, num_buckets, every_stage) of a
+    """Stages from ``config.curriculum`` (metric, num_buckets, every_stage, stage_samples) of a
     config completed with the defaults (`run_checks.with_defaults`); None when no curriculum is set."""
     section = config.curriculum
     if not section.metric:
         return None
-    return curriculum_stages(items, str(section.metric), int(section.num_buckets), seed, tuple(section.every_stage))
+    return curriculum_stages(items, str(section.metric), int(section.num_buckets), seed, tuple(section.every_stage),
+                             int(section.stage_samples))

@@ -16,7 +16,7 @@ import jax
 import ml_collections
 from etils import epath
 
-from bapjax.data import input_pipeline, sources
+from bapjax.data import curriculum, input_pipeline, sources
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.paths import REPO_ROOT
@@ -84,6 +84,7 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
         ("eval.vote_temperature", lambda: decode.check_sampling(0, ec.vote_temperature)),
         ("eval.vote_rules", lambda: ensemble.run_vote_rules(ec.vote_rules)),
         ("train", lambda: optimizer.make_optimizer(tc, total_steps=1)),
+        ("curriculum", lambda: curriculum.check_section(config.curriculum)),
     ]
     for section, build in owners:
         try:

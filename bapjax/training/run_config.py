@@ -171,6 +171,7 @@ def base_config() -> ml_collections.ConfigDict:
     config.curriculum.metric = ""  # "" = no curriculum; D, L_A, L_I or combinations like "D,L_A"
     config.curriculum.num_buckets = 10
     config.curriculum.every_stage = ()  # data sets in every stage at their share, e.g. ("mc",) (bapjax.data.curriculum)
+    config.curriculum.stage_samples = 1  # disjoint samples of 1/N of each bucket per stage (1: the paper's; up to N)
 
     config.distributed = ml_collections.ConfigDict()
     config.distributed.initialize = False  # True on multi-host (TPU pods, multi-node GPU)
