@@ -203,7 +203,14 @@ def test_a_ctrl_c_while_the_data_is_built_ends_in_one_line(tmp_path):
     for source in ("bs", "ss", "r"):
         command += [f"--config.data.sources.{source}.generate.train_items=3000",
                     f"--config.data.sources.{source}.generate.processes=1"]
-    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # as from a terminal: SIGINT not ignored (a test process may ignore it, as pytest-xdist's workers do, and
+    # a child inherits that); a handler here is reset to the default in the child
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     lines = []
     assert _wait_for_line(proc, r"^generate bs: ", lines, 300), "".join(lines)[-3000:]  # its progress (stderr)
     proc.send_signal(signal.SIGINT)
