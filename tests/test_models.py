@@ -322,7 +322,7 @@ def test_loss_is_finite_on_references_unsupported_as_recorded(mdc_corpus):
     model = flat_model(**{**TINY, "vocab_size": vocab.size, "embedding_dim": 8})
     params = builder.init_params(model, jax.random.PRNGKey(0))
     k = builder.packed_size(batch["action_mask"], batch["weight"])
-    logits, pack = model.apply({"params": params}, batch, k)
+    logits, pack = jax.jit(lambda p: model.apply({"params": p}, batch, k))(params)  # one compiled program
     loss, _ = builder.loss_from_logits(logits, pack)
     assert np.isfinite(float(loss))
     # the infeasible reference actions are targets with weight (never masked out of the loss)
@@ -331,7 +331,7 @@ def test_loss_is_finite_on_references_unsupported_as_recorded(mdc_corpus):
         for step in bad:
             if step < fc.num_action_slots:
                 assert (row, step) in targets
-    grads = jax.grad(lambda p: builder.loss_from_logits(*model.apply({"params": p}, batch, k))[0])(params)
+    grads = jax.jit(jax.grad(lambda p: builder.loss_from_logits(*model.apply({"params": p}, batch, k))[0]))(params)
     assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree_util.tree_leaves(grads))
 
 
