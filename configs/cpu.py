@@ -3,7 +3,7 @@
 Differs from the defaults: the CPU model (`common.cpu_model`), 3 passes in at most 38 min, cosine schedule
 with 50 warmup steps, patience 5, an eval every 120 steps decoding 128 MDC val items, logs every 10 steps.
 Command: nice -n 5 python -m bapjax.train --config=configs/cpu.py
-Runtime: 14.5 min on a quiet 2-core CPU (1,389 steps of 32 at 50-57 items/s, 12 evals, the STOP rule, the test decode; ~20 s more for the first MDC augmentation).
+Runtime: 14.5 min on a quiet 2-core CPU of unrecorded bench_train speed (1,389 steps of 32 at 50-57 items/s, 12 evals, the STOP rule, the test decode; ~20 s more for the first MDC augmentation).
 Result: MDC test micro Overall F1 19.2 (results/cpu_run.json).
 The experiment's models and what each choice gained: docs/results.md.
 """
