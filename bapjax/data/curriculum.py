@@ -87,10 +87,16 @@ def difficulty_order(keys: np.ndarray, seed: int) -> np.ndarray:
     return shuffled[order]
 
 
-def buckets_from_keys(keys: np.ndarray, num_buckets: int, seed: int) -> list[np.ndarray]:
-    """N near-equal buckets of item indices, easiest first."""
+def check_num_buckets(num_buckets: int) -> None:
+    """The one check of ``num_buckets`` alone: at least one bucket; ValueError. (Whether the items
+    fill them is `buckets_from_keys`'s.)"""
     if num_buckets < 1:
         raise ValueError(f"num_buckets must be >= 1, got {num_buckets}")
+
+
+def buckets_from_keys(keys: np.ndarray, num_buckets: int, seed: int) -> list[np.ndarray]:
+    """N near-equal buckets of item indices, easiest first."""
+    check_num_buckets(num_buckets)
     if num_buckets > len(keys):
         raise ValueError(f"num_buckets {num_buckets} exceeds the number of items {len(keys)}")
     return [np.asarray(b, np.int64) for b in np.array_split(difficulty_order(keys, seed), num_buckets)]
@@ -110,8 +116,7 @@ def check_section(section: Any) -> None:
     if not section.metric:
         return
     parse_metric(str(section.metric))
-    if int(section.num_buckets) != section.num_buckets or section.num_buckets < 1:
-        raise ValueError(f"num_buckets must be an integer >= 1, got {section.num_buckets!r}")
+    check_num_buckets(int(section.num_buckets))  # an int already: config fields keep their type
     check_stage_samples(section.stage_samples, int(section.num_buckets))
 
 
@@ -125,7 +130,7 @@ def arrange(buckets: Sequence[np.ndarray], seed: int, stage_samples: int = 1) ->
     for i in range(1, n + 1):
         parts = []
         for bucket in buckets[:i]:
-            size = min(len(bucket), max(1, int(round(len(bucket) * stage_samples / n))))
+            size = max(1, int(round(len(bucket) * stage_samples / n)))  # <= len(bucket): stage_samples <= n
             parts.append(rng.choice(bucket, size=size, replace=False))
         stages.append(np.sort(np.concatenate(parts)))
     stages.append(np.sort(np.concatenate(list(buckets))))

@@ -170,8 +170,7 @@ def _local_restore_args(manager, step: int):
     trained on 4 CPU devices, read by a process with 1) restores as well as one saved here."""
     tree = manager.item_metadata(step)["state"]
     tree = getattr(tree, "tree", tree)
-    repl = sharding.replicated(sharding.data_mesh(jax.local_devices()))
-    target = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=repl), tree)
+    target = abstract_like(tree, sharding.data_mesh(jax.local_devices()))
     return ocp.args.Composite(state=ocp.args.StandardRestore(target))
 
 
