@@ -6,6 +6,7 @@ a multi-process job that names a lost process."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,10 +82,24 @@ def test_a_misspelled_override_is_one_plain_line(override, named, hint, tmp_path
     assert not (tmp_path / "run").exists()
 
 
-def test_a_finished_run_ends_with_its_summary_and_a_rerun_leaves_it_alone(tmp_path):
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def three_steps(tmp_path_factory):
+    """A 3-step run trained once for this module: (its workdir, the command's output); a test that
+    changes the run works on its own copy."""
+    run = tmp_path_factory.mktemp("three_steps") / "run"
     done = train(run, "--config.train.max_steps=3")
     assert done.returncode == 0, done.stderr[-3000:]
+    return run, done
+
+
+def copy_of(trained: Path, tmp_path: Path) -> Path:
+    shutil.copytree(trained, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def test_a_finished_run_ends_with_its_summary_and_a_rerun_leaves_it_alone(three_steps, tmp_path):
+    trained, done = three_steps
+    run = trained
     output = done.stdout + done.stderr
     assert not LIBRARY_LOG_LINE.search(output), LIBRARY_LOG_LINE.search(output).group(0)
     lines = done.stdout.strip().splitlines()
@@ -97,6 +112,7 @@ def test_a_finished_run_ends_with_its_summary_and_a_rerun_leaves_it_alone(tmp_pa
     assert f"run finished: {run}" in summary and "trained 3 steps (24 items)" in summary
     assert re.search(r"compiled \d+ programs in \d+\.\d min, tracing included \(\d+ read from the persistent", summary)
     assert "STOP rule" in summary and "micro Overall F1 (test): mc " in summary
+    run = copy_of(trained, tmp_path)
     log = (run / "runs.jsonl").read_text()
 
     again = train(run, "--config.train.max_steps=3")
@@ -151,11 +167,10 @@ def test_a_diverging_run_stops_at_its_first_non_finite_loss(tmp_path):
     assert record["finished"] is False and record["last_step"] >= step
 
 
-def test_a_damaged_checkpoint_is_one_error_line_without_traceback(tmp_path):
+def test_a_damaged_checkpoint_is_one_error_line_without_traceback(three_steps, tmp_path):
     """The only step in checkpoints/latest with its largest file cut to 100 bytes: resuming says so
     in one line and exits 2; Orbax's leftover reads print nothing (three tries: it is a race)."""
-    run = tmp_path / "run"
-    assert train(run, "--config.train.max_steps=3").returncode == 0
+    run = copy_of(three_steps[0], tmp_path)
     files = [p for p in (run / "checkpoints" / "latest" / "3").rglob("*") if p.is_file()]
     largest = max(files, key=lambda p: p.stat().st_size)
     largest.write_bytes(largest.read_bytes()[:100])
