@@ -26,10 +26,10 @@ import json
 import jax
 from absl import flags
 
-from bapjax import cli, paths
+from bapjax import cli, paths, sharding
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import preemption, run_checks, run_config, sharding, summary
+from bapjax.training import preemption, run_checks, run_config, summary
 from bapjax.training.loop import train_and_evaluate
 
 FLAGS = flags.FLAGS

@@ -49,7 +49,7 @@ def parse_devices(text: str) -> list[int]:
 
 def child(args) -> dict:
     """One count's figures, in this process: the CPU split into args.child devices."""
-    from bapjax.training import sharding
+    from bapjax import sharding
 
     sharding.set_cpu_devices(args.child)  # before JAX runs anything, as `python -m bapjax.train` does
     import jax

@@ -56,8 +56,9 @@ def train_step_rate(args, vocab, iterator, batch_size):
     try:
         import jax
 
+        from bapjax import sharding
         from bapjax.models import builder
-        from bapjax.training import loop, sharding
+        from bapjax.training import loop
         from bapjax.training import optimizer as optim
     except ImportError as err:
         return None, f"bapjax.train not importable ({err})"

@@ -37,13 +37,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 import configs
-from bapjax import paths
+from bapjax import paths, sharding
 from bapjax.corpus import mdc
 from bapjax.data import input_pipeline
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.text.vocab import Vocabulary
-from bapjax.training import decode, loop, sharding
+from bapjax.training import decode, loop
 from bapjax.training import optimizer as optim
 
 

@@ -114,8 +114,9 @@ def time_training(model, optimizer, features, feature_config, batch_size, steps,
     state after both passes."""
     import jax
 
+    from bapjax import sharding
     from bapjax.data import input_pipeline
-    from bapjax.training import loop, sharding
+    from bapjax.training import loop
 
     mesh = sharding.data_mesh(jax.devices()[:devices if batch_size % devices == 0 else 1])
     ema = {"ema_decay": ema_decay} if ema_decay else {}  # a checkout from before train.ema_decay takes no such argument
@@ -167,7 +168,8 @@ def train_gflop_per_item(model, optimizer, batches, seed=0) -> float:
     """XLA's FLOP count of the compiled train step over `batches`, per item (see the docstring)."""
     import jax
 
-    from bapjax.training import loop, sharding
+    from bapjax import sharding
+    from bapjax.training import loop
 
     whole = model.unchunked()
     mesh = sharding.data_mesh(jax.devices()[:1])

@@ -5,9 +5,10 @@ import dataclasses
 import numpy as np
 import pytest
 
+from bapjax import sharding
 from bapjax.data import curriculum
 from bapjax.text import tokenizer
-from bapjax.training import run_checks, sharding
+from bapjax.training import run_checks
 from bapjax.world.grid import Action
 from bapjax.world.items import BapItem, BuilderPose, ChatTurn
 

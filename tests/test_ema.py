@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bapjax.training import checkpoints, loop, run_checks, sharding
+from bapjax import sharding
+from bapjax.training import checkpoints, loop, run_checks
 from bapjax.training import optimizer as optim
 from tests.test_models import flat_model, random_batch
 
@@ -117,7 +118,8 @@ def test_load_params_restores_a_checkpoint_saved_on_more_devices(tmp_path):
     saver = f"""
 import jax, jax.numpy as jnp
 from etils import epath
-from bapjax.training import checkpoints, sharding
+from bapjax import sharding
+from bapjax.training import checkpoints
 mesh = sharding.data_mesh()
 assert mesh.size == 4, mesh
 state = sharding.replicate({{"step": jnp.int32(6), "params": {{"w": jnp.arange(3.0)}},

@@ -565,7 +565,8 @@ CHECKPOINT_SCRIPT = textwrap.dedent('''
     import jax, jax.numpy as jnp
     from etils import epath
     from bapjax import paths
-    from bapjax.training import checkpoints, sharding
+    from bapjax import sharding
+    from bapjax.training import checkpoints
     workdir, limit = epath.Path(sys.argv[1]), int(sys.argv[2])
     mesh = sharding.data_mesh()
     state = sharding.replicate({"step": jnp.int32(7), "params": {"w": jax.random.normal(jax.random.PRNGKey(0), (512, 1024))}}, mesh)

@@ -4,7 +4,7 @@ included); importing the training stack's pieces loads no plotting.
 
 The layers, bottom to top (DESIGN.md's data flow):
 
-0. base: errors, paths, parallel, cli (what every command and reader shares)
+0. base: errors, paths, parallel, sharding, cli (what every command and reader shares)
 1. world: the build region, actions, items, the JSONL formats
 2. corpus (MDC reader, augmentation, store), text (tokenizer, vocabulary, encoders),
    evaluation (the v2 metrics and evaluator)
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "bapjax"
 
 LAYERS = [
-    ("errors", "paths", "parallel", "cli"),
+    ("errors", "paths", "parallel", "sharding", "cli"),
     ("world",),
     ("corpus", "text", "evaluation"),
     ("sim",),

@@ -403,7 +403,8 @@ def test_a_run_with_vote_rules_fixed_only_scores_them_on_val(tmp_path, monkeypat
                                            ("select:0.1,vote:high", "expected RULE:VALUE with a number"),
                                            ("select:0.1,vote:1.5", r"in \[0, 1\)")])
 def test_bad_vote_rules_name_the_field(text, message):
-    from bapjax.training import run_checks, sharding
+    from bapjax import sharding
+    from bapjax.training import run_checks
 
     config = run_checks.with_defaults({})
     config.eval.vote_rules = text
@@ -413,7 +414,8 @@ def test_bad_vote_rules_name_the_field(text, message):
 
 @pytest.mark.parametrize("field, value", [("samples", -1), ("temperatures", (0.0,)), ("costs", (1.0,))])
 def test_bad_sampling_settings_name_their_field(field, value):
-    from bapjax.training import run_checks, sharding
+    from bapjax import sharding
+    from bapjax.training import run_checks
 
     config = run_checks.with_defaults({})
     config.eval.samples = 2
@@ -433,7 +435,8 @@ def test_draws_on_four_devices_equal_one_device():
     script = textwrap.dedent('''
         import jax, numpy as np
         assert jax.device_count() == 4
-        from bapjax.training import decode, sharding
+        from bapjax import sharding
+        from bapjax.training import decode
         from tests.test_mbr import _model_params_batch, _keys
         model, params, batch = _model_params_batch(seed=2, rows=8)
         settings = decode.DecodeSettings(6, 1, 8, temperature=1.0)

@@ -250,7 +250,8 @@ def test_auto_pack_rounding_pads_on_accelerators_only(setting, platform, expecte
 
 
 def test_a_cpu_trainer_packs_auto_as_multiple():
-    from bapjax.training import loop, run_checks, sharding
+    from bapjax import sharding
+    from bapjax.training import loop, run_checks
     from bapjax.training import optimizer as optim
 
     config = run_checks.with_defaults({"train": {}})
@@ -263,7 +264,7 @@ def test_a_cpu_trainer_packs_auto_as_multiple():
 
 
 def test_balanced_order_evens_out_the_device_blocks():
-    from bapjax.training import sharding
+    from bapjax import sharding
 
     rng = np.random.default_rng(9)
     for _ in range(20):

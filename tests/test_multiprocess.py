@@ -19,7 +19,8 @@ SCRIPT = textwrap.dedent('''
     import json, sys
     import jax, ml_collections, numpy as np
     from bapjax.data import input_pipeline
-    from bapjax.training import run_checks, sharding, loop as train
+    from bapjax import sharding
+    from bapjax.training import run_checks, loop as train
     from bapjax.training import optimizer as optim
     from bapjax.corpus import mdc
     from bapjax.text.vocab import Vocabulary

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = textwrap.dedent('''
     import jax, numpy as np
     assert jax.device_count() == 8, jax.devices()
-    from bapjax.training import sharding, loop as train
+    from bapjax import sharding
+    from bapjax.training import loop as train
     from bapjax.training import optimizer as optim, run_checks
     from tests.test_models import flat_model
 
@@ -86,7 +87,7 @@ def test_eight_devices_match_one_device(options):
 
 CPU_DEVICES = textwrap.dedent('''
     import jax, pytest
-    from bapjax.training import sharding
+    from bapjax import sharding
     sharding.set_cpu_devices(0)  # leaves JAX's default: nothing is set, JAX has not started
     sharding.set_cpu_devices(3)
     assert jax.device_count() == 3 and len(sharding.data_mesh().devices) == 3, jax.devices()

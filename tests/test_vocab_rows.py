@@ -6,8 +6,9 @@ import jax
 import numpy as np
 import pytest
 
+from bapjax import sharding
 from bapjax.models import builder
-from bapjax.training import loop, run_checks, sharding
+from bapjax.training import loop, run_checks
 from bapjax.training import optimizer as optim
 from tests.test_models import model_section, random_batch
 

@@ -12,7 +12,7 @@ predicts each item's action count from [text summary ; pooled start-world featur
 
 Teacher forcing (`__call__`) packs the (item, step) pairs that carry a target (`pack_steps`),
 because the world part dominates the cost; the model works on the rows it is given, so under
-data parallelism each device packs its own (`bapjax.training.sharding.per_device`). Flax
+data parallelism each device packs its own (`bapjax.sharding.per_device`). Flax
 parameter paths are the submodules' names (text_encoder or text_projection, world_cnn,
 action_in, action_out, decoder, head_world0, head_state, head_out, stop_hidden, stop_out,
 length_hidden, length_out, and the once architecture's world_changes): they set the

@@ -25,12 +25,12 @@ import ml_collections
 import orbax.checkpoint as ocp
 from etils import epath
 
-from bapjax import paths
+from bapjax import paths, sharding
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.paths import workdir_path
 from bapjax.text.vocab import Vocabulary
-from bapjax.training import run_checks, sharding
+from bapjax.training import run_checks
 
 KEEP_LATEST = 2  # steps kept in checkpoints/latest, so a corrupt newest step has an intact fallback
 # The builder bapjax ships: a workdir inside the package (written by `python -m bapjax.export`), which every

@@ -10,7 +10,7 @@ are encoded once before the loop, and a step adds the slot's change features to 
 encoding (`OnceBuilder.changed_world_logits`): no CNN inside the loop. A slot whose item stops
 (STOP or `max_actions`) takes the next waiting item at once, so no work is spent on finished
 items until the queue runs dry; the loop ends when every item is done. Under a mesh each device runs its own pool over its own items
-(`bapjax.training.sharding.per_device`), so devices never wait for each other's longest item.
+(`bapjax.sharding.per_device`), so devices never wait for each other's longest item.
 
 STOP rules: "argmax" takes the most likely of STOP and every single feasible action; "mass"
 stops when p(STOP) >= `stop_threshold` (0.5: STOP more likely than continuing at all, i.e. than
@@ -40,11 +40,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bapjax import cli
+from bapjax import cli, sharding
 from bapjax.data import input_pipeline
 from bapjax.models import world_input
 from bapjax.models.builder import START, BuilderModel
-from bapjax.training import mbr, sharding
+from bapjax.training import mbr
 from bapjax.world import grid as G
 from bapjax.world import rotation
 

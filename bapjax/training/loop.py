@@ -31,7 +31,7 @@ import optax
 from etils import epath
 from jax.experimental import multihost_utils
 
-from bapjax import cli
+from bapjax import cli, sharding
 from bapjax.data import curriculum, input_pipeline, sources
 from bapjax.errors import NonFiniteLoss, PeerLost, RunFailure, UserError
 from bapjax.models import builder
@@ -45,7 +45,6 @@ from bapjax.training import (
     preemption,
     run_checks,
     run_eval,
-    sharding,
     time_left,
     workdir_claim,
 )

@@ -16,12 +16,13 @@ import jax
 import ml_collections
 from etils import epath
 
+from bapjax import sharding
 from bapjax.data import curriculum, input_pipeline, sources
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.paths import REPO_ROOT
 from bapjax.text.vocab import Vocabulary
-from bapjax.training import decode, ensemble, optimizer, run_config, sharding
+from bapjax.training import decode, ensemble, optimizer, run_config
 from bapjax.training.metric_writer import REPORT_F1
 from bapjax.world.items import SPLITS
 

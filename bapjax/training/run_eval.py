@@ -11,10 +11,11 @@ import sys
 
 import jax
 
+from bapjax import sharding
 from bapjax.data import input_pipeline
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import checkpoints, decode, ensemble, mbr, run_checks, sharding
+from bapjax.training import checkpoints, decode, ensemble, mbr, run_checks
 from bapjax.world import jsonl
 
 DECODE_SETTINGS = "decode.json"  # in a run's workdir: the decoding chosen on val (`Evaluator.choose_decoding`)
