@@ -161,7 +161,7 @@ def config_exists(value: str) -> bool:
 def flags_of(command: str, full: bool = False) -> set[str]:
     """The flags `command` lists in its `-h`; with `full`, every flag it takes (absl's --helpfull adds
     the flags every absl program has, e.g. --verbosity, and those of the libraries it imports)."""
-    done = help_of(command, "--helpfull" if full else "-h")
+    done = help_of(command, "--helpfull") if full else help_of(command)  # the cache key every_help fills
     text = done.stdout if done.returncode == 0 else ""
     names = set(re.findall(r"--(?:\[no\])?([A-Za-z][\w.-]*)", text))
     return names | {f"no{name}" for name in re.findall(r"--\[no\]([A-Za-z][\w.-]*)", text)}
