@@ -18,8 +18,8 @@ def lines(*records) -> bytes:
     return b"".join(json.dumps(record).encode() + b"\n" for record in records)
 
 
-A = {"id": "a", "actions": [[1, 2, 3, "red", "place"]]}
-B = {"id": "b", "actions": []}
+A = {"item_id": "a", "actions": [{"type": "place", "color": "red", "x": 1, "y": 2, "z": 3}]}
+B = {"item_id": "b", "actions": []}
 
 
 def test_identical_files_and_their_gzip_twins_compare_equal(tmp_path):
@@ -34,7 +34,7 @@ def test_identical_files_and_their_gzip_twins_compare_equal(tmp_path):
 def test_a_difference_names_its_lines_and_first_item(tmp_path):
     old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
     old.write_bytes(lines(A, B, A))
-    new.write_bytes(lines(A, {"id": "b", "actions": [[0, 0, 0, "blue", "place"]]}))
+    new.write_bytes(lines(A, {"item_id": "b", "actions": [{"type": "place", "color": "blue", "x": 0, "y": 1, "z": 0}]}))
     row = cd.compare("argmax", 1, old, new)
     assert not row["identical"]
     assert row["difference"] == {"lines_differ": 2, "old_lines": 3, "new_lines": 2, "first_line": 2,

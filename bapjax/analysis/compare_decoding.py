@@ -34,7 +34,6 @@ import gzip
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,8 +84,8 @@ def first_difference(old: list[bytes], new: list[bytes]) -> dict:
     first = differ[0]
     line = old[first] if first < len(old) else new[first]
     try:
-        item = json.loads(line).get("id")
-    except (ValueError, AttributeError):
+        item = json.loads(line).get("item_id")
+    except (ValueError, AttributeError):  # not a JSON object
         item = None
     return {"lines_differ": len(differ), "old_lines": len(old), "new_lines": len(new), "first_line": first + 1,
             "first_item": item}
@@ -183,13 +182,15 @@ def child_env(tree: Path, devices: int) -> dict:
             "XLA_FLAGS": " ".join(flags)}
 
 
-def decode(tree: Path, module: str, flags: list[str], devices: int, what: str) -> float:
-    """Run `python -m module flags` of `tree` on `devices` CPU devices; its seconds. A failure ends the
-    comparison: its own one-line mistake as ours (exit 2), anything else with the end of its output (exit 1)."""
+def decode(tree: Path, module: str, flags: list[str], devices: int, what: str, log: Path) -> float:
+    """Run `python -m module flags` of `tree` on `devices` CPU devices, its output kept in `log`; its
+    seconds. A failure ends the comparison: its own one-line mistake as ours (exit 2), anything else
+    with the end of its output (exit 1)."""
     began = time.time()
     done = subprocess.run([sys.executable, "-c", LAUNCH, module, *flags], cwd=str(tree),
                           env=child_env(tree, devices), capture_output=True, text=True)
     seconds = time.time() - began
+    log.write_text(done.stdout + done.stderr)
     command = f"python -m {module} {' '.join(flags)}"
     if done.returncode:
         errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
@@ -221,11 +222,9 @@ def plan(modes: list[str], runs: list[Path], corpus: str, limit: int) -> list[tu
     return rows
 
 
-def output_flags(module: str, out: Path) -> tuple[list[str], Path]:
-    """The output flag of a command and where its predictions land."""
-    if module == "bapjax.ensemble":
-        return ["--out", str(out)], out / "predictions" / "mc_test.jsonl.gz"
-    return ["--out", str(out)], out
+def predictions_file(module: str, out: Path) -> Path:
+    """Where a command given `--out out` writes its predictions."""
+    return out / "predictions" / "mc_test.jsonl.gz" if module == "bapjax.ensemble" else out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,15 +303,14 @@ def compare_trees(args) -> int:
                 for tree_name, tree in (("old", old_tree), ("new", repo)):
                     out = outputs / f"{tree_name}-{count}dev" / file_name
                     out.parent.mkdir(parents=True, exist_ok=True)
-                    more, found[tree_name] = output_flags(module, out)
+                    found[tree_name] = predictions_file(module, out)
                     what = f"{name}, {count} device(s), {tree_name} tree"
-                    seconds = decode(tree, module, flags + more, count, what)
+                    seconds = decode(tree, module, [*flags, "--out", str(out)], count, what,
+                                     log=out.parent / f"{out.name}.log")
                     print(f"{what}: {seconds:.0f} s", file=sys.stderr, flush=True)
                     found[f"{tree_name}_seconds"] = round(seconds, 1)
                 row = compare(name, count, found["old"], found["new"])
                 rows.append({**row, "old_seconds": found["old_seconds"], "new_seconds": found["new_seconds"]})
-        if keep is None:
-            shutil.rmtree(outputs, ignore_errors=True)
     result = summary(args.commit, rows, {"commit_sha": sha.stdout.strip(), "runs": [str(r) for r in runs],
                                          "corpus": args.corpus, "limit": args.limit, "devices": devices,
                                          "minutes": round((time.time() - began) / 60, 1)})
