@@ -41,11 +41,11 @@ import time
 from pathlib import Path
 
 MODES = ("argmax", "mass", "length", "select", "own", "ensemble")
-GREEDY = {"argmax": ["--stop_rule", "argmax", "--samples", "0"],
-          "mass": ["--stop_rule", "mass", "--stop_threshold", "0.3", "--samples", "0"],
-          "length": ["--stop_rule", "length", "--stop_threshold", "0.5", "--samples", "0"],
-          "select": ["--samples", "8", "--temperature", "0.8", "--cost", "0.1"],
-          "own": []}
+PREDICT_FLAGS = {"argmax": ["--stop_rule", "argmax", "--samples", "0"],
+                 "mass": ["--stop_rule", "mass", "--stop_threshold", "0.3", "--samples", "0"],
+                 "length": ["--stop_rule", "length", "--stop_threshold", "0.5", "--samples", "0"],
+                 "select": ["--samples", "8", "--temperature", "0.8", "--cost", "0.1"],
+                 "own": []}  # the run's decode.json
 ENSEMBLE = ["--rules", "select:0.075,vote:0.175", "--noval", "--samples", "8"]
 DEVICES_MARK = "COMPARE_DECODING_DEVICES "
 
@@ -217,7 +217,7 @@ def plan(modes: list[str], runs: list[Path], corpus: str, limit: int) -> list[tu
             continue
         for i, run in enumerate(runs if mode == "own" else runs[:1]):
             name = f"own {run.name}" if mode == "own" else mode
-            rows.append((name, "bapjax.predict", ["--checkpoint", str(run), *items, "--split", "test", *GREEDY[mode]],
+            rows.append((name, "bapjax.predict", ["--checkpoint", str(run), *items, "--split", "test", *PREDICT_FLAGS[mode]],
                          f"{mode}{i if mode == 'own' else ''}.jsonl"))
     return rows
 
