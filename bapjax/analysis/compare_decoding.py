@@ -24,7 +24,8 @@ process reports the count it ran on, and another count is an error). Per (mode, 
 prediction files are compared by sha256. One progress line per decode on stderr; then a table (mode,
 devices, each tree's sha256, identical), a line per differing row (how many lines differ, the first
 item that does) and, last, a JSON line. Exit status 0 when every row is identical, 1 when one differs,
-2 for a mistake in the flags (one line).
+2 for a mistake in the flags (one line). Two quickstart-sized runs (the frame model) at `--limit 200`:
+28 decodes, 20 min on a 2-core host that trained another run meanwhile.
 """
 
 from __future__ import annotations
