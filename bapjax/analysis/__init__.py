@@ -7,5 +7,8 @@
   action in the Builder's frame, where the build starts), with paired bootstrap intervals;
 * `compare_training`: a tiny run trained by another commit's code and by this tree's, its
   parameters compared bit for bit (for refactors);
+* `compare_decoding`: trained runs decoded by another commit's `predict` and `ensemble` and by this
+  tree's, in each decoding mode and on 1 and 4 CPU devices, the predictions compared byte for byte
+  (for refactors);
 * `bootstrap` (a helper, no command): bootstrap intervals of micro F1 over items and seeds.
 """
