@@ -1,5 +1,5 @@
 """An ensemble of trained runs: every member's passes pooled per item and combined by the rule that
-scores best on val (`bapjax.training.ensemble`), then the test split decoded once with it.
+scores best on val (`bapjax.decoding.on_val.choose_combination`), then the test split decoded once with it.
 
     python -m bapjax.ensemble --runs runs/exp/agg-frame-s0,runs/exp/agg-frame-s1 --out runs/ens/agg-s0s1
     python -m bapjax.ensemble --runs runs/a,runs/b,runs/c --samples 8 --corpus @mdc --out runs/ens/abc
@@ -13,7 +13,7 @@ decode.json is the run's): members that share a run count its minutes once. `--c
 (`@mdc`) unless given. The val split chooses among "select" at each of `--costs`, "vote" at each of `--thresholds` and "members" (the net
 actions at least m members' own decodings predict) at each m, one rule for the items on an empty
 board and one for the others (`--rules`: two rules fixed beforehand, e.g. the best on the pooled val
-of earlier ensembles, `bapjax.training.ensemble.pooled_choice` of their ensemble.json choices; val only
+of earlier ensembles, `bapjax.decoding.on_val.pooled_choice` of their ensemble.json choices; val only
 scores them, `--noval`: not at all, its decoding saved); the test split is decoded once (`--notest`: not at all). `--out`
 receives ensemble.json (each member's provenance and minutes, and those of the runs its weights
 started from, `train.init_from`; the choice and every rule's val scores, each member's scores
@@ -35,9 +35,11 @@ from absl import flags
 
 from bapjax import cli, paths
 from bapjax.corpus import load
+from bapjax.decoding import kernel, mbr, on_val
+from bapjax.decoding.runs import member_alone, member_passes
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import checkpoints, decode, ensemble, mbr, run_checks, run_eval
+from bapjax.training import checkpoints, run_checks, run_eval
 from bapjax.world import jsonl
 
 FLAGS = flags.FLAGS
@@ -51,14 +53,14 @@ def define_flags() -> None:
     cli.flag("float", "temperature", None, "Temperature of the draws (default: each member's decode.json, or "
              "the first of its config.eval.temperatures where it chose greedy decoding).")
     cli.flag("enum", "sampler", None, "How the draws pick each action (default: each member's decode.json).",
-             enum_values=list(decode.SAMPLERS))
+             enum_values=list(kernel.SAMPLERS))
     cli.flag("integer", "first_draw", 0, "The first draw's index: another set of draws, e.g. --samples 32 "
              "--first_draw 32 for draws 32..63: disjoint sets of draws show how much of a score is the draws' luck.")
     cli.flag("list", "rules", None, "Two rules fixed beforehand, RULE:VALUE for the items on an empty board, then "
              "for the others (e.g. select:0.075,vote:0.15, the best on the pooled val of earlier ensembles, "
-             "bapjax.training.ensemble.pooled_choice): no choice on val, where they are only scored.")
-    cli.flag("list", "costs", [f"{v:g}" for v in ensemble.COSTS], "Costs per action tried for the rule 'select'.")
-    cli.flag("list", "thresholds", [f"{v:g}" for v in ensemble.THRESHOLDS], "Shares of the draws tried for the rule 'vote'.")
+             "bapjax.decoding.on_val.pooled_choice): no choice on val, where they are only scored.")
+    cli.flag("list", "costs", [f"{v:g}" for v in on_val.COSTS], "Costs per action tried for the rule 'select'.")
+    cli.flag("list", "thresholds", [f"{v:g}" for v in on_val.THRESHOLDS], "Shares of the draws tried for the rule 'vote'.")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("bool", "test", True, "Decode the test split with the rule chosen on val; --notest: stop after the "
              "choice (ensemble.json only), to compare ensembles on val with the test split untouched.")
@@ -81,7 +83,7 @@ def fixed_rules(values: list[str] | None, members: int) -> dict | None:
     if values is None:
         return None
     try:
-        return ensemble.parse_rules(values, members)
+        return mbr.parse_rules(values, members)
     except ValueError as err:
         raise UserError(f"--rules {err}") from None
 
@@ -159,7 +161,7 @@ def main(argv) -> int:
     paths.check_writable_dir(out, "--out")
     run_eval.use_runs_cpu_devices(FLAGS.runs)
     start, commit = time.time(), run_checks.code_version()
-    members = [run_eval.RunDecoder.load(run) for run in FLAGS.runs]
+    members = [run_eval.load_decoder(run) for run in FLAGS.runs]
     recorded = [member_record(path, member) for path, member in zip(FLAGS.runs, members)]
     corpus = FLAGS.corpus or paths.MDC
     splits = {split: load.first_items(load.load_split(corpus, split), FLAGS.limit)
@@ -172,20 +174,20 @@ def main(argv) -> int:
         began = time.time()
         passes, own = [], []
         for i, member in enumerate(members):
-            passes.append(ensemble.member_passes(member, splits[split], FLAGS.samples, FLAGS.temperature,
+            passes.append(member_passes(member, splits[split], FLAGS.samples, FLAGS.temperature,
                                                  sampler=FLAGS.sampler, first_draw=FLAGS.first_draw))
-            own.append(ensemble.member_alone(member, passes[-1], splits[split]))
-            alone.setdefault(FLAGS.runs[i], {})[split] = ensemble.score(splits[split], own[-1])
+            own.append(member_alone(member, passes[-1], splits[split]))
+            alone.setdefault(FLAGS.runs[i], {})[split] = on_val.score(splits[split], own[-1])
             print(f"{split}: member {i + 1}/{len(members)} decoded ({FLAGS.runs[i]}, {len(passes[-1])} passes of "
                   f"{len(splits[split])} items, alone {100 * alone[FLAGS.runs[i]][split]['micro_overall']:.2f}; "
                   f"{time.time() - began:.0f} s)", file=sys.stderr, flush=True)
         minutes[f"{split}_decode"] = (time.time() - began) / 60
-        return ensemble.pool(passes, own)
+        return mbr.pool(passes, own)
 
     val_pool = pooled("val") if FLAGS.val else None
     began = time.time()
-    choice = (ensemble.choose_combination(val_pool, splits["val"], costs, thresholds) if rules is None
-              else ensemble.fixed_combination(val_pool, splits.get("val", []), rules))
+    choice = (on_val.choose_combination(val_pool, splits["val"], costs, thresholds) if rules is None
+              else on_val.fixed_combination(val_pool, splits.get("val", []), rules))
     how = "fixed" if rules else "chosen on val"
     minutes["val_choice"] = (time.time() - began) / 60
     for row in choice["candidates"]:
@@ -196,7 +198,7 @@ def main(argv) -> int:
     report = None
     out.mkdir(parents=True, exist_ok=True)
     if FLAGS.test:
-        predictions = ensemble.combine_chosen(pooled("test"), choice, splits["test"])
+        predictions = mbr.combine_chosen(pooled("test"), choice, splits["test"])
         report = evaluator.evaluate_predictions(splits["test"], predictions, drop_infeasible=False)
         (out / "predictions").mkdir(exist_ok=True)
         jsonl.write_predictions(str(out / "predictions" / "mc_test.jsonl.gz"), predictions)

@@ -23,9 +23,11 @@ from absl import flags
 
 from bapjax import cli, paths
 from bapjax.corpus import load
+from bapjax.decoding import kernel
+from bapjax.decoding.settings import check_sampling
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
-from bapjax.training import decode, run_eval
+from bapjax.training import run_eval
 from bapjax.training.run_eval import predict_with_run
 from bapjax.world import jsonl
 
@@ -51,7 +53,7 @@ def define_flags() -> None:
     cli.flag("float", "cost", None, "Cost per predicted action in the selection among them (default: the run's "
              "decode.json; given, it replaces a run's rules per board).")
     cli.flag("enum", "sampler", None, "How the draws pick each action (default: the run's decode.json).",
-             enum_values=list(decode.SAMPLERS))
+             enum_values=list(kernel.SAMPLERS))
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("bool", "evaluate", False, "Also print the v2 tables and the report JSON (with --limit: marked "
              "partial, as evaluate --limit marks them).")
@@ -71,11 +73,11 @@ def check_flags() -> None:
         raise UserError(f"--min_actions is {FLAGS.min_actions}; expected an integer >= 0")
     load.check_limit(FLAGS.limit)
     try:
-        decode.check_stop_rule(FLAGS.stop_rule or "argmax", 0.5 if FLAGS.stop_threshold is None else FLAGS.stop_threshold)
+        kernel.check_stop_rule(FLAGS.stop_rule or "argmax", 0.5 if FLAGS.stop_threshold is None else FLAGS.stop_threshold)
     except ValueError as err:
         raise UserError(f"--stop_rule/--stop_threshold: {err}") from None
     try:
-        decode.check_sampling(0 if FLAGS.samples is None else FLAGS.samples,
+        check_sampling(0 if FLAGS.samples is None else FLAGS.samples,
                               1.0 if FLAGS.temperature is None else FLAGS.temperature,
                               FLAGS.cost)
     except ValueError as err:

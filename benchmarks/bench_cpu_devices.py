@@ -56,8 +56,9 @@ def child(args) -> dict:
     import numpy as np
 
     from bapjax.data import input_pipeline
+    from bapjax.decoding import decode
+    from bapjax.decoding.settings import DecodeSettings
     from bapjax.models import builder
-    from bapjax.training import decode
     from benchmarks.bench_train import load_config, time_training, training_setup
 
     config = load_config(args.config, REPO, [])
@@ -69,7 +70,7 @@ def child(args) -> dict:
 
     test_items = list(corpus.split("test"))[:args.decode_items]
     table = input_pipeline.featurize_items(test_items, vocab, feature_config)
-    settings = decode.DecodeSettings(args.fixed_length, args.fixed_length, int(config.eval.batch_size),
+    settings = DecodeSettings(args.fixed_length, args.fixed_length, int(config.eval.batch_size),
                                      temperature=float(config.eval.vote_temperature))
     params = sharding.replicate(builder.init_params(model, jax.random.PRNGKey(0)), mesh)
     decode_fn = settings.decode_fn(model, mesh)

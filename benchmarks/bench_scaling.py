@@ -40,10 +40,12 @@ import configs
 from bapjax import paths, sharding
 from bapjax.corpus import mdc
 from bapjax.data import input_pipeline
+from bapjax.decoding import decode
+from bapjax.decoding.settings import DecodeSettings
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.text.vocab import Vocabulary
-from bapjax.training import decode, loop
+from bapjax.training import loop
 from bapjax.training import optimizer as optim
 
 
@@ -101,7 +103,7 @@ def main():
         replicated = sharding.replicate(state, mesh)
         out["train_pack_per_device"].append(trainer.prepare(batch)[1])
         out["train_flops_per_device"].append(flops(trainer.compile_train(replicated, batch)))
-        settings = decode.DecodeSettings(int(config.eval.max_actions), 0, args.slots)
+        settings = DecodeSettings(int(config.eval.max_actions), 0, args.slots)
         decode_fn = settings.decode_fn(model, mesh)
         per_device = -(-len(test_items) // n)
         rows = np.full(per_device * n, test_table.padding_row)

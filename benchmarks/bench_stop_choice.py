@@ -1,4 +1,4 @@
-"""What choosing a run's decoding on val costs (`run_eval.Evaluator.choose_decoding`: every STOP
+"""What choosing a run's decoding on val costs (`bapjax.decoding.on_val.choose_decoding`: every STOP
 rule and threshold of the run's config.eval, then the draws), and whether another commit's code
 chooses the same way: programs compiled, their compile seconds and the wall seconds of the choice
 on the MDC val split, for a finished run's checkpoint, in this tree and with `--compare_to` in a
@@ -40,11 +40,22 @@ import jax
 from bapjax import cli
 from bapjax.corpus import mdc
 from bapjax.data import input_pipeline
-from bapjax.training import checkpoints, run_eval
-try:
-    from bapjax.training import ensemble  # the vote's rows (config.eval.vote_samples) are scored by ensemble.score
-except ImportError:  # a commit from before ensembles
-    ensemble = None
+from bapjax.training import checkpoints
+try:  # the decoding package
+    from bapjax.decoding import on_val as rules_home  # the vote's rows (config.eval.vote_samples): its score
+    from bapjax.decoding.runs import Evaluator
+    evaluation = rules_home.evaluator
+    def choose(evaluator, *args, **kwargs):
+        return rules_home.choose_decoding(evaluator, *args, **kwargs)
+except ImportError:  # a tree with decoding in bapjax.training
+    from bapjax.training import run_eval
+    Evaluator, evaluation = run_eval.Evaluator, run_eval.evaluator
+    def choose(evaluator, *args, **kwargs):
+        return evaluator.choose_decoding(*args, **kwargs)
+    try:
+        from bapjax.training import ensemble as rules_home
+    except ImportError:  # a commit from before ensembles
+        rules_home = None
 
 run_dir, corpus, out, overrides = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 tally = cli.compile_tally()
@@ -54,13 +65,13 @@ for field, value in overrides.items():
         sys.exit(f"error: config.eval has no field {field!r}")
     run.config.eval[field] = ast.literal_eval(value)
 items = list(mdc.load_corpus(corpus).split("val"))
-evaluator = run_eval.Evaluator(run.model, run.vocab, input_pipeline.FeatureConfig.from_config(run.config))
+evaluator = Evaluator(run.model, run.vocab, input_pipeline.FeatureConfig.from_config(run.config))
 params = jax.tree_util.tree_map(jax.numpy.asarray, run.params)
 hashes = []
-score = run_eval.evaluator.evaluate_predictions
+score = evaluation.evaluate_predictions
 
 
-score_rule = ensemble.score if ensemble else None
+score_rule = rules_home.score if rules_home else None
 
 
 def digest(predictions):
@@ -78,12 +89,12 @@ def recorded_rule(items, predictions):
     return score_rule(items, predictions)
 
 
-run_eval.evaluator.evaluate_predictions = recorded
-if ensemble:
-    ensemble.score = recorded_rule
+evaluation.evaluate_predictions = recorded
+if rules_home:
+    rules_home.score = recorded_rule
 before = tally.snapshot()
 start = time.perf_counter()
-choice = evaluator.choose_decoding(params, items, run.config.eval, log_fn=lambda *args: None)
+choice = choose(evaluator, params, items, run.config.eval, log_fn=lambda *args: None)
 wall = time.perf_counter() - start
 compiled = tally.since(before)
 assert len(hashes) == len(choice["candidates"]), "a candidate scored another way than the two hashed"

@@ -208,8 +208,9 @@ def measure(args) -> dict:
     import numpy as np
 
     from bapjax.data import input_pipeline
+    from bapjax.decoding import decode
+    from bapjax.decoding.settings import DecodeSettings
     from bapjax.models import builder
-    from bapjax.training import decode
 
     config = load_config(args.config, REPO, getattr(args, "overrides", []))
     corpus, vocab, feature_config, features, model, optimizer = training_setup(config, args.corpus)
@@ -243,7 +244,7 @@ def measure(args) -> dict:
         params = builder.init_params(model, jax.random.PRNGKey(0))
     max_actions = args.fixed_length or int(config.eval.max_actions)
     min_actions = args.fixed_length or int(config.eval.min_actions)
-    settings = decode.DecodeSettings(max_actions, min_actions, args.decode_batch)
+    settings = DecodeSettings(max_actions, min_actions, args.decode_batch)
     decode_fn = settings.decode_fn(model)
     table = input_pipeline.featurize_items(test_items, vocab, feature_config)
     # an untimed pass over the same items compiles every call shape they need

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from bapjax.data import input_pipeline
+from bapjax.decoding import decode, kernel
+from bapjax.decoding.settings import DecodeSettings
 from bapjax.evaluation import evaluator, trivial
 from bapjax.models import builder, world_input
 from bapjax.text.vocab import Vocabulary
-from bapjax.training import decode
 from bapjax.world import grid as G
 from bapjax.world import rotation
 from bapjax.world.grid import Action
@@ -198,19 +199,19 @@ def test_predict_items_returns_world_coordinates(mdc_corpus):
     model = _tiny_model(vocab)
     params = builder.init_params(model, jax.random.PRNGKey(0))
 
-    settings = decode.DecodeSettings(fc.num_action_slots, 0, 4)
+    settings = DecodeSettings(fc.num_action_slots, 0, 4)
 
     def teacher(params, batch):  # follows the framed references (one call: rows in order, then padding)
         n = batch["weight"].shape[0]
         rows = np.concatenate([np.arange(len(items)), np.full(n - len(items), features.padding_row)])
-        return decode.decode_pool(model, params, batch, settings, teacher_actions=features.actions[rows])
+        return kernel.decode_pool(model, params, batch, settings, teacher_actions=features.actions[rows])
 
     forced = decode.predict_items(model, params, items, vocab, fc, settings, decode_fn=teacher,
                                   features=features, items_per_call=len(items))
     assert forced == {it.item_id: list(it.reference_actions) for it in items}
     assert any(rotation.builder_frame_turns(it.builder_pose.yaw) for it in items)
 
-    free = decode.predict_items(model, params, items, vocab, fc, decode.DecodeSettings(6, 0, 4))
+    free = decode.predict_items(model, params, items, vocab, fc, DecodeSettings(6, 0, 4))
     assert set(free) == {it.item_id for it in items}
     for item in items:
         walk = G.StructureWalk(item.prev_structure)

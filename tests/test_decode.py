@@ -5,8 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bapjax.decoding import decode, kernel
+from bapjax.decoding.settings import DecodeSettings
 from bapjax.models import builder
-from bapjax.training import decode
 from bapjax.world import grid as G
 from tests.test_models import flat_model
 
@@ -72,7 +73,7 @@ def _check_feasible(grid, ids):
 def test_decoding_never_emits_an_infeasible_action(slot_bias):
     rng = np.random.default_rng(slot_bias)
     model = flat_model(**TINY)
-    fn = decode.DecodeSettings(12, 0, 64).decode_fn(model)
+    fn = DecodeSettings(12, 0, 64).decode_fn(model)
     batch = _batch(_grids(rng), rng)
     for seed in range(3):
         ids = np.asarray(fn(_biased_params(model, seed, slot_bias), batch))
@@ -86,12 +87,12 @@ def test_stops_at_max_length_and_at_stop():
     model = flat_model(**TINY)
     batch = _batch(_grids(rng)[:2], rng)
     params = _biased_params(model, 0, 0)
-    ids = np.asarray(decode.DecodeSettings(5, 0, 64).decode_fn(model)(params, batch))
+    ids = np.asarray(DecodeSettings(5, 0, 64).decode_fn(model)(params, batch))
     assert ids.shape == (2, 5) and (ids < G.NUM_ACTIONS).all()  # STOP strongly disfavoured
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 1e4  # STOP always wins
-    ids = np.asarray(decode.DecodeSettings(5, 0, 64).decode_fn(model)(params, batch))
+    ids = np.asarray(DecodeSettings(5, 0, 64).decode_fn(model)(params, batch))
     assert (ids == G.STOP).all()
-    ids = np.asarray(decode.DecodeSettings(5, 1, 64).decode_fn(model)(params, batch))
+    ids = np.asarray(DecodeSettings(5, 1, 64).decode_fn(model)(params, batch))
     assert (ids[:, 0] < G.NUM_ACTIONS).all() and (ids[:, 1:] == G.STOP).all()
     assert decode.ids_to_actions(np.array([5, G.STOP, 7])) == [G.decode_action(5)]
     grid = np.zeros(G.GRID_SHAPE, np.int8)
@@ -108,7 +109,7 @@ def test_a_forced_length_decodes_exactly_that_many_actions():
     model = flat_model(**TINY)
     batch = _batch(_grids(rng), rng)
     lengths = np.array([1, 3, 0, 9], np.int32)
-    fn = decode.DecodeSettings(6, 0, 64).decode_fn(model)
+    fn = DecodeSettings(6, 0, 64).decode_fn(model)
     for stop_bias in (-1e4, 1e4):  # the model never stops / always stops
         params = _biased_params(model, 0, 0)
         params["stop_out"]["bias"] = params["stop_out"]["bias"] + stop_bias + 5.0
@@ -128,7 +129,7 @@ def test_compiled_decoding_equals_a_plain_python_loop():
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 4.5  # some items stop early
     batch = _batch(_grids(rng)[2:], rng)
     max_actions = 4
-    ids = np.asarray(decode.DecodeSettings(max_actions, 0, 64).decode_fn(model)(params, batch))
+    ids = np.asarray(DecodeSettings(max_actions, 0, 64).decode_fn(model)(params, batch))
 
     v, M = {"params": params}, builder.BuilderModel
     token_states, summary = model.apply(v, batch["text_tokens"], batch["text_mask"], method=M.encode_text)
@@ -171,14 +172,14 @@ def test_a_pool_with_few_slots_decodes_like_all_items_at_once():
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 7.0  # a mix of lengths
     grids = (_grids(rng) * 3)[:10]
     batch = _batch(grids, rng)
-    all_at_once = np.asarray(decode.DecodeSettings(7, 0, 10).decode_fn(model)(params, batch))
+    all_at_once = np.asarray(DecodeSettings(7, 0, 10).decode_fn(model)(params, batch))
     lengths = (all_at_once < G.NUM_ACTIONS).sum(1)
     assert lengths.min() < lengths.max()
     for slots in (1, 3, 4):
-        np.testing.assert_array_equal(np.asarray(decode.DecodeSettings(7, 0, slots).decode_fn(model)(params, batch)),
+        np.testing.assert_array_equal(np.asarray(DecodeSettings(7, 0, slots).decode_fn(model)(params, batch)),
                                       all_at_once)
     batch["weight"] = (np.arange(10) < 7).astype(np.float32)
-    ids = np.asarray(decode.DecodeSettings(7, 0, 3).decode_fn(model)(params, batch))
+    ids = np.asarray(DecodeSettings(7, 0, 3).decode_fn(model)(params, batch))
     np.testing.assert_array_equal(ids[:7], all_at_once[:7])
     assert (ids[7:] == G.STOP).all()
 
@@ -217,7 +218,7 @@ def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, options, mdc_
     k = int(batch["action_mask"].sum())
     tf_logits, pack = model.apply({"params": params}, batch, k)
     keys = ("text_tokens", "text_mask", "grid", "recent_cells", "pose")
-    ids, step_logits = decode.decode_pool(model, params, {key: batch[key] for key in keys}, decode.DecodeSettings(steps, 0, 2),
+    ids, step_logits = kernel.decode_pool(model, params, {key: batch[key] for key in keys}, DecodeSettings(steps, 0, 2),
                                           teacher_actions=batch["actions"], return_logits=True)
     np.testing.assert_array_equal(np.asarray(ids)[batch["action_mask"]], batch["actions"][batch["action_mask"]])
     for row, (b, t) in enumerate(zip(np.asarray(pack["item"]), np.asarray(pack["step"]))):
@@ -231,7 +232,7 @@ def test_mass_stop_rule_matches_a_plain_reference(threshold):
     logits[:, G.STOP] += rng.uniform(0, 12, size=40)
     feasible = rng.random((40, G.NUM_ACTIONS_WITH_STOP)) < 0.05
     feasible[:10, G.STOP] = False
-    got = np.asarray(decode.choose_actions(jnp.asarray(logits), jnp.asarray(feasible), "mass", threshold))
+    got = np.asarray(kernel.choose_actions(jnp.asarray(logits), jnp.asarray(feasible), "mass", threshold))
     for row in range(40):
         actions = [a for a in range(G.NUM_ACTIONS) if feasible[row, a]]
         p_actions = sum(np.exp(float(logits[row, a])) for a in actions)
@@ -251,14 +252,14 @@ def test_the_thresholds_of_one_stop_rule_share_one_compiled_program():
     batch = _batch(_grids(rng), rng)
     params = builder.init_params(model, jax.random.PRNGKey(2))
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 5.5
-    base = decode.DecodeSettings(12, 1, 3, "mass")
+    base = DecodeSettings(12, 1, 3, "mass")
     compiled = base.compiled_decoder(model)
     lengths = set()
     for threshold in (0.1, 0.2, 0.3, 0.4, 0.5):
         settings = base.replace(stop_threshold=threshold)
         assert settings.program() == base.program()
         shared = np.asarray(settings.decode_fn(model, compiled=compiled)(params, batch))
-        written = np.asarray(jax.jit(lambda p, b: decode.decode_pool(model, p, b, settings))(params, batch))
+        written = np.asarray(jax.jit(lambda p, b: kernel.decode_pool(model, p, b, settings))(params, batch))
         np.testing.assert_array_equal(shared, written, err_msg=str(threshold))
         lengths.add(tuple((shared == G.STOP).argmax(-1)))
     assert len(lengths) > 2

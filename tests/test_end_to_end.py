@@ -108,9 +108,12 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
     then the same with a decode.json that keeps a rule per kind of board (`eval.vote_samples`), which
     decodes as the run alone in an ensemble of one member does."""
     from bapjax.analysis import error_analysis
+    from bapjax.decoding import mbr, on_val
+    from bapjax.decoding.runs import member_passes
+    from bapjax.decoding.settings import rules_from_json
     from bapjax.evaluation import evaluator
     from bapjax.pages import report_page
-    from bapjax.training import decode, ensemble, loop, mbr, run_eval
+    from bapjax.training import loop, run_eval
     from configs import common
 
     monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
@@ -130,7 +133,7 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
     candidates = json.loads((run / "decode.json").read_text())["candidates"]
     votes = [c for c in candidates if "rules" in c]
     assert [c["stop_rule"] for c in candidates[:3]] == ["argmax", "mass", "length"]
-    assert len(votes) == len(candidates) - 3 == len(ensemble.COSTS) + len(ensemble.THRESHOLDS) + 1
+    assert len(votes) == len(candidates) - 3 == len(on_val.COSTS) + len(on_val.THRESHOLDS) + 1
 
     items = list(mdc_corpus.split("test"))[:8]
     jsonl.write_items(tmp_path / "items.jsonl", items)
@@ -142,21 +145,21 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
         assert set(predictions) == {it.item_id for it in items}
         report = evaluator.evaluate_predictions(items, predictions, drop_infeasible=True)
         assert report["counts"]["dropped_infeasible_actions"] == 0  # world coordinates: feasible as written
-    assert jsonl.read_predictions(run / "predictions" / "mc_test.jsonl") == run_eval.RunDecoder.load(
+    assert jsonl.read_predictions(run / "predictions" / "mc_test.jsonl") == run_eval.load_decoder(
         str(run)).predict(items) != {}  # bapjax.play's decoder: the run's own final predictions
     # the pair of rules chosen per board, as decode.json keeps a winning one: the run alone in an ensemble
     pair = votes[-1]
     assert pair["samples"] == 3 and pair["temperature"] == 0.8 and set(pair["rules"]) == set(mbr.BOARDS)
     run_eval.write_decode_choice(run, {**{k: pair[k] for k in ("stop_rule", "stop_threshold", "samples",
                                                                   "temperature", "rules")}, "sampler": "inverse_cdf"})
-    decoder = run_eval.RunDecoder.load(str(run))
-    assert decoder.settings.rules == decode.rules_from_json(pair["rules"]) and decoder.settings.samples == 3
-    assert run_eval.RunDecoder.load(str(run), cost=0.1).settings.rules == ()  # a cost: the selection at it
+    decoder = run_eval.load_decoder(str(run))
+    assert decoder.settings.rules == rules_from_json(pair["rules"]) and decoder.settings.samples == 3
+    assert run_eval.load_decoder(str(run), cost=0.1).settings.rules == ()  # a cost: the selection at it
     val = list(mdc_corpus.split("val"))[:8]
-    alone = ensemble.choose_combination(ensemble.pool([ensemble.member_passes(decoder, val)]), val,
-                                        ensemble.COSTS, ensemble.THRESHOLDS)
+    alone = on_val.choose_combination(mbr.pool([member_passes(decoder, val)]), val,
+                                        on_val.COSTS, on_val.THRESHOLDS)
     assert alone["micro_overall"] == pytest.approx(pair["val_overall_micro_f1"], abs=1e-12)
-    voted = ensemble.combine_chosen(ensemble.pool([ensemble.member_passes(decoder, items)]), pair["rules"], items)
+    voted = mbr.combine_chosen(mbr.pool([member_passes(decoder, items)]), pair["rules"], items)
     run_cli("bapjax.predict", f"--checkpoint={run}", f"--items={tmp_path / 'items.jsonl'}",
             f"--out={tmp_path / 'voted.jsonl'}", env=env)
     assert jsonl.read_predictions(tmp_path / "voted.jsonl") == decoder.predict(items) == voted

@@ -1,4 +1,4 @@
-"""Ensembles (`bapjax.training.ensemble`, `python -m bapjax.ensemble`): the vote is the set of
+"""Ensembles (`bapjax.decoding.mbr` and `on_val`, `python -m bapjax.ensemble`): the vote is the set of
 highest minimum-Bayes-risk utility (checked against a brute force over every conflict-free set),
 "select" over one member is the run's own `mbr.select`, voted sets are buildable in the order
 given, and the command chooses on val, decodes test once and writes what a run writes."""
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bapjax.training import ensemble, mbr
+from bapjax.decoding import mbr, on_val
+from bapjax.decoding.runs import member_alone, member_passes
 from bapjax.world import grid as G
 from bapjax.world import jsonl
 
@@ -97,36 +98,36 @@ Item = collections.namedtuple("Item", "item_id prev_structure")
 def test_members_at_m_keeps_what_at_least_m_members_predict_alone():
     a, b, c = (G.Action(G.PLACE, 1, x, 1, 0) for x in (0, 1, 2))
     alone = [{"x": [a, b]}, {"x": [a]}, {"x": [a, b, c]}]
-    pooled = ensemble.pool([[one] for one in alone], alone)
+    pooled = mbr.pool([[one] for one in alone], alone)
     item = [Item("x", ())]
-    assert [ensemble.combine(pooled, "members", m, item)["x"] for m in (1, 2, 3)] == [[a, b, c], [a, b], [a]]
+    assert [mbr.combine(pooled, "members", m, item)["x"] for m in (1, 2, 3)] == [[a, b, c], [a, b], [a]]
     with pytest.raises(ValueError, match="needs 1 <= m <= 3"):
-        ensemble.combine(pooled, "members", 4, item)
+        mbr.combine(pooled, "members", 4, item)
 
 
 def test_select_over_one_member_is_the_runs_own_selection():
     rng = random.Random(1)
     items = [f"i{n}" for n in range(12)]
     passes = [{item: random_voters(rng, 1)[0] for item in items} for _ in range(9)]
-    pooled = ensemble.pool([passes])
+    pooled = mbr.pool([passes])
     assert pooled.draws_from == 1 and pooled.passes == passes
     for cost in (0.05, 0.15, 0.3):
-        assert ensemble.combine(pooled, "select", cost, [Item(i, ()) for i in items]) == mbr.select(passes, cost)
+        assert mbr.combine(pooled, "select", cost, [Item(i, ()) for i in items]) == mbr.select(passes, cost)
 
 
 def test_pool_orders_greedy_passes_first_and_votes_among_greedy_members_without_draws():
     a, b, c = ({"x": [G.Action(G.PLACE, n, 0, 1, 0)]} for n in (1, 2, 3))
-    pooled = ensemble.pool([[a, b], [c, a]])
+    pooled = mbr.pool([[a, b], [c, a]])
     assert pooled.passes == [a, c, b, a] and pooled.draws_from == 2
     # the vote is among the draws only: blocks in three cells, c's predicted by none of the draws
     d, e, f = ({"x": [G.Action(G.PLACE, 1, n, 1, 0)]} for n in (1, 2, 3))
-    assert set(ensemble.combine(ensemble.pool([[d, e], [f, d]]), "vote", 0.4, [Item("x", ())])["x"]) == {
+    assert set(mbr.combine(mbr.pool([[d, e], [f, d]]), "vote", 0.4, [Item("x", ())])["x"]) == {
         *d["x"], *e["x"]}
-    greedy_only = ensemble.pool([[a], [b], [a]])
+    greedy_only = mbr.pool([[a], [b], [a]])
     assert greedy_only.draws_from == 0
-    assert ensemble.combine(greedy_only, "vote", 0.5, [Item("x", ())]) == {"x": a["x"]}
+    assert mbr.combine(greedy_only, "vote", 0.5, [Item("x", ())]) == {"x": a["x"]}
     with pytest.raises(ValueError, match="rule must be one of select, vote"):
-        ensemble.combine(greedy_only, "average", 0.5, [Item("x", ())])
+        mbr.combine(greedy_only, "average", 0.5, [Item("x", ())])
 
 
 @pytest.mark.slow  # trains two runs, then the command decodes val and test, ~3 min: -m slow
@@ -147,11 +148,12 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
         loop.train_and_evaluate(config, runs[-1])
     # a member's draws follow the temperature asked for, not the one its compiled decoder was built with
     from bapjax.corpus import mdc
+    from bapjax.decoding import mbr, on_val
     from bapjax.training import run_eval
 
     val = list(mdc.load_corpus(mdc_path).split("val"))[:8]
-    member = run_eval.RunDecoder.load(str(runs[0]))
-    cold, hot = (ensemble.member_passes(member, val, samples=2, temperature=t) for t in (1e-4, 50.0))
+    member = run_eval.load_decoder(str(runs[0]))
+    cold, hot = (member_passes(member, val, samples=2, temperature=t) for t in (1e-4, 50.0))
     assert cold[1] == cold[2] == cold[0] and hot[1:] != cold[1:]
     env = {**os.environ, "BAPJAX_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "ens"
@@ -164,8 +166,8 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     assert [(r["rule"], r["value"]) for r in candidates] == [
         ("select", 0.1), ("vote", 0.3), ("vote", 0.5), ("members", 1), ("members", 2)]
     for row in candidates:  # the counts per kind of board add up to the row's micro F1
-        assert ensemble.micro_f1(list(row["counts"].values())) == pytest.approx(row["micro_overall"], abs=1e-9)
-    pairs = {(eb["rule"], eb["value"], neb["rule"], neb["value"]): ensemble.micro_f1([eb["counts"]["EB"],
+        assert on_val.micro_f1(list(row["counts"].values())) == pytest.approx(row["micro_overall"], abs=1e-9)
+    pairs = {(eb["rule"], eb["value"], neb["rule"], neb["value"]): on_val.micro_f1([eb["counts"]["EB"],
                                                                                        neb["counts"]["NEB"]])
              for eb in candidates for neb in candidates}
     best = max(pairs.values())
@@ -208,10 +210,10 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     assert [m["step"] for m in steps_record["members"]][1] == step
     assert steps_record["wall_minutes"] == pytest.approx(
         steps_record["minutes"]["total"] + record["members"][0]["wall_minutes"], abs=0.02)  # one run behind both
-    second = run_eval.RunDecoder.load(str(kept))
-    passes = ensemble.member_passes(second, val, samples=2)
+    second = run_eval.load_decoder(str(kept))
+    passes = member_passes(second, val, samples=2)
     assert steps_record["alone"][str(kept)]["val"]["micro_overall"] == pytest.approx(
-        ensemble.score(val, ensemble.member_alone(second, passes, val))["micro_overall"], abs=1e-12)
+        on_val.score(val, member_alone(second, passes, val))["micro_overall"], abs=1e-12)
     # --rules fixed at the pair chosen on val: only scored there, the same test predictions
     rules = ",".join(f"{chosen[kind]['rule']}:{chosen[kind]['value']:g}" for kind in mbr.BOARDS)
     fixed = tmp_path / "ens_fixed"
@@ -265,7 +267,7 @@ def test_the_pooled_choice_sums_the_counts_of_every_ensemble():
                      ("vote", 0.2): {"EB": [40, 100, 100], "NEB": [30, 60, 100]}})
     second = _choice({("select", 0.1): {"EB": [60, 100, 100], "NEB": [20, 90, 100]},
                       ("vote", 0.2): {"EB": [75, 100, 100], "NEB": [22, 80, 100]}})
-    pooled = ensemble.pooled_choice([first, second])
+    pooled = on_val.pooled_choice([first, second])
     plain = {}
     for eb in (("select", 0.1), ("vote", 0.2)):
         for neb in (("select", 0.1), ("vote", 0.2)):

@@ -10,9 +10,10 @@ The layers, bottom to top (DESIGN.md's data flow):
    evaluation (the v2 metrics and evaluator)
 3. sim (simulators; their grounding check reads corpora)
 4. data (sources, training set, input pipeline, curriculum), models (Flax)
-5. training (the loop's parts, decoding, a run's evaluation)
-6. pages (report, play, pictures), llm, analysis (results from runs)
-7. the user commands: bapjax/{train,evaluate,predict,ensemble,predictors,report,play,viz,build}.py
+5. decoding (the kernel, its settings, passes over items, the choices among draws, the choice on val)
+6. training (the loop's parts, checkpoints, a run's files)
+7. pages (report, play, pictures), llm, analysis (results from runs)
+8. the user commands: bapjax/{train,evaluate,predict,ensemble,predictors,report,play,viz,build}.py
 """
 
 import ast
@@ -30,6 +31,7 @@ LAYERS = [
     ("corpus", "text", "evaluation"),
     ("sim",),
     ("data", "models"),
+    ("decoding",),
     ("training",),
     ("pages", "llm", "analysis"),
     ("train", "evaluate", "predict", "ensemble", "predictors", "report", "play", "viz", "build", "export"),
@@ -103,7 +105,7 @@ def test_the_training_stack_loads_no_plotting_and_the_low_modules_no_corpus():
         "import bapjax.world.items, bapjax.data.curriculum, bapjax.text\n"
         "low = sorted(m for m in sys.modules if m.startswith('bapjax.corpus'))\n"
         "import bapjax.evaluation.evaluator, bapjax.data.sources, bapjax.data.input_pipeline\n"
-        "import bapjax.training.checkpoints, bapjax.training.decode, bapjax.training.loop\n"
+        "import bapjax.training.checkpoints, bapjax.decoding.decode, bapjax.training.loop\n"
         "import bapjax.corpus.v2_clean\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'\n"
         "               or m.startswith('bapjax.sim.grounding') or m == 'bapjax.pages.pictures')\n"

@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bapjax.decoding import kernel
+from bapjax.decoding.settings import DecodeSettings
 from bapjax.models import builder, world_input
-from bapjax.training import decode
 from bapjax.world import grid as G
 from tests.test_models import flat_model, random_batch
 
@@ -167,9 +168,9 @@ def test_the_length_rule_decodes_each_items_quantile_length(fields):
     max_actions = 12
     for q in (0.3, 0.5, 0.9, 1.0):
         expected = [min(_python_quantile(row, q), max_actions) for row in length_logits]
-        np.testing.assert_array_equal(np.asarray(decode.length_quantile(jnp.asarray(length_logits), q)),
+        np.testing.assert_array_equal(np.asarray(kernel.length_quantile(jnp.asarray(length_logits), q)),
                                       [_python_quantile(row, q) for row in length_logits])
-        fn = decode.DecodeSettings(max_actions, 1, 4, "length", q).decode_fn(model)
+        fn = DecodeSettings(max_actions, 1, 4, "length", q).decode_fn(model)
         ids = fn(params, batch)
         assert _decoded_lengths(ids) == expected, q
         if q == 0.5:
@@ -182,7 +183,7 @@ def test_length_rule_lengths_are_capped_at_max_actions():
     bias = np.full(builder.LENGTH_CLASSES, -30.0)
     bias[-1] = 30.0  # ">= 20" for every item
     params = _length_params(model, 8, bias)
-    ids = decode.DecodeSettings(5, 0, 2, "length", 0.5).decode_fn(model)(params, batch)
+    ids = DecodeSettings(5, 0, 2, "length", 0.5).decode_fn(model)(params, batch)
     assert np.asarray(ids).shape == (3, 5) and _decoded_lengths(ids) == [5, 5, 5]
     assert (np.asarray(ids) < G.NUM_ACTIONS).all()
 
@@ -191,12 +192,12 @@ def test_the_length_rule_without_a_length_head_is_refused():
     model, _ = _models(world_encoding="once")
     params = builder.init_params(model, jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match="length head"):
-        decode.DecodeSettings(5, 0, 64, "length", 0.5).decode_fn(model)
+        DecodeSettings(5, 0, 64, "length", 0.5).decode_fn(model)
     with pytest.raises(ValueError, match="length head"):
-        decode.decode_pool(model, params, _decode_batch(2, np.random.default_rng(0)), decode.DecodeSettings(20, 0, 2, "length"))
+        kernel.decode_pool(model, params, _decode_batch(2, np.random.default_rng(0)), DecodeSettings(20, 0, 2, "length"))
     with pytest.raises(ValueError, match="in \\(0, 1\\]"):
-        decode.check_stop_rule("length", 0.0)
-    decode.DecodeSettings(5, 1, 2, "length", 0.5)  # the rule itself is valid without a model
+        kernel.check_stop_rule("length", 0.0)
+    DecodeSettings(5, 1, 2, "length", 0.5)  # the rule itself is valid without a model
 
 
 @pytest.mark.slow  # a short training run with compilation and the STOP-rule choice on val

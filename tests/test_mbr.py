@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bapjax.training import decode, mbr
+from bapjax.decoding import decode, kernel, mbr, on_val
+from bapjax.decoding.runs import Evaluator
+from bapjax.decoding.settings import DecodeSettings
 from bapjax.world import grid as G
 from tests.test_decode import TINY, _batch, _biased_params, _check_feasible, _grids
 from tests.test_models import flat_model
@@ -33,12 +35,12 @@ def _model_params_batch(seed=0, rows=8):
 
 def _keys(batch, sample):
     """The keys of draw number `sample` for the batch's rows (items "g:0", "g:1", ...)."""
-    return decode.sample_keys(sample, [f"g:{i}" for i in range(len(batch["grid"]))])
+    return kernel.sample_keys(sample, [f"g:{i}" for i in range(len(batch["grid"]))])
 
 
 def test_draws_are_feasible_reproducible_and_independent_of_the_slots():
     model, params, batch = _model_params_batch()
-    settings = decode.DecodeSettings(8, 1, 8, temperature=1.0)
+    settings = DecodeSettings(8, 1, 8, temperature=1.0)
     fn = settings.decode_fn(model)
     first = np.asarray(fn(params, batch, sample_keys=_keys(batch, 0)))
     np.testing.assert_array_equal(first, np.asarray(fn(params, batch, sample_keys=_keys(batch, 0))))
@@ -69,7 +71,7 @@ def test_draws_decoded_together_equal_each_draw_decoded_alone(fields, stop_rule)
     batch = _batch((_grids(rng) * 2)[:6], rng)
     batch["weight"] = np.array([1, 1, 1, 1, 1, 0], np.float32)
     keys = np.stack([_keys(batch, k) for k in (0, 3, 9)], axis=1)
-    settings = decode.DecodeSettings(6, 1, 8, stop_rule, temperature=1.0)
+    settings = DecodeSettings(6, 1, 8, stop_rule, temperature=1.0)
     alone = np.stack([np.asarray(settings.decode_fn(model)(params, batch, sample_keys=keys[:, k])) for k in range(3)],
                      axis=1)
     assert len({alone[:5, k].tobytes() for k in range(3)}) == 3  # the draws differ
@@ -86,17 +88,17 @@ def test_draws_decoded_together_equal_each_draw_decoded_alone(fields, stop_rule)
                                                                 sample_keys=keys[:, k]))[:5])
     model_params = (model, params)
     with pytest.raises(ValueError, match="several draws"):
-        decode.decode_pool(*model_params, batch, settings, sample_keys=keys, return_logits=True)
+        kernel.decode_pool(*model_params, batch, settings, sample_keys=keys, return_logits=True)
 
 
 def test_a_near_zero_temperature_draws_the_greedy_argmax_sequence():
     model, params, batch = _model_params_batch(seed=1)
-    greedy = np.asarray(decode.DecodeSettings(6, 1, 8).decode_fn(model)(params, batch))
-    cold = decode.DecodeSettings(6, 1, 8, temperature=1e-6).decode_fn(model)
+    greedy = np.asarray(DecodeSettings(6, 1, 8).decode_fn(model)(params, batch))
+    cold = DecodeSettings(6, 1, 8, temperature=1e-6).decode_fn(model)
     np.testing.assert_array_equal(np.asarray(cold(params, batch, sample_keys=_keys(batch, 5))), greedy)
 
 
-@pytest.mark.parametrize("sampler", decode.SAMPLERS)
+@pytest.mark.parametrize("sampler", kernel.SAMPLERS)
 def test_draws_follow_the_softmax_of_the_feasible_logits(sampler):
     """`sample_actions` on one row, many keys: frequencies within a few standard errors of the
     softmax over the feasible columns at the temperature; masked columns (inside and at the end)
@@ -107,7 +109,7 @@ def test_draws_follow_the_softmax_of_the_feasible_logits(sampler):
     feasible = np.array([[True, True, True, False, True, False]])
     draws = 4000
     keys = np.asarray(jax.vmap(lambda i: jax.random.fold_in(jax.random.PRNGKey(0), i))(np.arange(draws)))
-    got = np.asarray(jax.vmap(lambda k: decode.sample_actions(k[None], np.zeros(1, np.int32), logits, feasible, 2.0,
+    got = np.asarray(jax.vmap(lambda k: kernel.sample_actions(k[None], np.zeros(1, np.int32), logits, feasible, 2.0,
                                                               sampler))(keys))[:, 0]
     weights = np.where(feasible[0], np.exp(logits[0] / 2.0), 0.0)
     counts = np.bincount(got, minlength=6) / draws
@@ -126,7 +128,7 @@ def test_the_inverse_cdf_sampler_agrees_with_a_plain_rule():
     feasible[7] = False
     keys = np.asarray(jax.vmap(lambda i: jax.random.fold_in(jax.random.PRNGKey(3), i))(np.arange(40)))
     steps = rng.integers(0, 5, 40).astype(np.int32)
-    got = np.asarray(decode.sample_actions(keys, steps, logits, feasible, 0.7, "inverse_cdf"))
+    got = np.asarray(kernel.sample_actions(keys, steps, logits, feasible, 0.7, "inverse_cdf"))
     for row in range(40):
         key = jax.random.fold_in(keys[row], steps[row])
         u = float(jax.random.uniform(key, (), np.float32))
@@ -200,7 +202,7 @@ def test_choose_counts_each_action_once_and_agrees_with_the_utility_pair_by_pair
 def test_select_is_greedy_without_samples_and_the_choice_among_the_first_draws_with_them():
     rng = np.random.default_rng(1)
     passes = [{"x": [_a(int(v)) for v in rng.choice(6, size=rng.integers(0, 5), replace=False)]} for _ in range(9)]
-    greedy = decode.DecodeSettings(max_actions=5, min_actions=0, slots=4)
+    greedy = DecodeSettings(max_actions=5, min_actions=0, slots=4)
     assert decode.select(passes, greedy) is passes[0]
     for samples in (1, 4, 8):
         settings = greedy.replace(samples=samples, cost=0.15)
@@ -218,7 +220,7 @@ def test_predictions_are_greedy_without_samples_and_the_chosen_candidate_with_th
     model = flat_model(**dict(TINY, vocab_size=vocab.size))
     params = _biased_params(model, 3, 0)
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 6.0
-    settings = decode.DecodeSettings(5, 1, 4, temperature=1.0, cost=0.05)
+    settings = DecodeSettings(5, 1, 4, temperature=1.0, cost=0.05)
     greedy = decode.predict_items(model, params, items, vocab, fc, settings)
     assert decode.predict(model, params, items, vocab, fc, settings) == greedy
     chosen = decode.predict(model, params, items, vocab, fc, settings.replace(samples=4))
@@ -236,11 +238,12 @@ def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch)
     """`choose_decoding`: the STOP rules first, then the best rule with draws (decoded once per
     temperature) at each cost; the highest val F1 wins (greedy on ties); written as decode.json,
     `run_decode_settings` reads it back; a decode.json without sampling reads as greedy."""
+    from bapjax.decoding import kernel, mbr
     from bapjax.training import run_checks, run_eval
 
     config = run_checks.with_defaults({})
     config.eval.update(dict(stop_thresholds=(0.3,), samples=3, temperatures=(0.5, 1.0), costs=(0.1, 0.2)))
-    evaluator = run_eval.Evaluator.__new__(run_eval.Evaluator)
+    evaluator = Evaluator.__new__(Evaluator)
     evaluator.model = None
     decoded = []
     # the predictions stand for the decoding that made them; the fake report scores them
@@ -260,28 +263,28 @@ def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch)
 
     monkeypatch.setattr(evaluator, "candidates", fake_candidates)
     monkeypatch.setattr(mbr, "select", fake_select)
-    monkeypatch.setattr(run_eval.evaluator, "evaluate_predictions", fake_report)
-    chosen = evaluator.choose_decoding(None, [1, 2], config.eval, log_fn=lambda *a: None)
+    monkeypatch.setattr(on_val.evaluator, "evaluate_predictions", fake_report)
+    chosen = on_val.choose_decoding(evaluator, None, [1, 2], config.eval, log_fn=lambda *a: None)
     assert not (tmp_path / "decode.json").exists()  # the caller writes it
     run_eval.write_decode_choice(tmp_path, chosen)
     assert json.loads((tmp_path / "decode.json").read_text()) == chosen
-    assert chosen["sampler"] == decode.SAMPLERS[0]  # recorded, so the run's draws stay the ones it chose with
+    assert chosen["sampler"] == kernel.SAMPLERS[0]  # recorded, so the run's draws stay the ones it chose with
     assert decoded == [("argmax", 0, 1.0), ("mass", 0, 1.0), ("mass", 3, 0.5), ("mass", 3, 1.0)]
     assert {k: chosen[k] for k in ("stop_rule", "samples", "temperature", "cost")} == {
         "stop_rule": "mass", "samples": 3, "temperature": 0.5, "cost": 0.2}
     assert len(chosen["candidates"]) == 6
     settings = run_eval.run_decode_settings(tmp_path, config)
     assert (settings.stop_rule, settings.stop_threshold, settings.samples, settings.temperature, settings.cost,
-            settings.sampler) == ("mass", 0.3, 3, 0.5, 0.2, decode.SAMPLERS[0])
+            settings.sampler) == ("mass", 0.3, 3, 0.5, 0.2, kernel.SAMPLERS[0])
     assert "best of greedy and 3 draws at temperature 0.5 (cost 0.2 per action)" in settings.describe()
     scores[("mass", 0.5, 0.2)] = scores[("mass", 1.0, 0.2)] = 0.22  # a tie with greedy: greedy
-    chosen = evaluator.choose_decoding(None, [1, 2], config.eval, log_fn=lambda *a: None)
+    chosen = on_val.choose_decoding(evaluator, None, [1, 2], config.eval, log_fn=lambda *a: None)
     run_eval.write_decode_choice(tmp_path, chosen)
     assert "samples" not in chosen and run_eval.run_decode_settings(tmp_path, config).samples == 0
     (tmp_path / "decode.json").write_text(json.dumps({"stop_rule": "mass", "stop_threshold": 0.2}))
     assert run_eval.run_decode_settings(tmp_path, config).samples == 0
     # a decode.json from before the sampler was recorded: its draws were Gumbel-max ones
-    assert run_eval.run_decode_settings(tmp_path, config).sampler == decode.LEGACY_SAMPLER == "gumbel"
+    assert run_eval.run_decode_settings(tmp_path, config).sampler == kernel.LEGACY_SAMPLER == "gumbel"
 
 
 def _passes_near_the_references(items, draws, seed):
@@ -299,25 +302,26 @@ def test_rules_per_board_combine_each_item_by_its_boards_rule(mdc_corpus):
     """`DecodeSettings.rules`: each item is "select"ed or "vote"d by the rule of its kind of board
     (`mbr.combine` among the greedy pass and the first `samples` draws), as an ensemble of one member
     combines its pool; decode.json's form reads back; the compiled program ignores them."""
-    from bapjax.training import ensemble
+    from bapjax.decoding import decode, mbr
+    from bapjax.decoding.settings import DecodeSettings
 
     items = list(mdc_corpus.split("val"))[:40]
     assert {mbr.board(item) for item in items} == set(mbr.BOARDS)
     passes = _passes_near_the_references(items, 6, 0)
-    settings = decode.DecodeSettings(5, 1, 4, samples=4, temperature=0.8, rules=(("select", 0.1), ("vote", 0.3)))
+    settings = DecodeSettings(5, 1, 4, samples=4, temperature=0.8, rules=(("select", 0.1), ("vote", 0.3)))
     chosen = decode.select(passes, settings, items)
     for item in items:
         candidates = [one[item.item_id] for one in passes[:5]]
         rule = ("select", 0.1) if item.is_empty_board else ("vote", 0.3)
-        assert chosen[item.item_id] == mbr.combine(candidates, *rule, item.prev_structure)
+        assert chosen[item.item_id] == mbr.combine_item(candidates, *rule, item.prev_structure)
     choice = {"EB": {"rule": "select", "value": 0.1}, "NEB": {"rule": "vote", "value": 0.3}}
-    assert chosen == ensemble.combine_chosen(ensemble.pool([passes[:5]]), choice, items)
+    assert chosen == mbr.combine_chosen(mbr.pool([passes[:5]]), choice, items)
     assert any(chosen[item.item_id] != passes[0][item.item_id] for item in items)
     assert decode.select(passes, settings.replace(samples=0), items) is passes[0]
     with pytest.raises(ValueError, match="need the items"):
         decode.select(passes, settings)
     assert settings.rules_json() == choice
-    back = decode.DecodeSettings(5, 1, 4).chosen({"stop_rule": "argmax", "stop_threshold": 0.5, "samples": 4,
+    back = DecodeSettings(5, 1, 4).chosen({"stop_rule": "argmax", "stop_threshold": 0.5, "samples": 4,
                                                   "temperature": 0.8, "rules": choice, "sampler": "inverse_cdf"})
     assert back == settings and back.program() == settings.replace(rules=(), samples=0).program()
     assert "EB select 0.1, NEB vote 0.3" in settings.describe()
@@ -333,12 +337,13 @@ def test_a_run_keeps_a_rule_per_board_when_it_scores_higher_on_val(tmp_path, mon
     pair per kind of board `ensemble.choose_combination` picks over the run as its one member; it wins
     here (its draws are near the references), so decode.json keeps its rules and no cost, and the
     run decodes with them."""
-    from bapjax.training import ensemble, run_checks, run_eval
+    from bapjax.decoding import decode, mbr
+    from bapjax.training import run_checks, run_eval
 
     items = list(mdc_corpus.split("val"))[:40]
     config = run_checks.with_defaults({})
     config.eval.update(dict(stop_thresholds=(0.3,), samples=2, vote_samples=6, vote_temperature=0.9))
-    evaluator = run_eval.Evaluator.__new__(run_eval.Evaluator)
+    evaluator = Evaluator.__new__(Evaluator)
     evaluator.model = None
     decoded = []
     near, poor = _passes_near_the_references(items, 6, 1), _passes_near_the_references(items, 2, 2)
@@ -350,50 +355,51 @@ def test_a_run_keeps_a_rule_per_board_when_it_scores_higher_on_val(tmp_path, mon
         return near if settings.samples == 6 else poor[:settings.samples + 1]
 
     monkeypatch.setattr(evaluator, "candidates", fake_candidates)
-    chosen = evaluator.choose_decoding(None, items, config.eval, log_fn=lambda *a: None)
+    chosen = on_val.choose_decoding(evaluator, None, items, config.eval, log_fn=lambda *a: None)
     assert decoded[-1] == (decoded[-2][0], 6, 0.9)  # the vote's draws: the rule the greedy choice kept
-    pair = ensemble.choose_combination(ensemble.pool([near]), items, ensemble.COSTS, ensemble.THRESHOLDS)
+    pair = on_val.choose_combination(mbr.pool([near]), items, on_val.COSTS, on_val.THRESHOLDS)
     rules = {kind: {"rule": pair[kind]["rule"], "value": pair[kind]["value"]} for kind in mbr.BOARDS}
     assert chosen["rules"] == rules and "cost" not in chosen and chosen["samples"] == 6
     assert chosen["temperature"] == 0.9
     rows = chosen["candidates"]
-    assert len(rows) == 2 + 4 + len(ensemble.COSTS) + len(ensemble.THRESHOLDS) + 1
+    assert len(rows) == 2 + 4 + len(on_val.COSTS) + len(on_val.THRESHOLDS) + 1
     assert rows[-1]["rules"] == rules and rows[-1]["val_overall_micro_f1"] == pytest.approx(pair["micro_overall"])
     assert rows[-1]["val_overall_micro_f1"] == max(r["val_overall_micro_f1"] for r in rows)
     run_eval.write_decode_choice(tmp_path, chosen)
     settings = run_eval.run_decode_settings(tmp_path, config)
     assert settings.rules == tuple((rules[k]["rule"], rules[k]["value"]) for k in mbr.BOARDS)
-    assert decode.select(near, settings, items) == ensemble.combine_chosen(ensemble.pool([near]), pair, items)
+    assert decode.select(near, settings, items) == mbr.combine_chosen(mbr.pool([near]), pair, items)
 
 
 def test_a_run_with_vote_rules_fixed_only_scores_them_on_val(tmp_path, monkeypatch, mdc_corpus):
     """`eval.vote_rules` fixes the vote's two rules: val scores that pair alone (no other rule's row),
     its score is `ensemble.fixed_combination`'s, and it competes with the greedy rows as a chosen pair
     does; decode.json keeps the fixed rules and the run decodes with them."""
-    from bapjax.training import ensemble, run_checks, run_eval
+    from bapjax.decoding import mbr
+    from bapjax.training import run_checks, run_eval
 
     items = list(mdc_corpus.split("val"))[:40]
     config = run_checks.with_defaults({})
     config.eval.update(dict(stop_thresholds=(0.3,), samples=0, vote_samples=6, vote_rules="select:0.15, vote:0.5"))
-    evaluator = run_eval.Evaluator.__new__(run_eval.Evaluator)
+    evaluator = Evaluator.__new__(Evaluator)
     evaluator.model = None
     near = _passes_near_the_references(items, 6, 1)
     empty = [{item.item_id: [] for item in items}]
     monkeypatch.setattr(evaluator, "candidates",
                         lambda params, val_items, settings: near if settings.samples == 6 else empty)
-    chosen = evaluator.choose_decoding(None, items, config.eval, log_fn=lambda *a: None)
+    chosen = on_val.choose_decoding(evaluator, None, items, config.eval, log_fn=lambda *a: None)
     fixed = {"EB": ("select", 0.15), "NEB": ("vote", 0.5)}
     assert chosen["rules"] == {kind: {"rule": rule, "value": value} for kind, (rule, value) in fixed.items()}
     rows = chosen["candidates"]
     assert len(rows) == 2 + 1 and [row["samples"] for row in rows] == [0, 0, 6]
-    expected = ensemble.fixed_combination(ensemble.pool([near]), items, fixed)["micro_overall"]
+    expected = on_val.fixed_combination(mbr.pool([near]), items, fixed)["micro_overall"]
     assert rows[-1]["val_overall_micro_f1"] == pytest.approx(expected)
     run_eval.write_decode_choice(tmp_path, chosen)
     settings = run_eval.run_decode_settings(tmp_path, config)
     assert settings.rules == (("select", 0.15), ("vote", 0.5))
     # draws no better than the greedy pass: the fixed pair ties and the earlier, greedy, is kept
     monkeypatch.setattr(evaluator, "candidates", lambda params, val_items, settings: empty * (settings.samples + 1))
-    chosen = evaluator.choose_decoding(None, items, config.eval, log_fn=lambda *a: None)
+    chosen = on_val.choose_decoding(evaluator, None, items, config.eval, log_fn=lambda *a: None)
     assert chosen["stop_rule"] == "argmax" and "rules" not in chosen and "samples" not in chosen
     assert len(chosen["candidates"]) == 3
 
@@ -436,10 +442,12 @@ def test_draws_on_four_devices_equal_one_device():
         import jax, numpy as np
         assert jax.device_count() == 4
         from bapjax import sharding
-        from bapjax.training import decode
+        from bapjax.decoding import decode, kernel, mbr, on_val
+        from bapjax.decoding.runs import Evaluator
+        from bapjax.decoding.settings import DecodeSettings
         from tests.test_mbr import _model_params_batch, _keys
         model, params, batch = _model_params_batch(seed=2, rows=8)
-        settings = decode.DecodeSettings(6, 1, 8, temperature=1.0)
+        settings = DecodeSettings(6, 1, 8, temperature=1.0)
         one = np.asarray(settings.decode_fn(model)(params, batch, sample_keys=_keys(batch, 7)))
         mesh = sharding.data_mesh()
         rows = sharding.host_batch_to_global(dict(batch, keys=_keys(batch, 7)), mesh)

@@ -342,9 +342,10 @@ def test_model_overfits_a_few_items_to_exact_predictions(mdc_corpus):
     import optax
 
     from bapjax.data import input_pipeline
+    from bapjax.decoding import decode
+    from bapjax.decoding.settings import DecodeSettings
     from bapjax.evaluation import evaluator
     from bapjax.text.vocab import Vocabulary
-    from bapjax.training import decode
 
     items = [it for it in mdc_corpus.split("train") if 1 <= len(it.reference_actions) <= 3][:4]
     vocab = Vocabulary.build(items)
@@ -369,7 +370,7 @@ def test_model_overfits_a_few_items_to_exact_predictions(mdc_corpus):
         params, opt_state, loss = step(params, opt_state)
         if float(loss) < 0.01:
             break
-    predictions = decode.predict_items(model, params, items, vocab, fc, decode.DecodeSettings(6, 0, 4))
+    predictions = decode.predict_items(model, params, items, vocab, fc, DecodeSettings(6, 0, 4))
     report = evaluator.evaluate_predictions(items, predictions)
     assert report["strict_micro"] == pytest.approx(1.0), (float(loss), predictions)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from bapjax.corpus import mdc
+from bapjax.decoding.settings import DecodeSettings
 from bapjax.evaluation import evaluator
 from bapjax.pages import browser, play_server
-from bapjax.training import decode
 from bapjax.world import grid, jsonl
 from bapjax.world.grid import Action
 
@@ -76,7 +76,7 @@ class RowDecoder:
     """Places on the first two free ground cells of row z = 0 (x from -5), in a color that changes with
     the history: deterministic and feasible, so the games' items are known."""
 
-    settings = decode.DecodeSettings(max_actions=20, min_actions=1, slots=1)
+    settings = DecodeSettings(max_actions=20, min_actions=1, slots=1)
     run = types.SimpleNamespace(run_dir="stand-in", step=0)
 
     def __init__(self):

@@ -55,7 +55,7 @@ class FeatureConfig:
     With `builder_frame` each item is featurized turned by `rotation.builder_frame_turns` of its
     Builder's yaw (start grid, recent-action cells, the history's action tokens, pose, reference
     actions): the Builder looks along +z in every item's features. The items themselves stay in
-    world coordinates; decoding turns its predictions back (`bapjax.training.decode.predict_items`)."""
+    world coordinates; decoding turns its predictions back (`bapjax.decoding.decode.predict_items`)."""
 
     max_text_tokens: int = 256  # L: history tokens kept (the most recent)
     max_actions: int = 20  # T = max_actions + 1 action slots (the last for STOP)

@@ -186,6 +186,17 @@ class BuilderModel(nn.Module):
         or None); `packed`: their item and step indices ("item", "step") and worlds ("worlds")."""
         raise NotImplementedError
 
+    # -- decoding's interface: every architecture decodes through these two (bapjax.decoding.kernel) --
+    def decoding_starts(self, start: dict, summary):
+        """What decoding computes once per item, before its steps, from N start worlds and their text
+        summaries [N, D]: a pytree of [N, ...] leaves, or None (nothing); `step_logits` reads its rows."""
+        raise NotImplementedError
+
+    def step_logits(self, starts_encoded, start: dict, world: dict, dec_out, max_changed: int):
+        """[N, 7624] action logits of N slots: their items' rows of `decoding_starts` and start worlds,
+        their current worlds, decoder outputs [N, H], and at most `max_changed` actions so far."""
+        raise NotImplementedError
+
     # -- teacher forcing --------------------------------------------------------------------------
     def __call__(self, batch: dict, num_packed: int):
         """Logits [K, 7624] for the K packed (item, step) pairs, plus the pack (targets, weights);

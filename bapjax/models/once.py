@@ -48,6 +48,12 @@ class OnceBuilder(BuilderModel):
 
         return self.in_chunks(run, (encoded, start, world, dec_out), self.world.step_chunk)
 
+    def decoding_starts(self, start: dict, summary):
+        return self.encode_starts(start, summary)  # every item's start world once, before the loop
+
+    def step_logits(self, starts_encoded, start: dict, world: dict, dec_out, max_changed: int):
+        return self.changed_world_logits(starts_encoded, start, world, dec_out, max_changed)
+
     def packed_logits(self, start, packed, summary, dec_out, steps):
         """The CNN runs on the B start worlds, not the K packed ones."""
         b, t = packed["item"], packed["step"]

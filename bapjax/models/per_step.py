@@ -36,6 +36,12 @@ class PerStepBuilder(BuilderModel):
 
         return self.in_chunks(run, (world, dec_out))
 
+    def decoding_starts(self, start: dict, summary):
+        return None  # the CNN encodes every step's world
+
+    def step_logits(self, starts_encoded, start: dict, world: dict, dec_out, max_changed: int):
+        return self.world_logits(world, dec_out)
+
     def start_features(self, start: dict, summary):
         """The start worlds encoded with FiLM (`world.film`) on a zero decoder state, the
         condition this CNN has before any step."""

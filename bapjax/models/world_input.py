@@ -11,7 +11,7 @@ The world state of one item at a decoder step is a dict of arrays:
   ``item_actions``  int32 []: how many actions the item has applied since its start (0 at the
                     start; what `world_changes` tells the item's own recent actions by).
 `WORLD_KEYS` are the batch keys it is read from (`start_world`); the featurizer
-(`bapjax.data.input_pipeline`) writes them, decoding passes them on (`bapjax.training.decode.DECODE_KEYS`).
+(`bapjax.data.input_pipeline`) writes them, decoding passes them on (`bapjax.decoding.decode.DECODE_KEYS`).
 
 `advance_world` is the single rule for "the world after one more action"; teacher forcing scans
 it over the gold actions (`worlds_before_each_step`) and decoding applies it to the chosen action,

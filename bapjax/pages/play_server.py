@@ -6,7 +6,7 @@ docs/play.md for why) serves one page: the build region with the structure and t
 and turn it), a chat box for the Architect's line. On send, the server appends the line to the
 game's log, builds the BAP item from the log with the corpus reader itself
 (`bapjax.corpus.mdc.next_item`: the history, structure and pose the itemizer will give the item),
-decodes it with the run's own settings (`bapjax.training.run_eval.RunDecoder`, loaded and compiled once at
+decodes it with the run's own settings (`bapjax.decoding.runs.RunDecoder`, loaded and compiled once at
 start) and returns the predicted actions; the person accepts them, undoes the turn, or fixes the
 structure by hand (place or remove one block) before the next instruction.
 
@@ -534,12 +534,12 @@ def _count_parameters(params) -> int:
 
 
 def load_decoder(checkpoint: str, samples: int | None = None):
-    """The run, loaded once (`bapjax.training.run_eval.RunDecoder`, the run's own decoding settings,
+    """The run, loaded once (`bapjax.decoding.runs.RunDecoder`, the run's own decoding settings,
     `samples` draws per request if given); one item is decoded at a time, so one slot."""
     from bapjax.training import run_eval  # the model code, loaded only when serving
 
     try:
-        decoder = run_eval.RunDecoder.load(checkpoint, slots=1, samples=samples)
+        decoder = run_eval.load_decoder(checkpoint, slots=1, samples=samples)
     except UserError as err:  # names the run's path already
         raise PlayError(f"--checkpoint: {err}" if str(checkpoint) in str(err) else f"--checkpoint {checkpoint}: {err}") from None
     except Exception as err:  # noqa: BLE001 (a damaged run raises many types; one line names it)

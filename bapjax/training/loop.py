@@ -33,21 +33,15 @@ from jax.experimental import multihost_utils
 
 from bapjax import cli, sharding
 from bapjax.data import curriculum, input_pipeline, sources
+from bapjax.decoding import on_val
+from bapjax.decoding.runs import Evaluator
+from bapjax.decoding.settings import DecodeSettings
 from bapjax.errors import NonFiniteLoss, PeerLost, RunFailure, UserError
 from bapjax.models import builder
 from bapjax.paths import cache_root, resolve_path, workdir_path
 from bapjax.text.glove import load_glove_50d
 from bapjax.text.vocab import Vocabulary
-from bapjax.training import (
-    checkpoints,
-    decode,
-    peer_watch,
-    preemption,
-    run_checks,
-    run_eval,
-    time_left,
-    workdir_claim,
-)
+from bapjax.training import checkpoints, peer_watch, preemption, run_checks, run_eval, time_left, workdir_claim
 from bapjax.training.metric_writer import MetricWriter, plot_learning_curves, report_scalars
 from bapjax.training.optimizer import make_optimizer, update_ema
 from bapjax.training.run_config import base_config, init_seed
@@ -420,8 +414,8 @@ class TrainingRun:
             log("weights from %s", tc.init_from)
         self.first_step = self.step
         self.writer = MetricWriter(workdir, self.is_main)
-        self.evaluator = run_eval.Evaluator(self.model, self.vocab, self.feature_config)
-        self.eval_settings = decode.DecodeSettings.from_eval_config(config.eval)
+        self.evaluator = Evaluator(self.model, self.vocab, self.feature_config)
+        self.eval_settings = DecodeSettings.from_eval_config(config.eval)
         self.clock = self.time_left()
 
     def time_left(self) -> time_left.TimeLeft:
@@ -623,7 +617,7 @@ class TrainingRun:
     def final_evaluation(self) -> dict:
         """The best checkpoint (by `train.select_by`, else the last state) decoded as `bapjax.predict`
         decodes a run (`run_eval.run_decode_settings`), after choosing its STOP rule and sampling on
-        val (`Evaluator.choose_decoding`, kept in decode.json); the reports go to final_eval.json,
+        val (`on_val.choose_decoding`, kept in decode.json); the reports go to final_eval.json,
         the predictions to predictions/<source>_<split>.jsonl."""
         ec = self.config.eval
         params = checkpoints.evaluation_params(self.state)
@@ -634,7 +628,7 @@ class TrainingRun:
             return results
         stop_val_items = self.stop_rule_val_items()
         if len(ec.stop_thresholds) and stop_val_items:
-            choice = self.evaluator.choose_decoding(params, stop_val_items, ec, log_fn=log,
+            choice = on_val.choose_decoding(self.evaluator, params, stop_val_items, ec, log_fn=log,
                                                     chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")
             run_eval.write_decode_choice(self.workdir, choice)
         else:  # nothing to choose on: the choice of an earlier final evaluation of this run, if any

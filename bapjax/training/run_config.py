@@ -141,21 +141,21 @@ def base_config() -> ml_collections.ConfigDict:
     config.eval.batch_size = 64
     config.eval.max_actions = 20  # greedy decoding length (the paper's v2 experiments)
     config.eval.min_actions = 1  # STOP masked at step 0: every BAP item has at least one action
-    config.eval.stop_rule = "argmax"  # or "mass": stop when p(STOP) >= stop_threshold; "length" (bapjax.training.decode)
+    config.eval.stop_rule = "argmax"  # or "mass": stop when p(STOP) >= stop_threshold; "length" (bapjax.decoding.kernel)
     config.eval.stop_threshold = 0.5
     # After training, pick the rule on val: argmax or mass at each threshold (best val micro
     # Overall F1), written to <workdir>/decode.json and used by the final eval and bapjax.predict.
     config.eval.stop_thresholds = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
     config.eval.length_quantiles = (0.5, 0.6, 0.7, 0.8)  # with model.length_head: also "length" at each quantile
     # > 0: then also the chosen rule with minimum-Bayes-risk selection among the greedy decoding and
-    # this many draws per item, at each temperature and cost per predicted action (bapjax.training.mbr;
+    # this many draws per item, at each temperature and cost per predicted action (bapjax.decoding.mbr;
     # decoding then takes 1 + samples passes)
     config.eval.samples = 0
     config.eval.temperatures = (0.5,)
     config.eval.costs = (0.075, 0.1, 0.125, 0.15)
     # > 0: then also the chosen rule with this many draws at vote_temperature, one rule for the items on
     # an empty board and one for the others, each "select" (as above) or "vote" (the net actions more
-    # than a share of the draws predict) on the grids of bapjax.training.ensemble (COSTS, THRESHOLDS)
+    # than a share of the draws predict) on the grids of bapjax.decoding.on_val (COSTS, THRESHOLDS)
     config.eval.vote_samples = 0
     config.eval.vote_temperature = 0.8
     # "": the vote's two rules chosen on val as above; "RULE:VALUE,RULE:VALUE" (the items on an empty

@@ -11,7 +11,8 @@ from typing import Mapping
 from etils import epath
 
 from bapjax.data import sources
-from bapjax.training import decode, run_checks, run_eval
+from bapjax.decoding.settings import describe_sampling, rules_from_json
+from bapjax.training import run_checks, run_eval
 
 
 def _best_step(workdir: epath.Path) -> int | None:
@@ -44,8 +45,8 @@ def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[s
             if best is not None else f"the last state, step {steps} (no val split to choose by)")
     chosen = run_eval.read_decode_choice(workdir)
     if chosen is not None:
-        sampled = decode.describe_sampling(chosen.get("samples", 0), chosen.get("temperature"), chosen.get("cost"),
-                                           decode.rules_from_json(chosen["rules"]) if chosen.get("rules") else ())
+        sampled = describe_sampling(chosen.get("samples", 0), chosen.get("temperature"), chosen.get("cost"),
+                                           rules_from_json(chosen["rules"]) if chosen.get("rules") else ())
         rule = (f"{chosen['stop_rule']} at {chosen['stop_threshold']}{sampled} "
                 f"(chosen on {chosen.get('chosen_on', 'val')})")
     else:

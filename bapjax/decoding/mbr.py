@@ -4,8 +4,8 @@ keep the one with the highest expected gain in micro F1 against the draws.
 The BAP score is a micro F1 over net action sets, 2 TP / (P + R) summed over items, and a greedy
 decoder commits to the single most likely action at each step, so where the model spreads its
 probability over several starts or lengths the greedy sequence can sit far from what the model
-believes on the whole (and it stops early: `bapjax.training.decode`). The draws
-(`bapjax.training.decode.candidates`: the slot pool with `sample_keys`, STOP drawn with the rest,
+believes on the whole (and it stops early: `bapjax.decoding.kernel`). The draws
+(`bapjax.decoding.decode.candidates`: the slot pool with `sample_keys`, STOP drawn with the rest,
 at the settings' temperature) stand for the model's distribution over sequences. Micro F1 F rises
 with an item's prediction P when its true positives grow by more than F / 2 per predicted action,
 so each candidate's utility is linear (`utility`): its mean number of net actions shared with the draws other than itself,
@@ -18,20 +18,26 @@ mask, so what is kept is always buildable.
 The same utility gives a second rule, "vote" at a threshold (`vote`): the set of net actions
 predicted by more than that share of the draws, the set of highest utility when any set may be
 predicted and the cost is the threshold. It is built from the item's start structure
-(`buildable_order`), so what is predicted stays buildable. `combine` applies either rule to one
+(`buildable_order`), so what is predicted stays buildable. `combine_item` applies either rule to one
 item's candidates; a decoding may use one rule for the items that start on an empty board and
 another for the rest (`BOARDS`, `board`).
 
-This module is only the selection, plain Python over net action sets (`choose`, its pair-by-pair
-reference `choose_pairwise`, `select`, `vote`, `combine`); the K + 1 decoding passes are
-`bapjax.training.decode.candidates`, and `decode.predict` decodes with them when a run's settings
-have draws. A run tries them on val after choosing its STOP rule
-(`bapjax.training.run_eval.Evaluator.choose_decoding`) and keeps one only if it scores higher there.
+An ensemble's pool (`Pool`: several runs' greedy passes, then their draws, and each run's own
+decoding) takes a third rule, "members" at m: the net actions that at least m of the members' own
+decodings predict (`vote` among them, built the same way). `combine` applies a rule to a pool's
+items, `combine_chosen` one rule per kind of board; a rule pair is written RULE:VALUE,RULE:VALUE
+(`parse_rules`, `run_vote_rules`). With fewer than two draws in a pool its greedy passes are the draws.
+
+This module is plain Python over net action sets (`choose`, its pair-by-pair reference
+`choose_pairwise`, `select`, `vote`, `combine_item`); the K + 1 decoding passes are
+`bapjax.decoding.decode.candidates`, and `decode.predict` decodes with them when a run's settings
+have draws. The rules are chosen on val in `bapjax.decoding.on_val`.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 from typing import Sequence
 
 from bapjax.world import grid as G
@@ -80,7 +86,7 @@ def choose_pairwise(candidates: Sequence[Sequence[G.Action]], cost: float, draws
 
 def select(passes: Sequence[dict], cost: float) -> dict:
     """{item_id: the `choose`n candidate} from the passes [greedy, draw 0, ...] of
-    `bapjax.training.decode.candidates`."""
+    `bapjax.decoding.decode.candidates`."""
     chosen = {}
     for item_id in passes[0]:
         candidates = [one[item_id] for one in passes]
@@ -88,7 +94,8 @@ def select(passes: Sequence[dict], cost: float) -> dict:
     return chosen
 
 
-RULES = ("select", "vote")  # how one item's prediction is made from its candidates (`combine`)
+RULES = ("select", "vote")  # how one item's prediction is made from its candidates (`combine_item`)
+POOL_RULES = RULES + ("members",)  # and from an ensemble's pool, where "members" counts its runs' own decodings
 BOARDS = ("EB", "NEB")  # items that start on an empty board, and the others: each kind may take its own rule
 
 
@@ -134,17 +141,8 @@ def vote(voters: Sequence[Sequence[G.Action]], threshold: float, start=()) -> li
     return buildable_order(start, frozenset(kept.values()))
 
 
-def check_rule(rule: str, value: float) -> None:
-    """The one check of a rule of `RULES` and its value (a cost or share of the draws in [0, 1)):
-    ValueError."""
-    if rule not in RULES:
-        raise ValueError(f"the rule must be one of {', '.join(RULES)}, got {rule!r}")
-    if not 0.0 <= float(value) < 1.0:
-        raise ValueError(f"the rule {rule}'s cost or share must be in [0, 1), got {value!r}")
-
-
-def combine(candidates: Sequence[Sequence[G.Action]], rule: str, value: float, start=(),
-            draws_from: int = 1) -> list[G.Action]:
+def combine_item(candidates: Sequence[Sequence[G.Action]], rule: str, value: float, start=(),
+                 draws_from: int = 1) -> list[G.Action]:
     """One item's prediction from its `candidates` (the greedy passes first, the draws from
     `draws_from` on) by `rule`: "select" at cost `value` (`choose`), or "vote" at threshold
     `value` among the draws (every candidate when there are fewer than two draws), built from the
@@ -153,3 +151,102 @@ def combine(candidates: Sequence[Sequence[G.Action]], rule: str, value: float, s
         return candidates[choose(candidates, value, draws_from=draws_from)]
     draws = candidates[draws_from:]
     return vote(draws if len(draws) >= 2 else candidates, value, start)
+
+
+def check_rule(rule: str, value: float, members: int | None = None) -> None:
+    """The one check of a rule and its value: of `RULES` (`members` None: a run's own draws) a cost
+    or share of the draws in [0, 1); of `POOL_RULES` (an ensemble of `members` runs) also
+    "members" at m, 1 <= m <= `members` (the members' own decodings there are to count): ValueError."""
+    allowed = RULES if members is None else POOL_RULES
+    if rule not in allowed:
+        raise ValueError(f"the {'' if members is None else 'ensemble '}rule must be one of {', '.join(allowed)}, "
+                         f"got {rule!r}")
+    if rule == "members":
+        if not 1 <= value <= members:
+            raise ValueError(f"the rule 'members' needs 1 <= m <= {members} (the members' own decodings "
+                             f"in the pool), got {value!r}")
+    elif not 0.0 <= float(value) < 1.0:
+        raise ValueError(f"the rule {rule}'s cost or share must be in [0, 1), got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """The passes of an ensemble over a set of items: `passes` [{item_id: [Action]}], the members'
+    greedy passes first and their draws from index `draws_from` on; `alone`, each member's own
+    decoding of the items (`bapjax.decoding.runs.member_alone`), where known."""
+
+    passes: list
+    draws_from: int
+    alone: list = dataclasses.field(default_factory=list)
+
+
+def pool(member_passes: Sequence[Sequence[dict]], alone: Sequence[dict] = ()) -> Pool:
+    """A `Pool` from each member's [greedy, draw 0, ...] (`bapjax.decoding.decode.candidates`) and, optionally,
+    each member's own decoding (`bapjax.decoding.runs.member_alone`)."""
+    greedy = [passes[0] for passes in member_passes]
+    draws = [one for passes in member_passes for one in passes[1:]]
+    draws_from = len(greedy) if len(draws) >= 2 else 0
+    return Pool(greedy + draws, draws_from, list(alone))
+
+
+def parse_rules(texts: Sequence[str], members: int | None) -> dict:
+    """Two rules written RULE:VALUE, for the items on an empty board and then for the others, as
+    {"EB": (rule, value), "NEB": (rule, value)}, each checked (`check_rule` against `members` runs;
+    None: a run's own draws); ValueError naming the text at fault."""
+    if len(texts) != len(BOARDS):
+        raise ValueError(f"{','.join(texts)}: expected two rules, RULE:VALUE for the items on an empty board, then "
+                         "for the others (e.g. select:0.075,vote:0.15)")
+    rules = {}
+    for kind, text in zip(BOARDS, texts):
+        rule, _, value = text.partition(":")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{text}: expected RULE:VALUE with a number, e.g. vote:0.15") from None
+        try:
+            check_rule(rule, number, members)
+        except ValueError as err:
+            raise ValueError(f"{text}: {err}") from None
+        rules[kind] = (rule, number)
+    return rules
+
+
+def run_vote_rules(text: str) -> dict | None:
+    """`config.eval.vote_rules`: "" (None: a run chooses its vote's two rules on val) or two rules
+    fixed beforehand written as `--rules` takes them, "RULE:VALUE,RULE:VALUE" (`parse_rules`), each
+    "select" or "vote": a run's own vote pools one run's draws, with no members to count.
+    ValueError naming the text at fault."""
+    if not text.strip():
+        return None
+    texts = [part.strip() for part in text.split(",")]
+    for part in texts:
+        if part.partition(":")[0] not in RULES:
+            raise ValueError(f"{part}: a run's own vote takes {' or '.join(RULES)} (the rule 'members' "
+                             "counts an ensemble's runs: python -m bapjax.ensemble --rules)")
+    return parse_rules(texts, members=None)
+
+
+def combine(pooled: Pool, rule: str, value: float, items: Sequence) -> dict[str, list[G.Action]]:
+    """Predictions {item_id: [Action]} of `items` (BapItems) from the pooled passes by `rule`
+    ("select" at cost `value`, "vote" at threshold `value`, "members" by at least `value` members;
+    votes are built from each item's `prev_structure`)."""
+    check_rule(rule, value, len(pooled.alone))
+    chosen = {}
+    for item in items:
+        if rule == "members":  # more than (m - 1/2) / n of n voters: at least m of them
+            voters = [one[item.item_id] for one in pooled.alone]
+            chosen[item.item_id] = vote(voters, (value - 0.5) / len(voters), item.prev_structure)
+        else:
+            chosen[item.item_id] = combine_item([one[item.item_id] for one in pooled.passes], rule, value,
+                                                item.prev_structure, draws_from=pooled.draws_from)
+    return chosen
+
+
+def combine_chosen(pooled: Pool, choice: dict, items: list) -> dict[str, list[G.Action]]:
+    """Predictions of `items` by the rules `choose_combination` chose for each kind of board."""
+    predictions = {}
+    for kind in BOARDS:
+        chosen = [item for item in items if board(item) == kind]
+        if chosen:
+            predictions.update(combine(pooled, choice[kind]["rule"], choice[kind]["value"], chosen))
+    return predictions
