@@ -629,7 +629,7 @@ class TrainingRun:
         stop_val_items = self.stop_rule_val_items()
         if len(ec.stop_thresholds) and stop_val_items:
             choice = on_val.choose_decoding(self.evaluator, params, stop_val_items, ec, log_fn=log,
-                                                    chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")
+                                            chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")
             run_eval.write_decode_choice(self.workdir, choice)
         else:  # nothing to choose on: the choice of an earlier final evaluation of this run, if any
             choice = run_eval.read_decode_choice(self.workdir)
