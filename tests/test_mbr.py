@@ -334,7 +334,7 @@ def test_rules_per_board_combine_each_item_by_its_boards_rule(mdc_corpus):
 def test_a_run_keeps_a_rule_per_board_when_it_scores_higher_on_val(tmp_path, monkeypatch, mdc_corpus):
     """`choose_decoding` with `eval.vote_samples`: the winning STOP rule's draws at
     `eval.vote_temperature`, every rule of `ensemble.COSTS` and `THRESHOLDS` for every item, then the
-    pair per kind of board `ensemble.choose_combination` picks over the run as its one member; it wins
+    pair per kind of board `on_val.choose_combination` picks over the run as its one member; it wins
     here (its draws are near the references), so decode.json keeps its rules and no cost, and the
     run decodes with them."""
     from bapjax.decoding import decode, mbr
