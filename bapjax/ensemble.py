@@ -37,6 +37,7 @@ from bapjax import cli, paths
 from bapjax.corpus import load
 from bapjax.decoding import kernel, mbr, on_val
 from bapjax.decoding.runs import member_alone, member_passes
+from bapjax.decoding.settings import check_sampling_flags
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
 from bapjax.training import checkpoints, run_checks, run_eval
@@ -143,12 +144,9 @@ def main(argv) -> int:
     costs, thresholds = floats("costs"), floats("thresholds")
     if not costs and not thresholds:
         raise UserError("--costs and --thresholds are both empty: no rule to choose")
-    if FLAGS.samples is not None and FLAGS.samples < 0:
-        raise UserError(f"--samples is {FLAGS.samples}; expected an integer >= 0")
+    check_sampling_flags(FLAGS.samples, FLAGS.temperature)
     if FLAGS.first_draw < 0:
         raise UserError(f"--first_draw is {FLAGS.first_draw}; expected an integer >= 0")
-    if FLAGS.temperature is not None and FLAGS.temperature <= 0:
-        raise UserError(f"--temperature is {FLAGS.temperature}; expected a number > 0")
     load.check_limit(FLAGS.limit)
     rules = fixed_rules(FLAGS.rules, len(FLAGS.runs))
     if not FLAGS.val and rules is None:

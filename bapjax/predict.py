@@ -24,7 +24,7 @@ from absl import flags
 from bapjax import cli, paths
 from bapjax.corpus import load
 from bapjax.decoding import kernel
-from bapjax.decoding.settings import check_sampling
+from bapjax.decoding.settings import check_sampling_flags
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
 from bapjax.training import run_eval
@@ -76,12 +76,7 @@ def check_flags() -> None:
         kernel.check_stop_rule(FLAGS.stop_rule or "argmax", 0.5 if FLAGS.stop_threshold is None else FLAGS.stop_threshold)
     except ValueError as err:
         raise UserError(f"--stop_rule/--stop_threshold: {err}") from None
-    try:
-        check_sampling(0 if FLAGS.samples is None else FLAGS.samples,
-                              1.0 if FLAGS.temperature is None else FLAGS.temperature,
-                              FLAGS.cost)
-    except ValueError as err:
-        raise UserError(f"--samples/--temperature/--cost: {err}") from None
+    check_sampling_flags(FLAGS.samples, FLAGS.temperature, FLAGS.cost)
 
 
 def main(argv) -> int:

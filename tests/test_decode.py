@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from bapjax.decoding import decode, kernel
-from bapjax.decoding.settings import DecodeSettings
+from bapjax.decoding.settings import DecodeSettings, check_sampling_flags
+from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.world import grid as G
 from tests.test_models import flat_model
@@ -281,3 +282,16 @@ def test_the_configs_mass_thresholds_have_the_same_log_at_run_time(name):
     for t in sorted(thresholds):
         folded = jax.jit(lambda: jnp.log(jnp.float32(t)))()
         assert np.asarray(folded).view(np.int32) == np.asarray(run_time(np.float32(t))).view(np.int32), t
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"samples": -1}, "--samples: the number of samples must be an integer >= 0 (0: greedy only), got -1"),
+    ({"samples": 4, "temperature": 0.0}, "--samples/--temperature: the sampling temperature must be > 0, got 0.0"),
+    ({"cost": 1.0}, "--cost: the cost per predicted action must be in [0, 1), got 1.0"),
+])
+def test_sampling_flags_are_checked_by_one_rule_naming_the_flags_given(flags, message):
+    check_sampling_flags(8, 0.8, 0.1)
+    check_sampling_flags()  # nothing given: the run's own
+    with pytest.raises(UserError) as err:
+        check_sampling_flags(**flags)
+    assert str(err.value) == message

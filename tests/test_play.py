@@ -583,4 +583,4 @@ def test_a_negative_sample_count_is_named(tmp_path):
     done = subprocess.run([sys.executable, "-m", "bapjax.play", f"--checkpoint={tmp_path}", "--port=0", "--samples=-1",
                            f"--out={tmp_path / 'games'}"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1] == "error: --samples -1: expected an integer >= 0 (0: greedy)"
+    assert done.stderr.strip().splitlines()[-1] == "error: --samples: the number of samples must be an integer >= 0 (0: greedy only), got -1"

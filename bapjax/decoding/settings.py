@@ -15,6 +15,7 @@ import numpy as np
 from bapjax import sharding
 from bapjax.decoding import mbr
 from bapjax.decoding.kernel import LEGACY_SAMPLER, SAMPLERS, check_stop_rule, decode_pool
+from bapjax.errors import UserError
 from bapjax.models.builder import BuilderModel
 
 
@@ -192,3 +193,15 @@ def check_sampling(samples: int, temperature: float, cost: float | None = None) 
         raise ValueError(f"the sampling temperature must be > 0, got {temperature!r}")
     if cost is not None and not 0.0 <= float(cost) < 1.0:
         raise ValueError(f"the cost per predicted action must be in [0, 1), got {cost!r}")
+
+
+def check_sampling_flags(samples: int | None = None, temperature: float | None = None,
+                         cost: float | None = None) -> None:
+    """A command's `--samples`, `--temperature` and `--cost` (None: not given, the run's own):
+    `check_sampling`'s rule, broken as one UserError naming the flags given."""
+    try:
+        check_sampling(0 if samples is None else samples, 1.0 if temperature is None else temperature, cost)
+    except ValueError as err:
+        given = [name for name, value in (("samples", samples), ("temperature", temperature), ("cost", cost))
+                 if value is not None]
+        raise UserError(f"{'/'.join('--' + name for name in given)}: {err}") from None
