@@ -41,13 +41,15 @@ from bapjax import cli
 from bapjax.corpus import mdc
 from bapjax.data import input_pipeline
 from bapjax.training import checkpoints
-try:  # the decoding package
+import os, bapjax
+# the tree's own layout: an editable install of another tree may still resolve bapjax.decoding
+if os.path.isdir(os.path.join(os.path.dirname(bapjax.__file__), "decoding")):  # the decoding package
     from bapjax.decoding import on_val as rules_home  # the vote's rows (config.eval.vote_samples): its score
     from bapjax.decoding.runs import Evaluator
     evaluation = rules_home.evaluator
     def choose(evaluator, *args, **kwargs):
         return rules_home.choose_decoding(evaluator, *args, **kwargs)
-except ImportError:  # a tree with decoding in bapjax.training
+else:  # a tree with decoding in bapjax.training
     from bapjax.training import run_eval
     Evaluator, evaluation = run_eval.Evaluator, run_eval.evaluator
     def choose(evaluator, *args, **kwargs):
