@@ -286,10 +286,10 @@ def test_the_configs_mass_thresholds_have_the_same_log_at_run_time(name):
 
 @pytest.mark.parametrize("flags, message", [
     ({"samples": -1}, "--samples: the number of samples must be an integer >= 0 (0: greedy only), got -1"),
-    ({"samples": 4, "temperature": 0.0}, "--samples/--temperature: the sampling temperature must be > 0, got 0.0"),
+    ({"samples": 4, "temperature": 0.0}, "--temperature: the sampling temperature must be > 0, got 0.0"),
     ({"cost": 1.0}, "--cost: the cost per predicted action must be in [0, 1), got 1.0"),
 ])
-def test_sampling_flags_are_checked_by_one_rule_naming_the_flags_given(flags, message):
+def test_sampling_flags_are_checked_by_one_rule_naming_the_flag_at_fault(flags, message):
     check_sampling_flags(8, 0.8, 0.1)
     check_sampling_flags()  # nothing given: the run's own
     with pytest.raises(UserError) as err:

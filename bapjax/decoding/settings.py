@@ -198,10 +198,11 @@ def check_sampling(samples: int, temperature: float, cost: float | None = None) 
 def check_sampling_flags(samples: int | None = None, temperature: float | None = None,
                          cost: float | None = None) -> None:
     """A command's `--samples`, `--temperature` and `--cost` (None: not given, the run's own):
-    `check_sampling`'s rule, broken as one UserError naming the flags given."""
-    try:
-        check_sampling(0 if samples is None else samples, 1.0 if temperature is None else temperature, cost)
-    except ValueError as err:
-        given = [name for name, value in (("samples", samples), ("temperature", temperature), ("cost", cost))
-                 if value is not None]
-        raise UserError(f"{'/'.join('--' + name for name in given)}: {err}") from None
+    `check_sampling`'s rule, broken as one UserError naming the flag that breaks it."""
+    for name, value, args in (("samples", samples, (samples, 1.0)), ("temperature", temperature, (0, temperature)),
+                              ("cost", cost, (0, 1.0, cost))):
+        if value is not None:
+            try:
+                check_sampling(*args)
+            except ValueError as err:
+                raise UserError(f"--{name}: {err}") from None
