@@ -1,5 +1,5 @@
 """An ensemble of trained runs: every member's passes pooled per item and combined by the rule that
-scores best on val (`bapjax.decoding.on_val.choose_combination`), then the test split decoded once with it.
+scores best on val (`bapjax.decoding.Ensemble`), then the test split decoded once with it.
 
     python -m bapjax.ensemble --runs runs/exp/agg-frame-s0,runs/exp/agg-frame-s1 --out runs/ens/agg-s0s1
     python -m bapjax.ensemble --runs runs/a,runs/b,runs/c --samples 8 --corpus @mdc --out runs/ens/abc
@@ -35,9 +35,7 @@ from absl import flags
 
 from bapjax import cli, paths
 from bapjax.corpus import load
-from bapjax.decoding import kernel, mbr, on_val
-from bapjax.decoding.runs import member_alone, member_passes
-from bapjax.decoding.settings import check_sampling_flags
+from bapjax.decoding import BOARDS, COSTS, SAMPLERS, THRESHOLDS, DecodeSettings, Ensemble
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
 from bapjax.training import checkpoints, run_checks, run_eval
@@ -54,14 +52,14 @@ def define_flags() -> None:
     cli.flag("float", "temperature", None, "Temperature of the draws (default: each member's decode.json, or "
              "the first of its config.eval.temperatures where it chose greedy decoding).")
     cli.flag("enum", "sampler", None, "How the draws pick each action (default: each member's decode.json).",
-             enum_values=list(kernel.SAMPLERS))
+             enum_values=list(SAMPLERS))
     cli.flag("integer", "first_draw", 0, "The first draw's index: another set of draws, e.g. --samples 32 "
              "--first_draw 32 for draws 32..63: disjoint sets of draws show how much of a score is the draws' luck.")
     cli.flag("list", "rules", None, "Two rules fixed beforehand, RULE:VALUE for the items on an empty board, then "
              "for the others (e.g. select:0.075,vote:0.15, the best on the pooled val of earlier ensembles, "
              "bapjax.decoding.on_val.pooled_choice): no choice on val, where they are only scored.")
-    cli.flag("list", "costs", [f"{v:g}" for v in on_val.COSTS], "Costs per action tried for the rule 'select'.")
-    cli.flag("list", "thresholds", [f"{v:g}" for v in on_val.THRESHOLDS], "Shares of the draws tried for the rule 'vote'.")
+    cli.flag("list", "costs", [f"{v:g}" for v in COSTS], "Costs per action tried for the rule 'select'.")
+    cli.flag("list", "thresholds", [f"{v:g}" for v in THRESHOLDS], "Shares of the draws tried for the rule 'vote'.")
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("bool", "test", True, "Decode the test split with the rule chosen on val; --notest: stop after the "
              "choice (ensemble.json only), to compare ensembles on val with the test split untouched.")
@@ -77,16 +75,6 @@ def floats(name: str) -> list[float]:
     if any(not 0.0 <= v < 1.0 for v in values):
         raise UserError(f"--{name}: each value must be in [0, 1)")
     return values
-
-
-def fixed_rules(values: list[str] | None, members: int) -> dict | None:
-    """--rules as {"EB": (rule, value), "NEB": (rule, value)}; None without the flag."""
-    if values is None:
-        return None
-    try:
-        return mbr.parse_rules(values, members)
-    except ValueError as err:
-        raise UserError(f"--rules {err}") from None
 
 
 def provenance(run_dir, what: str) -> dict:
@@ -134,7 +122,7 @@ def whole_minutes(recorded: list[dict]) -> float:
 
 def chosen_text(choice: dict) -> str:
     """"EB <rule> at <value>, NEB <rule> at <value>": the rules chosen on val."""
-    return ", ".join(f"{kind} {choice[kind]['rule']} at {choice[kind]['value']:g}" for kind in mbr.BOARDS)
+    return ", ".join(f"{kind} {choice[kind]['rule']} at {choice[kind]['value']:g}" for kind in BOARDS)
 
 
 def main(argv) -> int:
@@ -144,11 +132,11 @@ def main(argv) -> int:
     costs, thresholds = floats("costs"), floats("thresholds")
     if not costs and not thresholds:
         raise UserError("--costs and --thresholds are both empty: no rule to choose")
-    check_sampling_flags(FLAGS.samples, FLAGS.temperature)
+    DecodeSettings.check_flags(FLAGS.samples, FLAGS.temperature)
     if FLAGS.first_draw < 0:
         raise UserError(f"--first_draw is {FLAGS.first_draw}; expected an integer >= 0")
     load.check_limit(FLAGS.limit)
-    rules = fixed_rules(FLAGS.rules, len(FLAGS.runs))
+    rules = None if FLAGS.rules is None else DecodeSettings.parse_rules(FLAGS.rules, len(FLAGS.runs))
     if not FLAGS.val and rules is None:
         raise UserError("--noval needs --rules: without rules fixed beforehand the val split chooses them")
     if not FLAGS.val and not FLAGS.test:
@@ -161,6 +149,7 @@ def main(argv) -> int:
     start, commit = time.time(), run_checks.code_version()
     members = [run_eval.load_decoder(run) for run in FLAGS.runs]
     recorded = [member_record(path, member) for path, member in zip(FLAGS.runs, members)]
+    ensemble = Ensemble(members, FLAGS.samples, FLAGS.temperature, FLAGS.sampler, FLAGS.first_draw)
     corpus = FLAGS.corpus or paths.MDC
     splits = {split: load.first_items(load.load_split(corpus, split), FLAGS.limit)
               for split in ("val",) * FLAGS.val + ("test",) * FLAGS.test}
@@ -170,22 +159,20 @@ def main(argv) -> int:
 
     def pooled(split: str):
         began = time.time()
-        passes, own = [], []
-        for i, member in enumerate(members):
-            passes.append(member_passes(member, splits[split], FLAGS.samples, FLAGS.temperature,
-                                                 sampler=FLAGS.sampler, first_draw=FLAGS.first_draw))
-            own.append(member_alone(member, passes[-1], splits[split]))
-            alone.setdefault(FLAGS.runs[i], {})[split] = on_val.score(splits[split], own[-1])
-            print(f"{split}: member {i + 1}/{len(members)} decoded ({FLAGS.runs[i]}, {len(passes[-1])} passes of "
-                  f"{len(splits[split])} items, alone {100 * alone[FLAGS.runs[i]][split]['micro_overall']:.2f}; "
+
+        def log(i, passes, score):
+            alone.setdefault(FLAGS.runs[i], {})[split] = score
+            print(f"{split}: member {i + 1}/{len(members)} decoded ({FLAGS.runs[i]}, {passes} passes of "
+                  f"{len(splits[split])} items, alone {100 * score['micro_overall']:.2f}; "
                   f"{time.time() - began:.0f} s)", file=sys.stderr, flush=True)
+
+        pool, _ = ensemble.pool(splits[split], log_fn=log)
         minutes[f"{split}_decode"] = (time.time() - began) / 60
-        return mbr.pool(passes, own)
+        return pool
 
     val_pool = pooled("val") if FLAGS.val else None
     began = time.time()
-    choice = (on_val.choose_combination(val_pool, splits["val"], costs, thresholds) if rules is None
-              else on_val.fixed_combination(val_pool, splits.get("val", []), rules))
+    choice = ensemble.choose(val_pool, splits.get("val", []), costs, thresholds, rules)
     how = "fixed" if rules else "chosen on val"
     minutes["val_choice"] = (time.time() - began) / 60
     for row in choice["candidates"]:
@@ -196,7 +183,7 @@ def main(argv) -> int:
     report = None
     out.mkdir(parents=True, exist_ok=True)
     if FLAGS.test:
-        predictions = mbr.combine_chosen(pooled("test"), choice, splits["test"])
+        predictions = ensemble.predict(pooled("test"), choice, splits["test"])
         report = evaluator.evaluate_predictions(splits["test"], predictions, drop_infeasible=False)
         (out / "predictions").mkdir(exist_ok=True)
         jsonl.write_predictions(str(out / "predictions" / "mc_test.jsonl.gz"), predictions)

@@ -14,7 +14,7 @@ import time
 from absl import flags, logging
 
 from bapjax import cli
-from bapjax.decoding.settings import check_sampling_flags
+from bapjax.decoding import DecodeSettings
 from bapjax.errors import UserError
 from bapjax.pages.play_server import PlayServer, games_folder, make_server
 
@@ -41,7 +41,7 @@ def main(argv) -> int:
         raise UserError("--checkpoint RUN is required (a training workdir)")
     if not 0 <= FLAGS.port <= 65535:
         raise UserError(f"--port {FLAGS.port}: expected 0 to 65535")
-    check_sampling_flags(FLAGS.samples)
+    DecodeSettings.check_flags(FLAGS.samples)
     out = games_folder(FLAGS.out, FLAGS.games_split)  # checked and made ready before the run loads
     cli.enable_compilation_cache()
     logging.set_verbosity(logging.WARNING)  # Orbax's notes on restoring; the server logs its requests

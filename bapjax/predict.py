@@ -23,8 +23,7 @@ from absl import flags
 
 from bapjax import cli, paths
 from bapjax.corpus import load
-from bapjax.decoding import kernel
-from bapjax.decoding.settings import check_sampling_flags
+from bapjax.decoding import SAMPLERS, DecodeSettings
 from bapjax.errors import UserError
 from bapjax.evaluation import evaluator
 from bapjax.training import run_eval
@@ -53,7 +52,7 @@ def define_flags() -> None:
     cli.flag("float", "cost", None, "Cost per predicted action in the selection among them (default: the run's "
              "decode.json; given, it replaces a run's rules per board).")
     cli.flag("enum", "sampler", None, "How the draws pick each action (default: the run's decode.json).",
-             enum_values=list(kernel.SAMPLERS))
+             enum_values=list(SAMPLERS))
     cli.flag("integer", "limit", 0, load.LIMIT_HELP)
     cli.flag("bool", "evaluate", False, "Also print the v2 tables and the report JSON (with --limit: marked "
              "partial, as evaluate --limit marks them).")
@@ -72,11 +71,7 @@ def check_flags() -> None:
     if FLAGS.min_actions is not None and FLAGS.min_actions < 0:
         raise UserError(f"--min_actions is {FLAGS.min_actions}; expected an integer >= 0")
     load.check_limit(FLAGS.limit)
-    try:
-        kernel.check_stop_rule(FLAGS.stop_rule or "argmax", 0.5 if FLAGS.stop_threshold is None else FLAGS.stop_threshold)
-    except ValueError as err:
-        raise UserError(f"--stop_rule/--stop_threshold: {err}") from None
-    check_sampling_flags(FLAGS.samples, FLAGS.temperature, FLAGS.cost)
+    DecodeSettings.check_flags(FLAGS.samples, FLAGS.temperature, FLAGS.cost, FLAGS.stop_rule, FLAGS.stop_threshold)
 
 
 def main(argv) -> int:

@@ -123,9 +123,20 @@ def measure(tree: Path, run: str, corpus: str, overrides: dict) -> dict:
         return json.loads(out.read_text())
 
 
+def same_form(row: dict) -> dict:
+    """A candidate row with a cost ("select" at it on every board, as files before rules per board
+    write it) written as rules per board, so rows of either form compare."""
+    if "cost" not in row:
+        return row
+    select = {"rule": "select", "value": row["cost"]}
+    return {**{k: v for k, v in row.items() if k != "cost"}, "rules": {"EB": select, "NEB": dict(select)}}
+
+
 def shared_identical(mine: list[dict], theirs: list[dict]) -> bool:
     """Whether the candidates both choices tried (the same settings) scored the same and predicted
     the same (each row's hash)."""
+    mine, theirs = [same_form(row) for row in mine], [same_form(row) for row in theirs]
+
     def settings(row):
         return json.dumps({k: v for k, v in row.items() if k not in ("val_overall_micro_f1",
                            "mean_predicted_net_actions", "predictions_sha256")}, sort_keys=True)
@@ -189,9 +200,10 @@ def main():
         mine, theirs = best["current"]["candidates"], best["baseline"]["candidates"]
         where = f"at {args.compare_to}" if args.compare_to else "in this tree"
         out.update(baseline=best["baseline"], baseline_commit=args.compare_to or None,
-                   baseline_eval=overrides["baseline_eval"], identical=mine == theirs,
+                   baseline_eval=overrides["baseline_eval"],
+                   identical=[same_form(r) for r in mine] == [same_form(r) for r in theirs],
                    shared_identical=shared_identical(mine, theirs),
-                   same_choice=best["current"]["chosen"] == best["baseline"]["chosen"],
+                   same_choice=same_form(best["current"]["chosen"]) == same_form(best["baseline"]["chosen"]),
                    ratio={k: round(best["baseline"][k] / best["current"][k], 3) for k in FIGURES})
         for k in FIGURES:
             print(f"{k}: {best['current'][k]} vs {best['baseline'][k]} {where} "

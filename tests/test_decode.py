@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bapjax.decoding import decode, kernel
-from bapjax.decoding.settings import DecodeSettings, check_sampling_flags
+from bapjax.decoding.settings import DecodeSettings
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.world import grid as G
@@ -288,10 +288,13 @@ def test_the_configs_mass_thresholds_have_the_same_log_at_run_time(name):
     ({"samples": -1}, "--samples: the number of samples must be an integer >= 0 (0: greedy only), got -1"),
     ({"samples": 4, "temperature": 0.0}, "--temperature: the sampling temperature must be > 0, got 0.0"),
     ({"cost": 1.0}, "--cost: the cost per predicted action must be in [0, 1), got 1.0"),
+    ({"stop_rule": "median"}, "--stop_rule/--stop_threshold: the STOP rule must be argmax, mass or length, "
+                              "got 'median'"),
+    ({"stop_threshold": 1.5}, "--stop_rule/--stop_threshold: the STOP threshold must be in (0, 1], got 1.5"),
 ])
-def test_sampling_flags_are_checked_by_one_rule_naming_the_flag_at_fault(flags, message):
-    check_sampling_flags(8, 0.8, 0.1)
-    check_sampling_flags()  # nothing given: the run's own
+def test_decoding_flags_are_checked_by_one_rule_naming_the_flag_at_fault(flags, message):
+    DecodeSettings.check_flags(8, 0.8, 0.1, "mass", 0.3)
+    DecodeSettings.check_flags()  # nothing given: the run's own
     with pytest.raises(UserError) as err:
-        check_sampling_flags(**flags)
+        DecodeSettings.check_flags(**flags)
     assert str(err.value) == message

@@ -109,7 +109,6 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
     decodes as the run alone in an ensemble of one member does."""
     from bapjax.analysis import error_analysis
     from bapjax.decoding import mbr, on_val
-    from bapjax.decoding.runs import member_passes
     from bapjax.decoding.settings import rules_from_json
     from bapjax.evaluation import evaluator
     from bapjax.pages import report_page
@@ -154,12 +153,12 @@ def test_a_once_encoding_run_predicts_reports_and_is_analysed(tmp_path, mdc_path
                                                                   "temperature", "rules")}, "sampler": "inverse_cdf"})
     decoder = run_eval.load_decoder(str(run))
     assert decoder.settings.rules == rules_from_json(pair["rules"]) and decoder.settings.samples == 3
-    assert run_eval.load_decoder(str(run), cost=0.1).settings.rules == ()  # a cost: the selection at it
+    assert run_eval.load_decoder(str(run), cost=0.1).settings.rules == (("select", 0.1),) * 2  # a cost: select at it
     val = list(mdc_corpus.split("val"))[:8]
-    alone = on_val.choose_combination(mbr.pool([member_passes(decoder, val)]), val,
+    alone = on_val.choose_combination(mbr.pool([decoder.passes(val)]), val,
                                         on_val.COSTS, on_val.THRESHOLDS)
     assert alone["micro_overall"] == pytest.approx(pair["val_overall_micro_f1"], abs=1e-12)
-    voted = mbr.combine_chosen(mbr.pool([member_passes(decoder, items)]), pair["rules"], items)
+    voted = mbr.combine_chosen(mbr.pool([decoder.passes(items)]), pair["rules"], items)
     run_cli("bapjax.predict", f"--checkpoint={run}", f"--items={tmp_path / 'items.jsonl'}",
             f"--out={tmp_path / 'voted.jsonl'}", env=env)
     assert jsonl.read_predictions(tmp_path / "voted.jsonl") == decoder.predict(items) == voted

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from bapjax.decoding import mbr, on_val
-from bapjax.decoding.runs import member_alone, member_passes
 from bapjax.world import grid as G
 from bapjax.world import jsonl
 
@@ -112,7 +111,8 @@ def test_select_over_one_member_is_the_runs_own_selection():
     pooled = mbr.pool([passes])
     assert pooled.draws_from == 1 and pooled.passes == passes
     for cost in (0.05, 0.15, 0.3):
-        assert mbr.combine(pooled, "select", cost, [Item(i, ()) for i in items]) == mbr.select(passes, cost)
+        chosen = {i: [one[i] for one in passes][mbr.choose([one[i] for one in passes], cost)] for i in items}
+        assert mbr.combine(pooled, "select", cost, [Item(i, ()) for i in items]) == chosen
 
 
 def test_pool_orders_greedy_passes_first_and_votes_among_greedy_members_without_draws():
@@ -153,7 +153,7 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
 
     val = list(mdc.load_corpus(mdc_path).split("val"))[:8]
     member = run_eval.load_decoder(str(runs[0]))
-    cold, hot = (member_passes(member, val, samples=2, temperature=t) for t in (1e-4, 50.0))
+    cold, hot = (member.passes(val, samples=2, temperature=t) for t in (1e-4, 50.0))
     assert cold[1] == cold[2] == cold[0] and hot[1:] != cold[1:]
     env = {**os.environ, "BAPJAX_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "ens"
@@ -211,9 +211,9 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     assert steps_record["wall_minutes"] == pytest.approx(
         steps_record["minutes"]["total"] + record["members"][0]["wall_minutes"], abs=0.02)  # one run behind both
     second = run_eval.load_decoder(str(kept))
-    passes = member_passes(second, val, samples=2)
+    passes = second.passes(val, samples=2)
     assert steps_record["alone"][str(kept)]["val"]["micro_overall"] == pytest.approx(
-        on_val.score(val, member_alone(second, passes, val))["micro_overall"], abs=1e-12)
+        on_val.score(val, second.alone(passes, val))["micro_overall"], abs=1e-12)
     # --rules fixed at the pair chosen on val: only scored there, the same test predictions
     rules = ",".join(f"{chosen[kind]['rule']}:{chosen[kind]['value']:g}" for kind in mbr.BOARDS)
     fixed = tmp_path / "ens_fixed"

@@ -113,3 +113,36 @@ def test_the_training_stack_loads_no_plotting_and_the_low_modules_no_corpus():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"low": [], "heavy": []}
+
+
+def decoding_names_used_outside() -> dict[str, set[str]]:
+    """{module outside bapjax/decoding/: the names it takes from decoding}: ``from bapjax.decoding
+    import X`` -> X; an import of one of its modules -> that module's dotted name."""
+    used = {}
+    for path in module_files():
+        if path.relative_to(PACKAGE).parts[0] == "decoding":
+            continue
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bapjax.decoding"):
+                names.update(alias.name if node.module == "bapjax.decoding" else f"{node.module}.{alias.name}"
+                             for alias in node.names)
+            elif isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names if alias.name.startswith("bapjax.decoding"))
+        if names:
+            used[str(path.relative_to(REPO))] = names
+    return used
+
+
+def test_the_rest_of_bapjax_decodes_through_the_packages_few_names():
+    import inspect
+
+    import bapjax.decoding as decoding
+
+    public = set(decoding.__all__)
+    callables = sorted(name for name in public if inspect.isclass(getattr(decoding, name))
+                       or inspect.isfunction(getattr(decoding, name)))
+    assert len(callables) <= 5, callables
+    used = decoding_names_used_outside()
+    assert used, "no module outside decoding/ imports it: the check reads nothing"
+    assert {module: sorted(names - public) for module, names in used.items() if names - public} == {}

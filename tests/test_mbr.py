@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import numpy as np
@@ -202,12 +203,14 @@ def test_choose_counts_each_action_once_and_agrees_with_the_utility_pair_by_pair
 def test_select_is_greedy_without_samples_and_the_choice_among_the_first_draws_with_them():
     rng = np.random.default_rng(1)
     passes = [{"x": [_a(int(v)) for v in rng.choice(6, size=rng.integers(0, 5), replace=False)]} for _ in range(9)]
+    items = [types.SimpleNamespace(item_id="x", is_empty_board=False, prev_structure=())]
     greedy = DecodeSettings(max_actions=5, min_actions=0, slots=4)
-    assert decode.select(passes, greedy) is passes[0]
+    assert decode.select(passes, greedy, items) is passes[0]
     for samples in (1, 4, 8):
-        settings = greedy.replace(samples=samples, cost=0.15)
-        assert decode.select(passes, settings) == mbr.select(passes[:samples + 1], 0.15)
-        assert decode.select(passes[:1], settings) is passes[0]
+        settings = greedy.replace(samples=samples).at_cost(0.15)
+        candidates = [one["x"] for one in passes[:samples + 1]]
+        assert decode.select(passes, settings, items) == {"x": candidates[mbr.choose(candidates, 0.15)]}
+        assert decode.select(passes[:1], settings, items) is passes[0]
 
 
 def test_predictions_are_greedy_without_samples_and_the_chosen_candidate_with_them(mdc_corpus):
@@ -220,7 +223,7 @@ def test_predictions_are_greedy_without_samples_and_the_chosen_candidate_with_th
     model = flat_model(**dict(TINY, vocab_size=vocab.size))
     params = _biased_params(model, 3, 0)
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 6.0
-    settings = DecodeSettings(5, 1, 4, temperature=1.0, cost=0.05)
+    settings = DecodeSettings(5, 1, 4, temperature=1.0).at_cost(0.05)
     greedy = decode.predict_items(model, params, items, vocab, fc, settings)
     assert decode.predict(model, params, items, vocab, fc, settings) == greedy
     chosen = decode.predict(model, params, items, vocab, fc, settings.replace(samples=4))
@@ -238,7 +241,7 @@ def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch)
     """`choose_decoding`: the STOP rules first, then the best rule with draws (decoded once per
     temperature) at each cost; the highest val F1 wins (greedy on ties); written as decode.json,
     `run_decode_settings` reads it back; a decode.json without sampling reads as greedy."""
-    from bapjax.decoding import kernel, mbr
+    from bapjax.decoding import kernel
     from bapjax.training import run_checks, run_eval
 
     config = run_checks.with_defaults({})
@@ -254,15 +257,16 @@ def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch)
         decoded.append((settings.stop_rule, settings.samples, settings.temperature))
         return [{"greedy": (settings.stop_rule, 0, 0)}] + [{"draw": k} for k in range(settings.samples)]
 
-    def fake_select(passes, cost):
-        return {"chosen": (passes[0]["greedy"][0], decoded[-1][2], cost)}
+    def fake_select(passes, settings, items):
+        assert settings.rules[0] == settings.rules[1] and settings.rules[0][0] == "select"
+        return {"chosen": (passes[0]["greedy"][0], settings.temperature, settings.rules[0][1])}
 
     def fake_report(items, predictions, drop_infeasible):
         return {"micro": {"Overall": {"overall": scores[next(iter(predictions.values()))]}}, "strict_micro": 0.0,
                 "counts": {"predicted_net_actions": 4, "items": 2}}
 
     monkeypatch.setattr(evaluator, "candidates", fake_candidates)
-    monkeypatch.setattr(mbr, "select", fake_select)
+    monkeypatch.setattr(on_val.decode, "select", fake_select)
     monkeypatch.setattr(on_val.evaluator, "evaluate_predictions", fake_report)
     chosen = on_val.choose_decoding(evaluator, None, [1, 2], config.eval, log_fn=lambda *a: None)
     assert not (tmp_path / "decode.json").exists()  # the caller writes it
@@ -270,13 +274,19 @@ def test_a_run_keeps_sampling_only_when_val_scores_higher(tmp_path, monkeypatch)
     assert json.loads((tmp_path / "decode.json").read_text()) == chosen
     assert chosen["sampler"] == kernel.SAMPLERS[0]  # recorded, so the run's draws stay the ones it chose with
     assert decoded == [("argmax", 0, 1.0), ("mass", 0, 1.0), ("mass", 3, 0.5), ("mass", 3, 1.0)]
-    assert {k: chosen[k] for k in ("stop_rule", "samples", "temperature", "cost")} == {
-        "stop_rule": "mass", "samples": 3, "temperature": 0.5, "cost": 0.2}
-    assert len(chosen["candidates"]) == 6
+    select = {"rule": "select", "value": 0.2}
+    assert {k: chosen[k] for k in ("stop_rule", "samples", "temperature", "rules")} == {
+        "stop_rule": "mass", "samples": 3, "temperature": 0.5, "rules": {"EB": select, "NEB": select}}
+    assert "cost" not in chosen and len(chosen["candidates"]) == 6
     settings = run_eval.run_decode_settings(tmp_path, config)
-    assert (settings.stop_rule, settings.stop_threshold, settings.samples, settings.temperature, settings.cost,
-            settings.sampler) == ("mass", 0.3, 3, 0.5, 0.2, kernel.SAMPLERS[0])
-    assert "best of greedy and 3 draws at temperature 0.5 (cost 0.2 per action)" in settings.describe()
+    assert (settings.stop_rule, settings.stop_threshold, settings.samples, settings.temperature, settings.rules,
+            settings.sampler) == ("mass", 0.3, 3, 0.5, (("select", 0.2), ("select", 0.2)), kernel.SAMPLERS[0])
+    assert "greedy and 3 draws at temperature 0.5, EB select 0.2, NEB select 0.2" in settings.describe()
+    # a decode.json written before rules per board keeps a cost: "select" at it on every board
+    old = {"stop_rule": "mass", "stop_threshold": 0.3, "samples": 3, "temperature": 0.5, "cost": 0.15}
+    (tmp_path / "decode.json").write_text(json.dumps(old))
+    assert run_eval.run_decode_settings(tmp_path, config).rules == (("select", 0.15), ("select", 0.15))
+    run_eval.write_decode_choice(tmp_path, chosen)
     scores[("mass", 0.5, 0.2)] = scores[("mass", 1.0, 0.2)] = 0.22  # a tie with greedy: greedy
     chosen = on_val.choose_decoding(evaluator, None, [1, 2], config.eval, log_fn=lambda *a: None)
     run_eval.write_decode_choice(tmp_path, chosen)
@@ -318,12 +328,12 @@ def test_rules_per_board_combine_each_item_by_its_boards_rule(mdc_corpus):
     assert chosen == mbr.combine_chosen(mbr.pool([passes[:5]]), choice, items)
     assert any(chosen[item.item_id] != passes[0][item.item_id] for item in items)
     assert decode.select(passes, settings.replace(samples=0), items) is passes[0]
-    with pytest.raises(ValueError, match="need the items"):
-        decode.select(passes, settings)
+    with pytest.raises(ValueError, match="needs the items"):
+        decode.select(passes, settings, [])
     assert settings.rules_json() == choice
     back = DecodeSettings(5, 1, 4).chosen({"stop_rule": "argmax", "stop_threshold": 0.5, "samples": 4,
                                                   "temperature": 0.8, "rules": choice, "sampler": "inverse_cdf"})
-    assert back == settings and back.program() == settings.replace(rules=(), samples=0).program()
+    assert back == settings and back.program() == settings.at_cost(0.3).replace(samples=4 + 4).program()
     assert "EB select 0.1, NEB vote 0.3" in settings.describe()
     for rules, message in (((("vote", 1.0), ("vote", 0.1)), r"in \[0, 1\)"), ((("average", 0.1),) * 2, "one of"),
                            ((("vote", 0.1),), "one \\(rule, value\\) per kind of board")):

@@ -186,8 +186,8 @@ def collect_run(run: Path, host_speed: float | None = None) -> dict:
     record = run_record(run, host_speed)
     decode = record.get("decode") or {}
     return {**record,
-            "stop_rule": {k: decode.get(k) for k in ("stop_rule", "stop_threshold", "samples", "temperature", "cost")
-                          if k in decode} if decode else None,
+            "stop_rule": {k: decode.get(k) for k in ("stop_rule", "stop_threshold", "samples", "temperature",
+                                                              "cost", "rules") if k in decode} if decode else None,
             "eval": json.loads((run / "final_eval.json").read_text())}
 
 

@@ -187,19 +187,17 @@ def predict(model: BuilderModel, params, items: list, vocab, feature_config, set
     return select(passes, settings, items)
 
 
-def select(passes: list[dict], settings: DecodeSettings, items: Sequence = ()) -> dict[str, list[G.Action]]:
-    """What `predict` returns from [greedy, draw 1, ...] (`candidates`, at `settings`' STOP rule and
-    temperature): the greedy pass when `settings.samples` is 0 (or only it was decoded), else
-    among the greedy pass and the first `settings.samples` draws the minimum-Bayes-risk selection
-    at `settings.cost` (`mbr.select`), or with `settings.rules` each item's board's rule
-    (`mbr.combine_item`; votes built from the item's start structure, so the BapItems `items` are needed)."""
+def select(passes: list[dict], settings: DecodeSettings, items: Sequence) -> dict[str, list[G.Action]]:
+    """What `predict` returns for `items` (BapItems) from their [greedy, draw 1, ...] (`candidates`,
+    at `settings`' STOP rule and temperature): the greedy pass when `settings.samples` is 0 (or
+    only it was decoded), else among the greedy pass and the first `settings.samples` draws each
+    item's board's rule (`settings.rules`, `mbr.combine_item`: "select" at a cost, the
+    minimum-Bayes-risk selection, or "vote" at a share, built from the item's start structure)."""
     if settings.samples == 0 or len(passes) == 1:
         return passes[0]
     passes = passes[:settings.samples + 1]
-    if not settings.rules:
-        return mbr.select(passes, settings.cost)
     if not items:
-        raise ValueError("rules per board need the items (their board and start structure)")
+        raise ValueError("choosing among draws needs the items (their board and start structure)")
     rules = dict(zip(mbr.BOARDS, settings.rules))
     return {item.item_id: mbr.combine_item([one[item.item_id] for one in passes], *rules[mbr.board(item)],
                                       item.prev_structure) for item in items}

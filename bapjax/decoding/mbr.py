@@ -84,16 +84,6 @@ def choose_pairwise(candidates: Sequence[Sequence[G.Action]], cost: float, draws
     return best
 
 
-def select(passes: Sequence[dict], cost: float) -> dict:
-    """{item_id: the `choose`n candidate} from the passes [greedy, draw 0, ...] of
-    `bapjax.decoding.decode.candidates`."""
-    chosen = {}
-    for item_id in passes[0]:
-        candidates = [one[item_id] for one in passes]
-        chosen[item_id] = candidates[choose(candidates, cost)]
-    return chosen
-
-
 RULES = ("select", "vote")  # how one item's prediction is made from its candidates (`combine_item`)
 POOL_RULES = RULES + ("members",)  # and from an ensemble's pool, where "members" counts its runs' own decodings
 BOARDS = ("EB", "NEB")  # items that start on an empty board, and the others: each kind may take its own rule
@@ -173,7 +163,7 @@ def check_rule(rule: str, value: float, members: int | None = None) -> None:
 class Pool:
     """The passes of an ensemble over a set of items: `passes` [{item_id: [Action]}], the members'
     greedy passes first and their draws from index `draws_from` on; `alone`, each member's own
-    decoding of the items (`bapjax.decoding.runs.member_alone`), where known."""
+    decoding of the items (`bapjax.decoding.runs.RunDecoder.alone`), where known."""
 
     passes: list
     draws_from: int
@@ -182,7 +172,7 @@ class Pool:
 
 def pool(member_passes: Sequence[Sequence[dict]], alone: Sequence[dict] = ()) -> Pool:
     """A `Pool` from each member's [greedy, draw 0, ...] (`bapjax.decoding.decode.candidates`) and, optionally,
-    each member's own decoding (`bapjax.decoding.runs.member_alone`)."""
+    each member's own decoding (`bapjax.decoding.runs.RunDecoder.alone`)."""
     greedy = [passes[0] for passes in member_passes]
     draws = [one for passes in member_passes for one in passes[1:]]
     draws_from = len(greedy) if len(draws) >= 2 else 0

@@ -17,7 +17,7 @@ from bapjax.decoding.settings import DecodeSettings
 from bapjax.evaluation import evaluator
 
 CHOICE_FIELDS = ("stop_rule", "stop_threshold")  # what decode.json always keeps of the chosen decoding
-SAMPLING_FIELDS = ("samples", "temperature", "cost", "rules")  # and those of these a choice with draws has
+SAMPLING_FIELDS = ("samples", "temperature", "rules")  # and those of these a choice with draws has
 COSTS = (0.075, 0.1, 0.125, 0.15, 0.2)  # "select"'s costs per action tried on val by default
 THRESHOLDS = (0.1, 0.125, 0.15, 0.175, 0.2, 0.25)  # "vote"'s shares of the draws tried on val by default
 
@@ -61,8 +61,8 @@ def choose_decoding(decoder, params, val_items, eval_config, chosen_on: str = "v
                                samples=int(eval_config.samples), temperature=float(temperature))
         drawn = decoder.candidates(params, val_items, sampled)
         for cost in eval_config.costs:
-            settings = sampled.replace(cost=float(cost))
-            score(settings, decode.select(drawn, settings))
+            settings = sampled.at_cost(float(cost))
+            score(settings, decode.select(drawn, settings, val_items))
     if int(eval_config.vote_samples):
         voted = base.replace(stop_rule=greedy_best["stop_rule"], stop_threshold=greedy_best["stop_threshold"],
                              samples=int(eval_config.vote_samples), temperature=float(eval_config.vote_temperature))
@@ -87,10 +87,7 @@ def choose_decoding(decoder, params, val_items, eval_config, chosen_on: str = "v
 def _val_row(settings: DecodeSettings, headline: dict) -> dict:
     """A decoding tried on val, as decode.json's "candidates" list it: its settings and scores
     (`headline`: `evaluator.headline` of its val report)."""
-    sampled = {}
-    if settings.samples:
-        sampled = ({"temperature": settings.temperature, "rules": settings.rules_json()} if settings.rules
-                   else {"temperature": settings.temperature, "cost": settings.cost})
+    sampled = {"temperature": settings.temperature, "rules": settings.rules_json()} if settings.samples else {}
     return {"stop_rule": settings.stop_rule, "stop_threshold": settings.stop_threshold,
             "samples": settings.samples, **sampled,
             "val_overall_micro_f1": headline["micro_overall"],

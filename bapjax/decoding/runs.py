@@ -1,8 +1,9 @@
 """Decoding trained models over this host's devices: `Evaluator` (a model's params, as a training
-run's evals and final evaluation decode and score them), `RunDecoder` (a loaded run with its own
-decoding settings and compiled decoders, kept for many calls: `bapjax.predict`, `bapjax.play`, the
-report), and an ensemble's members (`member_passes`: a run's greedy pass and draws; `member_alone`:
-its own decoding from them), pooled and combined by `bapjax.decoding.mbr`.
+run's evals and final evaluation decode and score them, and its decoding chosen on val),
+`RunDecoder` (a loaded run with its own decoding settings and compiled decoders, kept for many
+calls: `bapjax.predict`, `bapjax.play`, the report; its passes and its own choice among them), and
+`Ensemble` (several loaded runs' passes pooled per item, the rules per kind of board chosen on val
+or fixed, then applied: `bapjax.ensemble`; a run's own vote is the same choice over one run's pool).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import jax
 
 from bapjax import sharding
 from bapjax.data import input_pipeline
-from bapjax.decoding import decode
+from bapjax.decoding import decode, mbr, on_val
 from bapjax.decoding.settings import Decoder, Decoders, DecodeSettings
 from bapjax.evaluation import evaluator
 from bapjax.world import grid as G
@@ -52,6 +53,12 @@ class Evaluator:
             predictions_path.write_text(jsonl.predictions_jsonl(predictions))
         return evaluator.evaluate_predictions(items, predictions, drop_infeasible=False)
 
+    def choose(self, params, val_items, eval_config, chosen_on: str = "val", log_fn=None) -> dict:
+        """The decoding chosen on `val_items` (`on_val.choose_decoding`), as the run writes it to
+        decode.json; `log_fn(message, *args)` hears a line per decoding tried (default: stderr)."""
+        kwargs = {} if log_fn is None else {"log_fn": log_fn}
+        return on_val.choose_decoding(self, params, val_items, eval_config, chosen_on=chosen_on, **kwargs)
+
 
 @dataclasses.dataclass
 class RunDecoder:
@@ -77,9 +84,10 @@ class RunDecoder:
         without a length head)."""
         mesh = sharding.data_mesh(jax.local_devices())
         decoders = Decoders(run.model, mesh)
-        if overrides.get("cost") is not None:
-            overrides["rules"] = ()
+        cost = overrides.pop("cost", None)
         settings = settings.replace(**overrides)
+        if cost is not None:
+            settings = settings.at_cost(cost)
         decoders(settings)
         return cls(run, settings, input_pipeline.FeatureConfig.from_config(run.config), decoders, mesh,
                    sharding.replicate(run.params, mesh))
@@ -110,27 +118,65 @@ class RunDecoder:
         return decode.predict_items(run.model, self.params, items, run.vocab, self.feature_config, self.settings,
                                     lengths=lengths, sample=sample, decode_fn=self.decode_fn, mesh=self.mesh)
 
+    def passes(self, items: list, samples: int | None = None, temperature: float | None = None,
+               progress: bool = False, sampler: str | None = None, first_draw: int = 0) -> list[dict]:
+        """[greedy, draw f, ..., draw f+K-1] of `items`, decoded with the run's own settings;
+        `samples` (K), `temperature` and `sampler` (when not None) replace its number of draws, their
+        temperature and how they pick actions; `first_draw` (f) picks another set of draws (draw k
+        is the same whatever the others, `decode.candidates`). A run that chose greedy decoding on
+        val has no temperature of its own: its draws take the first of its config.eval.temperatures."""
+        if temperature is None and self.settings.samples == 0:
+            temperature = float(self.run.config.eval.temperatures[0])
+        settings = self.settings.replace(samples=samples, temperature=temperature, sampler=sampler)
+        run = self.run
+        return decode.candidates(run.model, self.params, items, run.vocab, self.feature_config, settings,
+                                 decode_fn=self.decode_fn_for(settings), mesh=self.mesh, progress=progress,
+                                 first_draw=first_draw)
 
-def member_passes(decoder, items: list, samples: int | None = None, temperature: float | None = None,
-                  progress: bool = False, sampler: str | None = None, first_draw: int = 0) -> list[dict]:
-    """[greedy, draw f, ..., draw f+K-1] of `items` by one member (a `RunDecoder`), decoded with its
-    own settings; `samples` (K), `temperature` and `sampler` (when not None) replace its number of
-    draws, their temperature and how they pick actions; `first_draw` (f) picks another set of draws
-    (draw k is the same whatever the others, `decode.candidates`). A member that chose greedy
-    decoding on val has no temperature of its own: its draws take the first of its
-    config.eval.temperatures."""
-    if temperature is None and decoder.settings.samples == 0:
-        temperature = float(decoder.run.config.eval.temperatures[0])
-    settings = decoder.settings.replace(samples=samples, temperature=temperature, sampler=sampler)
-    run = decoder.run
-    return decode.candidates(run.model, decoder.params, items, run.vocab, decoder.feature_config, settings,
-                             decode_fn=decoder.decode_fn_for(settings), mesh=decoder.mesh, progress=progress,
-                             first_draw=first_draw)
+    def alone(self, passes: list[dict], items: list) -> dict[str, list[G.Action]]:
+        """The run's predictions of `items` from its `passes`, as it decodes alone (`decode.select`
+        at its own settings; draw k is the same whatever the number of draws, so this is exactly its
+        own decoding when the passes hold at least its number of draws, at its temperature)."""
+        return decode.select(passes, self.settings, items)
 
 
-def member_alone(decoder, passes: list[dict], items: list) -> dict[str, list[G.Action]]:
-    """A member's predictions of `items` from its `member_passes`, as it decodes alone
-    (`decode.select` at its own settings; draw k is the same whatever the number of draws, so this
-    is exactly its own decoding when the passes hold at least its number of draws, at its
-    temperature)."""
-    return decode.select(passes, decoder.settings, items)
+@dataclasses.dataclass
+class Ensemble:
+    """Loaded runs (`RunDecoder`s) decoded together: each member's greedy pass and draws (`passes`,
+    with the draws' settings here: None keeps each member's own) pooled per item (`pool`), the rules
+    per kind of board chosen on val or fixed beforehand (`choose`), and applied (`predict`). A run
+    is an ensemble of one: its own vote is `choose` over its one pool (`on_val.choose_decoding`)."""
+
+    members: list
+    samples: int | None = None
+    temperature: float | None = None
+    sampler: str | None = None
+    first_draw: int = 0
+
+    def pool(self, items: list, log_fn=None):
+        """(`mbr.Pool` of every member's passes of `items` and its own decoding, [each member's
+        scores decoded alone, `on_val.score`]); `log_fn(i, passes, score)` after each member."""
+        passes, own, scores = [], [], []
+        for i, member in enumerate(self.members):
+            passes.append(member.passes(items, self.samples, self.temperature, sampler=self.sampler,
+                                        first_draw=self.first_draw))
+            own.append(member.alone(passes[-1], items))
+            scores.append(on_val.score(items, own[-1]))
+            if log_fn is not None:
+                log_fn(i, len(passes[-1]), scores[-1])
+        return mbr.pool(passes, own), scores
+
+    @staticmethod
+    def choose(pooled, items: list, costs, thresholds, rules: dict | None = None) -> dict:
+        """The rules per kind of board: chosen on `items` (val) among "select" at each of `costs`,
+        "vote" at each of `thresholds` and "members" at each m (`on_val.choose_combination`), or
+        `rules` fixed beforehand ({"EB": (rule, value), "NEB": ...}), scored on them where `pooled`
+        is not None (`on_val.fixed_combination`)."""
+        if rules is None:
+            return on_val.choose_combination(pooled, items, costs, thresholds)
+        return on_val.fixed_combination(pooled, items, rules)
+
+    @staticmethod
+    def predict(pooled, choice: dict, items: list) -> dict[str, list[G.Action]]:
+        """Predictions of `items` from the pooled passes by the rules `choose` returned."""
+        return mbr.combine_chosen(pooled, choice, items)

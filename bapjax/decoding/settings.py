@@ -18,15 +18,19 @@ from bapjax.decoding.kernel import LEGACY_SAMPLER, SAMPLERS, check_stop_rule, de
 from bapjax.errors import UserError
 from bapjax.models.builder import BuilderModel
 
+DEFAULT_COST = 0.1  # "select"'s cost per predicted action where nothing chose one
+
 
 @dataclasses.dataclass(frozen=True)
 class DecodeSettings:
-    """How a run decodes, from config.eval (`from_eval_config`) to the kernel (`decode_pool`): its
-    length limits, pool size, STOP rule and, with `samples` > 0, minimum-Bayes-risk selection among
-    the greedy decoding and `samples` draws at `temperature` with `cost` per predicted action
-    (`bapjax.decoding.mbr`), or, with `rules`, one rule per kind of board (`mbr.BOARDS` order:
-    (rule, value) pairs of `mbr.combine_item`, "select" at a cost or "vote" at a share of the draws);
-    checked on construction. A run's own settings are
+    """How a run decodes, from config.eval (`from_eval_config`) to the kernel (`decode_pool`), in
+    two visible parts, checked on construction. What to decode: its length limits, pool size and
+    STOP rule, and the greedy pass alone (`samples` 0) or with `samples` draws at `temperature`
+    picked by `sampler`. How one prediction is picked from the greedy pass and its draws: `rules`,
+    one (rule, value) per kind of board (`mbr.BOARDS` order, `mbr.combine_item`'s rules: "select"
+    at a cost per predicted action, the minimum-Bayes-risk selection, or "vote" at a share of the
+    draws; `select_at(cost)`: "select" at one cost on every board); without draws the greedy pass
+    is the prediction. A run's own settings are
     `bapjax.training.run_eval.run_decode_settings` (config.eval with the decoding the run chose on
     val, `chosen`)."""
 
@@ -37,16 +41,15 @@ class DecodeSettings:
     stop_threshold: float = 0.5
     samples: int = 0
     temperature: float = 1.0
-    cost: float = 0.1
     sampler: str = SAMPLERS[0]
-    rules: tuple = ()  # ((rule, value) for the items on an empty board, (rule, value) for the others) or ()
+    rules: tuple = (("select", DEFAULT_COST),) * len(mbr.BOARDS)  # (rule, value) for EB items, then NEB
 
     def __post_init__(self):
         check_stop_rule(self.stop_rule, self.stop_threshold)
         if self.max_actions < 1 or not 0 <= self.min_actions <= self.max_actions or self.slots < 1:
             raise ValueError(f"decoding needs max_actions >= 1, 0 <= min_actions <= max_actions and slots >= 1, "
                              f"got {self.max_actions}, {self.min_actions}, {self.slots}")
-        check_sampling(self.samples, self.temperature, self.cost)
+        check_sampling(self.samples, self.temperature)
         if self.sampler not in SAMPLERS:
             raise ValueError(f"the sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
         check_rules(self.rules)
@@ -61,7 +64,7 @@ class DecodeSettings:
     def describe(self) -> str:
         """"STOP rule <rule>, threshold <t>" and, with samples, how the decoding chooses among draws."""
         return f"STOP rule {self.stop_rule}, threshold {self.stop_threshold:g}" + describe_sampling(
-            self.samples, self.temperature, self.cost, self.rules)
+            self.samples, self.temperature, self.rules)
 
     def replace(self, **changes) -> "DecodeSettings":
         """A copy with the given fields changed; a None value keeps the field."""
@@ -72,7 +75,7 @@ class DecodeSettings:
         does not depend on (the number of draws, the selection cost): settings with equal programs
         share one `compiled_decoder`, so choosing a threshold on val compiles one decoder per STOP rule."""
         return dataclasses.replace(self, stop_threshold=DecodeSettings.stop_threshold, samples=0,
-                                   cost=DecodeSettings.cost, rules=())
+                                   rules=DecodeSettings.rules)
 
     def compiled_decoder(self, model: BuilderModel, mesh=None):
         """The jitted `(params, batch, lengths, sample_keys, stop_threshold) -> ids` of these
@@ -109,22 +112,80 @@ class DecodeSettings:
 
     def chosen(self, choice: dict | None) -> "DecodeSettings":
         """These settings with a run's choice on val (decode.json's `stop_rule`, `stop_threshold`
-        and, if it chose sampling, `samples`, `temperature` and `cost`, or `rules` {"EB": {"rule",
-        "value"}, "NEB": {...}} instead of the cost; without them: greedy; its `sampler`, or
-        `LEGACY_SAMPLER` for a file written before it was recorded, so a run's draws stay the ones
-        it chose with); None: unchanged."""
+        and, if it chose sampling, `samples`, `temperature` and `rules` {"EB": {"rule", "value"},
+        "NEB": {...}}, or in a file written before rules per board, `cost`: "select" at it on every
+        board; without them: greedy; its `sampler`, or `LEGACY_SAMPLER` for a file written before
+        it was recorded, so a run's draws stay the ones it chose with); None: unchanged."""
         if choice is None:
             return self
-        rules = choice.get("rules")
         return dataclasses.replace(
             self, stop_rule=choice["stop_rule"], stop_threshold=float(choice["stop_threshold"]),
             samples=int(choice.get("samples", 0)), temperature=float(choice.get("temperature", self.temperature)),
-            cost=float(choice.get("cost", self.cost)), sampler=str(choice.get("sampler", LEGACY_SAMPLER)),
-            rules=rules_from_json(rules) if rules else ())
+            sampler=str(choice.get("sampler", LEGACY_SAMPLER)), rules=choice_rules(choice, self.rules))
+
+    def at_cost(self, cost: float) -> "DecodeSettings":
+        """A copy picking by "select" at `cost` per predicted action on every kind of board."""
+        return dataclasses.replace(self, rules=select_at(cost))
 
     def rules_json(self) -> dict:
         """`rules` as decode.json keeps them: {"EB": {"rule", "value"}, "NEB": {...}}."""
         return {kind: {"rule": rule, "value": value} for kind, (rule, value) in zip(mbr.BOARDS, self.rules)}
+
+    @staticmethod
+    def describe_choice(choice: dict) -> str:
+        """"<STOP rule> at <threshold>" and, with draws, how one prediction is picked from them: a
+        decode.json (`bapjax.decoding.on_val.choose_decoding`'s result, old files included) in words."""
+        sampled = describe_sampling(choice.get("samples", 0), choice.get("temperature"),
+                                    choice_rules(choice, DecodeSettings.rules))
+        return f"{choice['stop_rule']} at {choice['stop_threshold']}{sampled}"
+
+    @staticmethod
+    def check_flags(samples: int | None = None, temperature: float | None = None, cost: float | None = None,
+                    stop_rule: str | None = None, stop_threshold: float | None = None) -> None:
+        """A command's decoding flags (None: not given, the run's own): `--samples`, `--temperature`
+        and `--cost` by `check_sampling`'s rule, `--stop_rule`/`--stop_threshold` by
+        `kernel.check_stop_rule`'s; a broken rule is one UserError naming the flag at fault."""
+        for name, value, args in (("samples", samples, (samples, 1.0)), ("temperature", temperature, (0, temperature)),
+                                  ("cost", cost, (0, 1.0, cost))):
+            if value is not None:
+                try:
+                    check_sampling(*args)
+                except ValueError as err:
+                    raise UserError(f"--{name}: {err}") from None
+        if stop_rule is not None or stop_threshold is not None:
+            try:
+                check_stop_rule(stop_rule or "argmax", 0.5 if stop_threshold is None else stop_threshold)
+            except ValueError as err:
+                raise UserError(f"--stop_rule/--stop_threshold: {err}") from None
+
+    @staticmethod
+    def eval_checks(eval_config, model=None) -> list:
+        """config.eval's decoding fields, each with the check that owns it: [(field, thunk)], a thunk
+        raising ValueError for a value out of its range (`model`: the run's, for the STOP rule
+        "length"'s length head). The training config's validation runs them and names the field."""
+        ec = eval_config
+        return [
+            ("eval", lambda: DecodeSettings.from_eval_config(ec)),
+            ("eval.stop_rule", lambda: check_stop_rule(ec.stop_rule, ec.stop_threshold, model)),
+            ("eval.stop_thresholds", lambda: [check_stop_rule("mass", t) for t in ec.stop_thresholds]),
+            ("eval.length_quantiles", lambda: [check_stop_rule("length", q) for q in ec.length_quantiles]),
+            ("eval.samples", lambda: check_sampling(ec.samples, 1.0)),
+            ("eval.temperatures", lambda: [check_sampling(0, t) for t in ec.temperatures]),
+            ("eval.costs", lambda: [check_sampling(0, 1.0, c) for c in ec.costs]),
+            ("eval.vote_samples", lambda: check_sampling(ec.vote_samples, 1.0)),
+            ("eval.vote_temperature", lambda: check_sampling(0, ec.vote_temperature)),
+            ("eval.vote_rules", lambda: mbr.run_vote_rules(ec.vote_rules)),
+        ]
+
+    @staticmethod
+    def parse_rules(texts, members: int | None = None) -> dict:
+        """Two rules written RULE:VALUE (`--rules`), for the items on an empty board and then for the
+        others, as {"EB": (rule, value), "NEB": (rule, value)} (`mbr.parse_rules`: checked against
+        an ensemble of `members` runs; None: a run's own draws); UserError naming the text at fault."""
+        try:
+            return mbr.parse_rules(texts, members)
+        except ValueError as err:
+            raise UserError(f"--rules {err}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,15 +219,25 @@ class Decoders:
         return settings.decode_fn(self.model, self.mesh, compiled=self._compiled[key])
 
 
-def describe_sampling(samples: int, temperature: float, cost: float, rules: tuple = ()) -> str:
-    """", best of greedy and K draws at temperature T (cost C per action)", with `rules` ", greedy
-    and K draws at temperature T, EB <rule> <value>, NEB <rule> <value>", or "" without draws."""
+def describe_sampling(samples: int, temperature: float, rules: tuple) -> str:
+    """", greedy and K draws at temperature T, EB <rule> <value>, NEB <rule> <value>", or "" without draws."""
     if not samples:
         return ""
-    if rules:
-        return f", greedy and {samples} draws at temperature {temperature:g}, " + ", ".join(
-            f"{kind} {rule} {value:g}" for kind, (rule, value) in zip(mbr.BOARDS, rules))
-    return f", best of greedy and {samples} draws at temperature {temperature:g} (cost {cost:g} per action)"
+    return f", greedy and {samples} draws at temperature {temperature:g}, " + ", ".join(
+        f"{kind} {rule} {value:g}" for kind, (rule, value) in zip(mbr.BOARDS, rules))
+
+
+def select_at(cost: float) -> tuple:
+    """The rules per board of "select" at `cost` per predicted action on every kind of board."""
+    return (("select", float(cost)),) * len(mbr.BOARDS)
+
+
+def choice_rules(choice: dict, default: tuple) -> tuple:
+    """The rules per board of a decode.json choice (or candidate row): its "rules", or in a file
+    written before rules per board, "select" at its "cost"; `default` where it has neither (greedy)."""
+    if choice.get("rules"):
+        return rules_from_json(choice["rules"])
+    return select_at(choice["cost"]) if "cost" in choice else default
 
 
 def rules_from_json(rules: dict) -> tuple:
@@ -175,9 +246,9 @@ def rules_from_json(rules: dict) -> tuple:
 
 
 def check_rules(rules: tuple) -> None:
-    """The one check of `DecodeSettings.rules`: empty, or a (rule, value) per kind of board
-    (`mbr.BOARDS`), each `mbr.check_rule`'s: ValueError. (Without draws they are not used.)"""
-    if rules and (len(rules) != len(mbr.BOARDS) or any(len(pair) != 2 for pair in rules)):
+    """The one check of `DecodeSettings.rules`: a (rule, value) per kind of board (`mbr.BOARDS`),
+    each `mbr.check_rule`'s: ValueError. (Without draws they are not used.)"""
+    if len(rules) != len(mbr.BOARDS) or any(len(pair) != 2 for pair in rules):
         raise ValueError(f"the rules per board must be one (rule, value) per kind of board "
                          f"({', '.join(mbr.BOARDS)}), got {rules!r}")
     for rule, value in rules:
@@ -193,16 +264,3 @@ def check_sampling(samples: int, temperature: float, cost: float | None = None) 
         raise ValueError(f"the sampling temperature must be > 0, got {temperature!r}")
     if cost is not None and not 0.0 <= float(cost) < 1.0:
         raise ValueError(f"the cost per predicted action must be in [0, 1), got {cost!r}")
-
-
-def check_sampling_flags(samples: int | None = None, temperature: float | None = None,
-                         cost: float | None = None) -> None:
-    """A command's `--samples`, `--temperature` and `--cost` (None: not given, the run's own):
-    `check_sampling`'s rule, broken as one UserError naming the flag that breaks it."""
-    for name, value, args in (("samples", samples, (samples, 1.0)), ("temperature", temperature, (0, temperature)),
-                              ("cost", cost, (0, 1.0, cost))):
-        if value is not None:
-            try:
-                check_sampling(*args)
-            except ValueError as err:
-                raise UserError(f"--{name}: {err}") from None

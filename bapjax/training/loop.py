@@ -33,9 +33,7 @@ from jax.experimental import multihost_utils
 
 from bapjax import cli, sharding
 from bapjax.data import curriculum, input_pipeline, sources
-from bapjax.decoding import on_val
-from bapjax.decoding.runs import Evaluator
-from bapjax.decoding.settings import DecodeSettings
+from bapjax.decoding import DecodeSettings, Evaluator
 from bapjax.errors import NonFiniteLoss, PeerLost, RunFailure, UserError
 from bapjax.models import builder
 from bapjax.paths import cache_root, resolve_path, workdir_path
@@ -617,7 +615,7 @@ class TrainingRun:
     def final_evaluation(self) -> dict:
         """The best checkpoint (by `train.select_by`, else the last state) decoded as `bapjax.predict`
         decodes a run (`run_eval.run_decode_settings`), after choosing its STOP rule and sampling on
-        val (`on_val.choose_decoding`, kept in decode.json); the reports go to final_eval.json,
+        val (`Evaluator.choose`, kept in decode.json); the reports go to final_eval.json,
         the predictions to predictions/<source>_<split>.jsonl."""
         ec = self.config.eval
         params = checkpoints.evaluation_params(self.state)
@@ -628,8 +626,8 @@ class TrainingRun:
             return results
         stop_val_items = self.stop_rule_val_items()
         if len(ec.stop_thresholds) and stop_val_items:
-            choice = on_val.choose_decoding(self.evaluator, params, stop_val_items, ec, log_fn=log,
-                                            chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")
+            choice = self.evaluator.choose(params, stop_val_items, ec, log_fn=log,
+                                           chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")
             run_eval.write_decode_choice(self.workdir, choice)
         else:  # nothing to choose on: the choice of an earlier final evaluation of this run, if any
             choice = run_eval.read_decode_choice(self.workdir)

@@ -18,8 +18,7 @@ from etils import epath
 
 from bapjax import sharding
 from bapjax.data import curriculum, input_pipeline, sources
-from bapjax.decoding import kernel, mbr
-from bapjax.decoding.settings import DecodeSettings, check_sampling
+from bapjax.decoding import DecodeSettings
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.paths import REPO_ROOT
@@ -75,17 +74,7 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
     builder.parts_of(config.model)  # ModelConfigError naming an unknown field or an out-of-range value
     owners = [
         ("features", lambda: input_pipeline.FeatureConfig.from_config(config)),
-        ("eval", lambda: DecodeSettings.from_eval_config(ec)),
-        ("eval.stop_rule", lambda: kernel.check_stop_rule(ec.stop_rule, ec.stop_threshold,
-                                                          builder.build_model(config.model, vocab_size=1))),
-        ("eval.stop_thresholds", lambda: [kernel.check_stop_rule("mass", t) for t in ec.stop_thresholds]),
-        ("eval.length_quantiles", lambda: [kernel.check_stop_rule("length", q) for q in ec.length_quantiles]),
-        ("eval.samples", lambda: check_sampling(ec.samples, 1.0)),
-        ("eval.temperatures", lambda: [check_sampling(0, t) for t in ec.temperatures]),
-        ("eval.costs", lambda: [check_sampling(0, 1.0, c) for c in ec.costs]),
-        ("eval.vote_samples", lambda: check_sampling(ec.vote_samples, 1.0)),
-        ("eval.vote_temperature", lambda: check_sampling(0, ec.vote_temperature)),
-        ("eval.vote_rules", lambda: mbr.run_vote_rules(ec.vote_rules)),
+        *DecodeSettings.eval_checks(ec, builder.build_model(config.model, vocab_size=1)),
         ("train", lambda: optimizer.make_optimizer(tc, total_steps=1)),
         ("curriculum", lambda: curriculum.check_section(config.curriculum)),
     ]

@@ -8,17 +8,15 @@ from __future__ import annotations
 import json
 
 from bapjax import sharding
-from bapjax.decoding.on_val import CHOICE_FIELDS
-from bapjax.decoding.runs import RunDecoder
-from bapjax.decoding.settings import DecodeSettings
+from bapjax.decoding import CHOICE_FIELDS, DecodeSettings, RunDecoder
 from bapjax.errors import UserError
 from bapjax.training import checkpoints, run_checks
 
-DECODE_SETTINGS = "decode.json"  # in a run's workdir: the decoding chosen on val (`bapjax.decoding.on_val`)
+DECODE_SETTINGS = "decode.json"  # in a run's workdir: the decoding chosen on val (`bapjax.decoding.Evaluator.choose`)
 
 
 def read_decode_choice(run_dir) -> dict | None:
-    """<run_dir>/decode.json (the decoding the run chose on val, `bapjax.decoding.on_val.choose_decoding`), or
+    """<run_dir>/decode.json (the decoding the run chose on val, `bapjax.decoding.Evaluator.choose`), or
     None where the run has none: the one reader of the file."""
     if not (run_dir / DECODE_SETTINGS).exists():
         return None
@@ -26,7 +24,7 @@ def read_decode_choice(run_dir) -> dict | None:
 
 
 def write_decode_choice(workdir, choice: dict) -> None:
-    """<workdir>/decode.json: `choice` as `bapjax.decoding.on_val.choose_decoding` returns it."""
+    """<workdir>/decode.json: `choice` as `bapjax.decoding.Evaluator.choose` returns it."""
     (workdir / DECODE_SETTINGS).write_text(json.dumps(choice, indent=1))
 
 

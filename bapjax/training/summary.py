@@ -11,7 +11,7 @@ from typing import Mapping
 from etils import epath
 
 from bapjax.data import sources
-from bapjax.decoding.settings import describe_sampling, rules_from_json
+from bapjax.decoding import DecodeSettings
 from bapjax.training import run_checks, run_eval
 
 
@@ -45,10 +45,7 @@ def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[s
             if best is not None else f"the last state, step {steps} (no val split to choose by)")
     chosen = run_eval.read_decode_choice(workdir)
     if chosen is not None:
-        sampled = describe_sampling(chosen.get("samples", 0), chosen.get("temperature"), chosen.get("cost"),
-                                           rules_from_json(chosen["rules"]) if chosen.get("rules") else ())
-        rule = (f"{chosen['stop_rule']} at {chosen['stop_threshold']}{sampled} "
-                f"(chosen on {chosen.get('chosen_on', 'val')})")
+        rule = f"{DecodeSettings.describe_choice(chosen)} (chosen on {chosen.get('chosen_on', 'val')})"
     else:
         rule = f"{config['eval']['stop_rule']} at {config['eval']['stop_threshold']} (the config's)"
     scores = ", ".join(f"{key.replace('_test', '')} {100 * report['micro']['Overall']['overall']:.1f}"
