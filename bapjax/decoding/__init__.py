@@ -1,6 +1,7 @@
 """Decoding: from a trained model's params to predicted action sequences, and the choice among them.
 
-- `kernel`: the jitted slot pool (`decode_pool`: greedy, forced lengths, draws keyed by item id).
+- `kernel`: the jitted slot pool (`decode_pool` in a `Mode`: the STOP rule or draws keyed by item id,
+  forced lengths, teacher forcing).
 - `settings`: `DecodeSettings`, a decoding from config.eval and decode.json to the kernel, and its
   compiled decoders; the one check of each of its parts.
 - `decode`: passes over BapItems (one pass, K draws decoded together, the greedy pass and its draws)
