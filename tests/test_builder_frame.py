@@ -201,10 +201,13 @@ def test_predict_items_returns_world_coordinates(mdc_corpus):
 
     settings = DecodeSettings(fc.num_action_slots, 0, 4)
 
-    def teacher(params, batch):  # follows the framed references (one call: rows in order, then padding)
+    def teacher(params, batch, mode):  # follows the framed references (one call: rows in order, then padding)
+        assert mode == kernel.GREEDY  # what predict_items asks for without lengths or a draw
         n = batch["weight"].shape[0]
         rows = np.concatenate([np.arange(len(items)), np.full(n - len(items), features.padding_row)])
-        return kernel.decode_pool(model, params, batch, settings, teacher_actions=features.actions[rows])
+        ids, _ = kernel.decode_pool(model, params, batch, settings, kernel.Mode(teacher=True),
+                                    teacher_actions=features.actions[rows])
+        return ids
 
     forced = decode.predict_items(model, params, items, vocab, fc, settings, decode_fn=teacher,
                                   features=features, items_per_call=len(items))

@@ -24,6 +24,7 @@ def _batch(grids, rng):
         "grid": np.stack(grids).astype(np.int8),
         "recent_cells": np.full((n, 4), -1, np.int32),
         "pose": np.concatenate([rng.uniform(-6, 6, (n, 3)), rng.uniform(-180, 180, (n, 2))], 1).astype(np.float32),
+        "weight": np.ones(n, np.float32),
     }
 
 
@@ -114,12 +115,49 @@ def test_a_forced_length_decodes_exactly_that_many_actions():
     for stop_bias in (-1e4, 1e4):  # the model never stops / always stops
         params = _biased_params(model, 0, 0)
         params["stop_out"]["bias"] = params["stop_out"]["bias"] + stop_bias + 5.0
-        ids = np.asarray(fn(params, batch, lengths=lengths))
+        ids = np.asarray(fn(params, batch, kernel.Mode(forced=True), lengths=lengths))
         decoded = [int((row < G.NUM_ACTIONS).sum()) for row in ids]
         unforced = 6 if stop_bias < 0 else 0
         assert decoded == [1, 3, unforced, 6], (stop_bias, decoded)
         for grid, row in zip(batch["grid"], ids):
             _check_feasible(grid, row)
+
+
+def test_the_arrays_passed_must_be_the_modes():
+    """`decode_pool` (and a compiled decoder) takes each optional array exactly when its `Mode`
+    says so, in the mode's shape (keys [N, K, 2] with K the draws), else a ValueError names it; a
+    teacher-forced mode takes no draws; the batch's `weight` is required."""
+    rng = np.random.default_rng(5)
+    model = flat_model(**TINY)
+    params = builder.init_params(model, jax.random.PRNGKey(0))
+    batch = _batch(_grids(rng), rng)  # 4 rows
+    settings = DecodeSettings(3, 0, 4)
+    fn = settings.decode_fn(model)
+    keys, lengths = np.zeros((4, 3, 2), np.uint32), np.ones(4, np.int32)
+    for mode, arrays, name in [(kernel.Mode(draws=2), {"sample_keys": keys}, "sample_keys must be"),
+                               (kernel.Mode(draws=1), {"sample_keys": keys[:, 0]}, "sample_keys must be"),
+                               (kernel.Mode(draws=3), {}, "needs sample_keys"),
+                               (kernel.GREEDY, {"sample_keys": keys}, "takes no sample_keys"),
+                               (kernel.Mode(forced=True), {}, "needs lengths"),
+                               (kernel.Mode(forced=True), {"lengths": lengths[:3]}, "lengths must be"),
+                               (kernel.GREEDY, {"lengths": lengths}, "takes no lengths")]:
+        with pytest.raises(ValueError, match=name):
+            fn(params, batch, mode, **arrays)
+        with pytest.raises(ValueError, match=name):
+            kernel.decode_pool(model, params, batch, settings, mode, **arrays)
+    with pytest.raises(ValueError, match="teacher_actions must be"):  # shorter than max_actions
+        kernel.decode_pool(model, params, batch, settings, kernel.Mode(teacher=True),
+                           teacher_actions=np.zeros((4, 2), np.int32))
+    with pytest.raises(ValueError, match="takes no teacher_actions"):
+        kernel.decode_pool(model, params, batch, settings, teacher_actions=np.zeros((4, 3), np.int32))
+    with pytest.raises(ValueError, match="needs teacher_actions"):
+        fn(params, batch, kernel.Mode(teacher=True))
+    with pytest.raises(ValueError, match="takes no draws"):
+        kernel.Mode(draws=1, teacher=True)
+    with pytest.raises(ValueError, match="int >= 0"):
+        kernel.Mode(draws=-1)
+    with pytest.raises(KeyError, match="weight"):
+        fn(params, {k: v for k, v in batch.items() if k != "weight"})
 
 
 def test_compiled_decoding_equals_a_plain_python_loop():
@@ -218,9 +256,9 @@ def test_decoding_sees_the_same_inputs_as_teacher_forcing(decoder, options, mdc_
     steps = fc.num_action_slots
     k = int(batch["action_mask"].sum())
     tf_logits, pack = model.apply({"params": params}, batch, k)
-    keys = ("text_tokens", "text_mask", "grid", "recent_cells", "pose")
+    keys = ("text_tokens", "text_mask", "grid", "recent_cells", "pose", "weight")
     ids, step_logits = kernel.decode_pool(model, params, {key: batch[key] for key in keys}, DecodeSettings(steps, 0, 2),
-                                          teacher_actions=batch["actions"], return_logits=True)
+                                          kernel.Mode(teacher=True), teacher_actions=batch["actions"])
     np.testing.assert_array_equal(np.asarray(ids)[batch["action_mask"]], batch["actions"][batch["action_mask"]])
     for row, (b, t) in enumerate(zip(np.asarray(pack["item"]), np.asarray(pack["step"]))):
         np.testing.assert_allclose(np.asarray(step_logits)[b, t], np.asarray(tf_logits)[row], rtol=1e-4, atol=1e-4)

@@ -34,21 +34,28 @@ def _model_params_batch(seed=0, rows=8):
     return model, params, batch
 
 
-def _keys(batch, sample):
-    """The keys of draw number `sample` for the batch's rows (items "g:0", "g:1", ...)."""
-    return kernel.sample_keys(sample, [f"g:{i}" for i in range(len(batch["grid"]))])
+def _keys(batch, *samples):
+    """The keys [N, K, 2] of draw numbers `samples` for the batch's rows (items "g:0", "g:1", ...)."""
+    return np.stack([kernel.sample_keys(sample, [f"g:{i}" for i in range(len(batch["grid"]))]) for sample in samples],
+                    axis=1)
+
+
+ONE_DRAW = kernel.Mode(draws=1)
 
 
 def test_draws_are_feasible_reproducible_and_independent_of_the_slots():
     model, params, batch = _model_params_batch()
     settings = DecodeSettings(8, 1, 8, temperature=1.0)
     fn = settings.decode_fn(model)
-    first = np.asarray(fn(params, batch, sample_keys=_keys(batch, 0)))
-    np.testing.assert_array_equal(first, np.asarray(fn(params, batch, sample_keys=_keys(batch, 0))))
+    first = np.asarray(fn(params, batch, ONE_DRAW, sample_keys=_keys(batch, 0)))
+    assert first.shape == (8, 1, 8)
+    first = first[:, 0]
+    np.testing.assert_array_equal(first, np.asarray(fn(params, batch, ONE_DRAW, sample_keys=_keys(batch, 0)))[:, 0])
     for slots in (1, 3):
-        few = np.asarray(settings.replace(slots=slots).decode_fn(model)(params, batch, sample_keys=_keys(batch, 0)))
-        np.testing.assert_array_equal(few, first)
-    other = np.asarray(fn(params, batch, sample_keys=_keys(batch, 1)))
+        few = np.asarray(settings.replace(slots=slots).decode_fn(model)(params, batch, ONE_DRAW,
+                                                                        sample_keys=_keys(batch, 0)))
+        np.testing.assert_array_equal(few[:, 0], first)
+    other = np.asarray(fn(params, batch, ONE_DRAW, sample_keys=_keys(batch, 1)))[:, 0]
     assert (other != first).any()  # another draw number draws other sequences
     greedy = np.asarray(fn(params, batch))
     assert (greedy != first).any()
@@ -63,40 +70,44 @@ def test_draws_are_feasible_reproducible_and_independent_of_the_slots():
                                                 "length")])
 def test_draws_decoded_together_equal_each_draw_decoded_alone(fields, stop_rule):
     """Keys [N, K, 2]: K draws per row in one pool reading the row's one encoding give, draw by
-    draw, the sequences of keys [N, 2] alone, whatever the slots; the padding rows (weight 0, last)
-    are left undecoded; forced lengths hold for every draw."""
+    draw, the sequences of one draw (`Mode(draws=1)`, keys [N, 1, 2]) alone, whatever the slots; the
+    padding rows (weight 0, last) are left undecoded; forced lengths hold for every draw."""
     rng = np.random.default_rng(4)
     model = flat_model(**TINY, **fields)
     params = _biased_params(model, 4, 0)
     params["stop_out"]["bias"] = params["stop_out"]["bias"] + 6.0  # a mix of lengths
     batch = _batch((_grids(rng) * 2)[:6], rng)
     batch["weight"] = np.array([1, 1, 1, 1, 1, 0], np.float32)
-    keys = np.stack([_keys(batch, k) for k in (0, 3, 9)], axis=1)
+    keys = _keys(batch, 0, 3, 9)
     settings = DecodeSettings(6, 1, 8, stop_rule, temperature=1.0)
-    alone = np.stack([np.asarray(settings.decode_fn(model)(params, batch, sample_keys=keys[:, k])) for k in range(3)],
-                     axis=1)
+    alone = np.concatenate([np.asarray(settings.decode_fn(model)(params, batch, ONE_DRAW, sample_keys=keys[:, k:k + 1]))
+                            for k in range(3)], axis=1)
     assert len({alone[:5, k].tobytes() for k in range(3)}) == 3  # the draws differ
     for slots in (8, 5, 2):
-        together = np.asarray(settings.replace(slots=slots).decode_fn(model)(params, batch, sample_keys=keys))
+        together = np.asarray(settings.replace(slots=slots).decode_fn(model)(params, batch, kernel.Mode(draws=3),
+                                                                             sample_keys=keys))
         assert together.shape == (6, 3, 6)
         np.testing.assert_array_equal(together[:5], alone[:5])
         assert (together[5] == G.STOP).all()
     lengths = np.array([1, 3, 0, 2, 4, 0], np.int32)
-    forced = np.asarray(settings.decode_fn(model)(params, batch, lengths=lengths, sample_keys=keys))
+    forced = np.asarray(settings.decode_fn(model)(params, batch, kernel.Mode(draws=3, forced=True), lengths=lengths,
+                                                  sample_keys=keys))
     for k in range(3):
         np.testing.assert_array_equal(
-            forced[:5, k], np.asarray(settings.decode_fn(model)(params, batch, lengths=lengths,
-                                                                sample_keys=keys[:, k]))[:5])
-    model_params = (model, params)
-    with pytest.raises(ValueError, match="several draws"):
-        kernel.decode_pool(*model_params, batch, settings, sample_keys=keys, return_logits=True)
+            forced[:5, k], np.asarray(settings.decode_fn(model)(params, batch, kernel.Mode(draws=1, forced=True),
+                                                                lengths=lengths, sample_keys=keys[:, k:k + 1]))[:5, 0])
+    with pytest.raises(ValueError, match="takes no draws"):
+        kernel.Mode(draws=3, teacher=True)
+    with pytest.raises(ValueError, match="takes no teacher_actions"):
+        kernel.decode_pool(model, params, batch, settings, kernel.Mode(draws=3), sample_keys=keys,
+                           teacher_actions=np.zeros((6, 6), np.int32))
 
 
 def test_a_near_zero_temperature_draws_the_greedy_argmax_sequence():
     model, params, batch = _model_params_batch(seed=1)
     greedy = np.asarray(DecodeSettings(6, 1, 8).decode_fn(model)(params, batch))
     cold = DecodeSettings(6, 1, 8, temperature=1e-6).decode_fn(model)
-    np.testing.assert_array_equal(np.asarray(cold(params, batch, sample_keys=_keys(batch, 5))), greedy)
+    np.testing.assert_array_equal(np.asarray(cold(params, batch, ONE_DRAW, sample_keys=_keys(batch, 5)))[:, 0], greedy)
 
 
 @pytest.mark.parametrize("sampler", kernel.SAMPLERS)
@@ -456,21 +467,23 @@ def test_draws_on_four_devices_equal_one_device():
         from bapjax.decoding import decode, kernel, mbr, on_val
         from bapjax.decoding.runs import Evaluator
         from bapjax.decoding.settings import DecodeSettings
-        from tests.test_mbr import _model_params_batch, _keys
+        from tests.test_mbr import ONE_DRAW, _model_params_batch, _keys
         model, params, batch = _model_params_batch(seed=2, rows=8)
         settings = DecodeSettings(6, 1, 8, temperature=1.0)
-        one = np.asarray(settings.decode_fn(model)(params, batch, sample_keys=_keys(batch, 7)))
+        one = np.asarray(settings.decode_fn(model)(params, batch, ONE_DRAW, sample_keys=_keys(batch, 7)))
         mesh = sharding.data_mesh()
         rows = sharding.host_batch_to_global(dict(batch, keys=_keys(batch, 7)), mesh)
         keys = rows.pop("keys")
-        four = np.asarray(settings.decode_fn(model, mesh)(sharding.replicate(params, mesh), rows, sample_keys=keys))
+        four = np.asarray(settings.decode_fn(model, mesh)(sharding.replicate(params, mesh), rows, ONE_DRAW,
+                                                          sample_keys=keys))
         np.testing.assert_array_equal(one, four)
-        keys3 = np.stack([_keys(batch, k) for k in (7, 8)], axis=1)  # two draws per row, decoded together
-        one3 = np.asarray(settings.decode_fn(model)(params, batch, sample_keys=keys3))
-        four3 = settings.decode_fn(model, mesh)(sharding.replicate(params, mesh), rows,
+        keys3 = _keys(batch, 7, 8)  # two draws per row, decoded together
+        two = kernel.Mode(draws=2)
+        one3 = np.asarray(settings.decode_fn(model)(params, batch, two, sample_keys=keys3))
+        four3 = settings.decode_fn(model, mesh)(sharding.replicate(params, mesh), rows, two,
                                                  sample_keys=sharding.host_batch_to_global({"k": keys3}, mesh)["k"])
         np.testing.assert_array_equal(one3, np.asarray(four3))
-        np.testing.assert_array_equal(one3[:, 0], one)
+        np.testing.assert_array_equal(one3[:, :1], one)
         print("OK")
     ''')
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")

@@ -13,7 +13,8 @@ this package to these names): four classes and the names of the choices' values.
 
 The modules, each one concept:
 
-- `kernel`: the jitted slot pool (`decode_pool`: greedy, forced lengths, draws keyed by item id).
+- `kernel`: the jitted slot pool (`decode_pool` in a `Mode`: the STOP rule or draws keyed by item id,
+  forced lengths, teacher forcing).
 - `settings`: `DecodeSettings` and its compiled decoders.
 - `decode`: passes over BapItems (one pass, K draws decoded together, the greedy pass and its draws)
   and what the settings predict from them.

@@ -14,7 +14,7 @@ import numpy as np
 from bapjax import cli, sharding
 from bapjax.data import input_pipeline
 from bapjax.decoding import mbr
-from bapjax.decoding.kernel import sample_keys
+from bapjax.decoding.kernel import Mode, sample_keys
 from bapjax.decoding.settings import DecodeSettings
 from bapjax.models import world_input
 from bapjax.models.builder import BuilderModel
@@ -70,11 +70,12 @@ def predict_items(model: BuilderModel, params, items: list, vocab, feature_confi
     `settings.slots` items decode at once (the pool's slots); each compiled call takes up to
     `items_per_call` items (default 16 x slots); the last call is padded only up to a multiple of
     the slots (padding rows still pay for text encoding), so a split compiles at most two shapes.
-    `decode_fn` (`settings.decode_fn(model, mesh)`, with the same mesh) saves compiling it again.
+    `decode_fn` (`settings.decode_fn(model, mesh)`, with the same mesh; called as
+    `(params, batch, mode, lengths=, sample_keys=)`, `settings.Decoder`) saves compiling it again.
     With `feature_config.builder_frame` the items are decoded in their Builder's frame and the
     predictions turned back: they are always in the items' (world) coordinates.
     """
-    draws = None if sample is None else [sample]
+    draws = [] if sample is None else [sample]
     passes = _decode(model, params, items, vocab, feature_config, settings, lengths=lengths, draws=draws,
                      decode_fn=decode_fn, mesh=mesh, features=features, items_per_call=items_per_call,
                      progress=progress)
@@ -98,23 +99,23 @@ def predict_draws(model: BuilderModel, params, items: list, vocab, feature_confi
 
 
 def _decode(model: BuilderModel, params, items: list, vocab, feature_config, settings: DecodeSettings, *,
-            lengths: dict[str, int] | None, draws: list[int] | None, decode_fn, mesh, features, items_per_call: int,
+            lengths: dict[str, int] | None, draws: list[int], decode_fn, mesh, features, items_per_call: int,
             progress: bool) -> list[dict[str, list[G.Action]]]:
-    """`predict_items` (`draws` None: greedy or forced lengths, one pass; one draw number: that
-    draw, keys [N, 2]) and `predict_draws` (several: keys [N, K, 2]): one pass per draw."""
+    """`predict_items` (no `draws`: the STOP rule, or forced `lengths`, one pass; one draw number:
+    that draw) and `predict_draws` (several): one pass per draw, decoded in the `Mode` of
+    K = len(draws) draws (K >= 1: keys [N, K, 2], ids [N, K, max_actions]), forced where `lengths`
+    are given."""
     devices = 1 if mesh is None else mesh.size
     decode_fn = decode_fn or settings.decode_fn(model, mesh)
-    keys = None
-    if draws is not None:
+    mode = Mode(draws=len(draws), forced=lengths is not None)
+    if mode.draws:
         ids = [item.item_id for item in items]
         keys = np.stack([sample_keys(k, ids) for k in draws], axis=1)  # [items, K, 2]
-        if len(draws) == 1:
-            keys = keys[:, 0]
     if features is None:
         features = input_pipeline.featurize_items(items, vocab, feature_config)
     unit = settings.slots * devices  # call sizes are multiples of this (equal rows per device)
     full_call = -(-(items_per_call or 16 * settings.slots) // unit) * unit
-    passes: list[dict[str, list[G.Action]]] = [{} for _ in range(len(draws) if draws else 1)]
+    passes: list[dict[str, list[G.Action]]] = [{} for _ in range(mode.per_row)]
     rule = cli.Progress(len(items))
     for lo in range(0, len(items), full_call):
         rows = np.arange(lo, min(lo + full_call, len(items)))
@@ -125,16 +126,16 @@ def _decode(model: BuilderModel, params, items: list, vocab, feature_config, set
         expanded = input_pipeline.expand_batch(features, table_rows, feature_config)
         batch = {k: expanded[k] for k in decode_keys(model)}
         call = {}
-        if lengths is not None:
+        if mode.forced:
             call["lengths"] = np.zeros(call_size, np.int32)
             call["lengths"][positions] = [int(lengths.get(items[row].item_id, 0)) for row in rows]
-        if keys is not None:
+        if mode.draws:
             call["sample_keys"] = np.zeros((call_size,) + keys.shape[1:], np.uint32)
             call["sample_keys"][positions] = keys[rows]
         if mesh is not None:
             batch, call = sharding.host_batch_to_global(batch, mesh), sharding.host_batch_to_global(call, mesh)
-        ids = np.asarray(decode_fn(params, batch, **call))
-        if ids.ndim == 2:
+        ids = np.asarray(decode_fn(params, batch, mode, **call))
+        if not mode.draws:  # [N, max_actions]: the one pass
             ids = ids[:, None]
         for row, position in zip(rows, positions):
             for one, sequence in zip(passes, ids[position]):

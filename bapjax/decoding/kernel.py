@@ -1,5 +1,7 @@
-"""The decoding kernel: a pool of slots, one compiled `lax.while_loop` over a set of items, greedy,
-with forced lengths, or sampled, each an explicit argument of `decode_pool`.
+"""The decoding kernel: a pool of slots, one compiled `lax.while_loop` over a set of items, in the
+`Mode` that `decode_pool` is given: one field per mode (K draws per item or the STOP rule, forced
+lengths, teacher forcing; `GREEDY`: none), static under jit; `Mode.check` checks that the arrays
+passed are the mode's.
 
 `slots` items decode at once. Each step embeds each slot's previous action, advances the decoder,
 encodes the slot's current world (colors and recent-action channel after the actions so far,
@@ -22,12 +24,14 @@ head's distribution (`length_quantile`, computed once per item before the loop) 
 actions favours STOP whenever the model is unsure *where* to build, which makes predictions short;
 a run chooses its rule on val after training (`bapjax.decoding.on_val`) and keeps it in its decode.json.
 
-The draws' keys are `sample_keys` (draw number and item id); `bapjax.decoding.settings` carries a
-decoding from config.eval to this kernel, `bapjax.decoding.decode` runs it over BapItems.
+A draw's keys are `sample_keys` (draw number and item id); `bapjax.decoding.settings` carries a
+decoding from config.eval to this kernel (its compiled decoders take the `Mode` as a static
+argument), `bapjax.decoding.decode` runs it over BapItems.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import zlib
 from typing import TYPE_CHECKING, Sequence
@@ -105,86 +109,122 @@ def sample_actions(keys: jax.Array, steps: jax.Array, logits: jax.Array, feasibl
     return jnp.where(total > 0, jnp.minimum(index, last), 0).astype(jnp.int32)
 
 
-def decode_pool(model: BuilderModel, params, batch: dict, settings: DecodeSettings, *,
-                lengths: jax.Array | None = None, sample_keys: jax.Array | None = None,
-                teacher_actions: jax.Array | None = None, return_logits: bool = False,
-                stop_threshold: jax.Array | None = None):
-    """Action ids [N, settings.max_actions] (padded with STOP) for the N rows of `batch` (the
-    pipeline's keys, `decode_keys`; rows with `weight` 0, if given, must come last and are not
-    decoded), with `settings.slots` slots. `stop_threshold` (a float32 scalar, e.g. traced) replaces
-    `settings.stop_threshold` (None: that one). Each row decodes in one of these modes:
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    """How `decode_pool` decodes (hashable: a static argument of a jitted decoder).
 
-    - greedy (the default): each step's action by `settings.stop_rule` (`choose_actions`); STOP is
+    - `draws` 0: each step's action chosen by the STOP rule; K >= 1: K sequences drawn per batch
+      row, `sample_keys` [N, K, 2] given, ids [N, K, max_actions] (K = 1 too).
+    - `forced`: `lengths` [N] (int) given, row i decoding exactly `lengths[i]` actions (0: the STOP
+      rule's length).
+    - `teacher`: `teacher_actions` [N, >= max_actions] followed, and the per-step logits returned
+      with the ids; not with draws.
+    """
+
+    draws: int = 0
+    forced: bool = False
+    teacher: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.draws, bool) or not isinstance(self.draws, int) or self.draws < 0:
+            raise ValueError(f"Mode.draws must be an int >= 0 (0: no draws), got {self.draws!r}")
+        if not isinstance(self.forced, bool) or not isinstance(self.teacher, bool):
+            raise ValueError(f"Mode.forced and Mode.teacher must be bools, got {self.forced!r}, {self.teacher!r}")
+        if self.teacher and self.draws:
+            raise ValueError(f"a teacher-forced decoding takes no draws, got Mode(draws={self.draws}, teacher=True)")
+
+    @property
+    def per_row(self) -> int:
+        """The pool rows each batch row decodes: its draws, else 1."""
+        return max(1, self.draws)
+
+    def check(self, rows: int, max_actions: int, lengths, sample_keys, teacher_actions) -> None:
+        """That the arrays passed to `decode_pool` for `rows` batch rows are this mode's: each
+        given exactly when its field says so, `lengths` [rows], `sample_keys` [rows, draws, 2],
+        `teacher_actions` [rows, >= max_actions]; else ValueError naming the argument."""
+        wanted = (("lengths", lengths, self.forced, lambda s: s == (rows,), f"[{rows}]"),
+                  ("sample_keys", sample_keys, self.draws > 0, lambda s: s == (rows, self.draws, 2),
+                   f"[{rows}, {self.draws}, 2]"),
+                  ("teacher_actions", teacher_actions, self.teacher,
+                   lambda s: len(s) == 2 and s[0] == rows and s[1] >= max_actions, f"[{rows}, >= {max_actions}]"))
+        for name, array, needed, fits, shape in wanted:
+            given = array is not None
+            if given != needed:
+                raise ValueError(f"decode_pool: {self} {'needs' if needed else 'takes no'} {name}")
+            if given and not fits(tuple(jnp.shape(array))):
+                raise ValueError(f"decode_pool: {name} must be {shape} for {self}, got shape {tuple(jnp.shape(array))}")
+
+
+GREEDY = Mode()
+
+
+def decode_pool(model: BuilderModel, params, batch: dict, settings: DecodeSettings, mode: Mode = GREEDY, *,
+                lengths: jax.Array | None = None, sample_keys: jax.Array | None = None,
+                teacher_actions: jax.Array | None = None, stop_threshold: jax.Array | None = None):
+    """Action ids [N, settings.max_actions] (padded with STOP; with draws [N, K, max_actions]) for
+    the N rows of `batch` (the pipeline's keys, `decode_keys`, `weight` included: rows of weight 0
+    come last and are not decoded), with `settings.slots` slots, as `mode` says (`Mode`; the arrays
+    it names are checked by `Mode.check`). `stop_threshold` (a float32 scalar, e.g. traced) replaces
+    `settings.stop_threshold` (None: that one).
+
+    - STOP rule (draws 0): each step's action by `settings.stop_rule` (`choose_actions`); STOP is
       masked for the first `settings.min_actions` steps (every BAP item has at least one action, so
       1 is sound; `min_actions == max_actions` decodes exactly that many actions). The rule
       "length" gives each row its `length_quantile(stop_threshold)` of the model's length head.
-    - forced length: `lengths` [N] (int, > 0) decodes exactly that many actions for its row (STOP
-      masked before, forced at that step; capped at `max_actions`; 0 leaves the row to the STOP
-      rule): with each item's reference length, the length ceiling of a model (what a perfect length
-      head would allow it).
-    - sampled: `sample_keys` [N, 2] (uint32 PRNG keys, one per row) draws each step's action from
-      the softmax of the feasible logits at `settings.temperature` (STOP included, so the length
-      is drawn too; the STOP masks of `min_actions` and forced lengths hold); row i's draw at step t
-      uses `fold_in(sample_keys[i], t)`, so it depends on neither the slots nor the devices
-      (`sample_actions`; `sample_keys(sample, item_ids)` builds the keys of draw number `sample`).
-      `sample_keys` [N, K, 2] draws K sequences per row in one pool, each row's text and start
-      world encoded once for all K (ids [N, K, max_actions]); draw k of row i is the sequence
-      `sample_keys[i, k]` alone would give.
-    - teacher forced: `teacher_actions` [N, >= max_actions] ids are followed instead of the
-      model's choice (e.g. to score a gold sequence); with `return_logits` also return the
-      per-step logits [N, max_actions, 7624] (before masking).
+    - forced: `lengths[i]` > 0 decodes exactly that many actions for row i (STOP masked before,
+      forced at that step; capped at `max_actions`; 0 leaves the row to the STOP rule): with each
+      item's reference length, the length ceiling of a model (what a perfect length head allows).
+    - draws K: each step's action drawn from the softmax of the feasible logits at
+      `settings.temperature` (STOP included, so the length is drawn too; the STOP masks of
+      `min_actions` and forced lengths hold). Draw k of row i is pool row i * K + k, at step t keyed
+      `fold_in(sample_keys[i, k], t)`, so it depends on neither the slots, the devices nor the
+      other draws (`sample_actions`; `sample_keys(sample, item_ids)`: the keys of draw number
+      `sample`); each row's text and start world are encoded once for all K.
+    - teacher: `teacher_actions` are followed instead of the model's choice (e.g. to score a gold
+      sequence); returns (ids, per-step logits [N, max_actions, 7624] before masking).
 
     A row that must go on while no action is feasible takes action id 0 (the argmax of a fully
     masked row), as forced lengths always have.
     """
     check_stop_rule(settings.stop_rule, settings.stop_threshold, model)
-    draws = 1
-    if sample_keys is not None:
-        sample_keys = jnp.asarray(sample_keys)
-        if sample_keys.ndim == 3:  # K draws per row: rows i * K + k of the pool
-            draws = sample_keys.shape[1]
-            sample_keys = sample_keys.reshape(-1, 2)
-    if draws > 1 and (teacher_actions is not None or return_logits):
-        raise ValueError("decode_pool: several draws per row (sample_keys [N, K, 2]) take no teacher_actions "
-                         "and return no logits")
-    pool = _Pool(model, params, batch, settings, draws,
+    mode.check(jnp.shape(batch[model.text_key])[0], settings.max_actions, lengths, sample_keys, teacher_actions)
+    pool = _Pool(model, params, batch, settings, mode,
                  settings.stop_threshold if stop_threshold is None else stop_threshold)
-    lengths = pool.stop_lengths(lengths)
-    carry = pool.first_carry(return_logits)
+    row_lengths, row_keys = pool.stop_lengths(lengths), pool.row_keys(sample_keys)
 
     def body(c):
         dec, logits = pool.step_logits(c)
         feasible = jax.vmap(G.feasible_mask_single)(c["world"]["grid"])
-        choice = pool.choose(c, logits, feasible, lengths, sample_keys)
-        if teacher_actions is not None:
+        choice = pool.choose(c, logits, feasible, row_lengths, row_keys)
+        if mode.teacher:
             choice = jnp.asarray(teacher_actions, jnp.int32)[pool.row_item(c), c["t"]]
         return pool.advance(c, dec, logits, choice)
 
-    final = jax.lax.while_loop(lambda c: jnp.any(c["item"] >= 0), body, carry)
-    if return_logits:
-        return final["out"][:pool.n], final["logits"][:pool.n]
+    final = jax.lax.while_loop(lambda c: jnp.any(c["item"] >= 0), body, pool.first_carry())
     out = final["out"][:pool.n]
-    return out if draws == 1 else out.reshape(pool.n // draws, draws, -1)
+    if mode.teacher:
+        return out, final["logits"][:pool.n]
+    return out.reshape(pool.n // mode.draws, mode.draws, -1) if mode.draws else out
 
 
 class _Pool:
     """One `decode_pool` call: its rows' inputs encoded once before the loop, and the parts of a
-    step (the slots' logits, the choice of their actions, their advance and refill). With `draws`
-    K > 1 the pool decodes K rows per batch row (row i * K + k: draw k of batch row i), all K
+    step (the slots' logits, the choice of their actions, their advance and refill). With draws
+    K >= 1 the pool decodes K rows per batch row (row i * K + k: draw k of batch row i), all K
     reading that batch row's one encoding (`source`)."""
 
-    def __init__(self, model: BuilderModel, params, batch: dict, settings: DecodeSettings, draws: int,
+    def __init__(self, model: BuilderModel, params, batch: dict, settings: DecodeSettings, mode: Mode,
                  stop_threshold):
-        self.model, self.variables, self.settings = model, {"params": params}, settings
+        self.model, self.variables, self.settings, self.mode = model, {"params": params}, settings, mode
         self.stop_threshold = stop_threshold  # the settings' or a traced float32 scalar
         self.M = type(model)  # the architecture's methods (bapjax.models.builder.MODELS)
         batch = {k: jnp.asarray(v) for k, v in batch.items()}
-        self.draws = draws
+        self.per_row = mode.per_row
+        self.forces = mode.forced or settings.stop_rule == "length"  # rows may have a forced length
         self.text_mask = batch["text_mask"]
-        self.n = batch[model.text_key].shape[0] * draws  # the pool's rows
+        self.n = batch[model.text_key].shape[0] * self.per_row  # the pool's rows
         self.slots = max(1, min(int(settings.slots), self.n))
-        self.num_items = ((batch["weight"] > 0).sum().astype(jnp.int32) if "weight" in batch
-                          else jnp.int32(self.n // draws)) * draws  # rows to decode: the first ones
+        self.num_items = (batch["weight"] > 0).sum().astype(jnp.int32) * self.per_row  # rows to decode: the first
         self.token_states, self.summary = self.apply(batch[model.text_key], self.text_mask, method=self.M.encode_text)
         self.starts = world_input.start_world(batch)
         self.encoded = self.apply(self.starts, self.summary, method=self.M.decoding_starts)  # before the loop
@@ -194,20 +234,25 @@ class _Pool:
 
     def source(self, row: jax.Array) -> jax.Array:
         """The batch rows [S] whose encoding the pool rows `row` [S] read."""
-        return row if self.draws == 1 else row // self.draws
+        return row if self.per_row == 1 else row // self.per_row
 
     def stop_lengths(self, lengths: jax.Array | None) -> jax.Array | None:
-        """The pool rows' forced lengths (0: none) from the batch rows' `lengths` [N], with the
-        STOP rule "length"'s quantile of the length head (computed once per batch row) for every
-        row without one; None: no row has one."""
+        """The pool rows' forced lengths [n] (0: none) when `forces`: the batch rows' `lengths` [N]
+        (forced mode), with the STOP rule "length"'s quantile of the length head (computed once
+        per batch row) for every row without one; else the `lengths` given (none)."""
         s = self.settings
-        if lengths is not None:
+        if self.mode.forced:
             lengths = jnp.asarray(lengths)
         if s.stop_rule == "length":
             length_logits = self.apply(self.summary, self.starts, self.encoded, method=self.M.length_logits)
             predicted = jnp.minimum(length_quantile(length_logits, self.stop_threshold), s.max_actions)
-            lengths = predicted if lengths is None else jnp.where(lengths > 0, lengths, predicted)
-        return lengths if lengths is None or self.draws == 1 else jnp.repeat(lengths, self.draws)
+            lengths = jnp.where(lengths > 0, lengths, predicted) if self.mode.forced else predicted
+        return jnp.repeat(lengths, self.per_row) if self.forces and self.per_row > 1 else lengths
+
+    def row_keys(self, sample_keys: jax.Array | None) -> jax.Array | None:
+        """The pool rows' keys [n, 2] from `sample_keys` [N, K, 2] (row i * K + k: key [i, k]) in
+        draws mode; else the keys given (none)."""
+        return jnp.asarray(sample_keys).reshape(-1, 2) if self.mode.draws else sample_keys
 
     def fresh(self, item):
         """Decoder state and world of the pool rows `item` [S] (index -1: a slot with nothing left)."""
@@ -216,7 +261,7 @@ class _Pool:
                          method=self.M.init_decoder)
         return dec, jax.tree_util.tree_map(lambda x: x[idx], self.starts)
 
-    def first_carry(self, return_logits: bool) -> dict:
+    def first_carry(self) -> dict:
         n, slots, max_actions = self.n, self.slots, self.settings.max_actions
         first = jnp.arange(slots, dtype=jnp.int32)
         item0 = jnp.where(first < self.num_items, first, -1)
@@ -224,7 +269,7 @@ class _Pool:
         carry = {"item": item0, "t": jnp.zeros(slots, jnp.int32), "prev": jnp.full(slots, START, jnp.int32),
                  "dec": dec0, "world": world0, "next": jnp.minimum(jnp.int32(slots), self.num_items),
                  "out": jnp.full((n + 1, max_actions), G.STOP, jnp.int32)}  # row n: where idle slots write
-        if return_logits:
+        if self.mode.teacher:
             carry["logits"] = jnp.zeros((n + 1, max_actions, G.NUM_ACTIONS_WITH_STOP), jnp.float32)
         return carry
 
@@ -242,20 +287,21 @@ class _Pool:
                             method=self.M.step_logits)
         return dec, logits
 
-    def choose(self, c: dict, logits, feasible, lengths, sample_keys) -> jax.Array:
-        """The slots' actions [S]: greedy by the STOP rule, or drawn; STOP masked before
-        `min_actions` and before a forced length, taken at it."""
+    def choose(self, c: dict, logits, feasible, lengths, keys) -> jax.Array:
+        """The slots' actions [S]: by the STOP rule, or drawn with the pool rows' `keys` [n, 2];
+        STOP masked before `min_actions` and before a forced length (`lengths` [n], `forces`),
+        taken at it."""
         s, idx = self.settings, self.row_item(c)
         may_stop = c["t"] >= s.min_actions
-        if lengths is not None:
+        if self.forces:
             need = lengths[idx]
             may_stop = jnp.where(need > 0, c["t"] >= need, may_stop)
         feasible = feasible.at[:, G.STOP].set(may_stop)
-        if sample_keys is None:
-            choice = choose_actions(logits, feasible, s.stop_rule, self.stop_threshold)
+        if self.mode.draws:
+            choice = sample_actions(keys[idx], c["t"], logits, feasible, s.temperature, s.sampler)
         else:
-            choice = sample_actions(jnp.asarray(sample_keys)[idx], c["t"], logits, feasible, s.temperature, s.sampler)
-        if lengths is not None:
+            choice = choose_actions(logits, feasible, s.stop_rule, self.stop_threshold)
+        if self.forces:
             choice = jnp.where((need > 0) & (c["t"] >= need), G.STOP, choice)
         return choice
 
@@ -267,7 +313,7 @@ class _Pool:
         row = jnp.where(active, c["item"], n)
         new = dict(c)
         new["out"] = c["out"].at[row, c["t"]].set(choice)
-        if "logits" in c:
+        if self.mode.teacher:
             new["logits"] = c["logits"].at[row, c["t"]].set(logits.astype(jnp.float32))
         world = jax.vmap(world_input.advance_world)(c["world"], choice)
         t = c["t"] + 1

@@ -1,8 +1,8 @@
 """A decoding from config.eval (and a run's decode.json) to the kernel: `DecodeSettings` (its length
 limits, pool size, STOP rule, draws and how one prediction is picked from them), the one check of
 each part (`check_sampling`, `check_rules`, and `kernel.check_stop_rule`), and the compiled
-decoders of a model (`Decoders`: one program per `DecodeSettings.program`, its STOP threshold an
-argument).
+decoders of a model (`Decoders`: one jitted function per `DecodeSettings.program`, its STOP
+threshold an argument and its `kernel.Mode` a static one).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 from bapjax import sharding
 from bapjax.decoding import mbr
-from bapjax.decoding.kernel import LEGACY_SAMPLER, SAMPLERS, check_stop_rule, decode_pool
+from bapjax.decoding.kernel import GREEDY, LEGACY_SAMPLER, SAMPLERS, Mode, check_stop_rule, decode_pool
 from bapjax.errors import UserError
 from bapjax.models.builder import BuilderModel
 
@@ -78,35 +78,37 @@ class DecodeSettings:
                                    rules=DecodeSettings.rules)
 
     def compiled_decoder(self, model: BuilderModel, mesh=None):
-        """The jitted `(params, batch, lengths, sample_keys, stop_threshold) -> ids` of these
-        settings' `program()`: `decode_pool` with the STOP threshold a float32 scalar argument. The
-        comparisons are those of a threshold written into the program, except that "mass" takes the
-        threshold's log at run time instead of at compile time: the same float32 for every threshold
-        of config.eval's grids (`tests/test_decode.py`), one unit in the last place apart for a few
-        others (0.45). With a
+        """The jitted `(params, batch, lengths, sample_keys, stop_threshold, mode) -> ids` of these
+        settings' `program()`: `decode_pool` in `mode` (a `kernel.Mode`, static: one program per mode
+        and call shape) with the STOP threshold a float32 scalar argument. The comparisons are those
+        of a threshold written into the program, except that "mass" takes the threshold's log at run
+        time instead of at compile time: the same float32 for every threshold of config.eval's grids
+        (`tests/test_decode.py`), one unit in the last place apart for a few others (0.45). With a
         `mesh`, the rows (of the batch, lengths and keys) are split over its 'data' axis and each
         device decodes its rows with `slots / devices` slots."""
         check_stop_rule(self.stop_rule, self.stop_threshold, model)
         devices = 1 if mesh is None else mesh.size
         per_device = self.replace(slots=max(1, self.slots // devices))
 
-        def rows_fn(shared, rows):  # shared: what every device reads whole (params, threshold)
-            params, stop_threshold = shared
-            return decode_pool(model, params, rows["batch"], per_device, lengths=rows["lengths"],
-                               sample_keys=rows["sample_keys"], stop_threshold=stop_threshold)
+        def decode(params, batch, lengths, sample_keys, stop_threshold, mode: Mode):
+            def rows_fn(shared, rows):  # shared: what every device reads whole (params, threshold)
+                params, stop_threshold = shared
+                return decode_pool(model, params, rows["batch"], per_device, mode, lengths=rows["lengths"],
+                                   sample_keys=rows["sample_keys"], stop_threshold=stop_threshold)
 
-        if mesh is not None:
-            rows_fn = sharding.per_device(rows_fn, mesh, out_specs=sharding.DATA_SPEC)
-        return jax.jit(lambda params, batch, lengths, sample_keys, stop_threshold: rows_fn(
-            (params, stop_threshold), {"batch": batch, "lengths": lengths, "sample_keys": sample_keys}))
+            if mesh is not None:
+                rows_fn = sharding.per_device(rows_fn, mesh, out_specs=sharding.DATA_SPEC)
+            return rows_fn((params, stop_threshold), {"batch": batch, "lengths": lengths, "sample_keys": sample_keys})
+
+        return jax.jit(decode, static_argnames="mode")
 
     def decode_fn(self, model: BuilderModel, mesh=None, compiled=None) -> "Decoder":
-        """A `(params, batch, lengths=None, sample_keys=None) -> ids [N, max_actions]`: `decode_pool`
-        with these settings (greedy; forced `lengths`; drawn with `sample_keys` [N, 2] at
-        `temperature`, or K draws per row with `sample_keys` [N, K, 2]: ids [N, K, max_actions]),
-        `compiled`'s programs with this STOP threshold. `compiled`: the `compiled_decoder` of
-        settings with the same `program()` and mesh (e.g. another threshold), whose compiled
-        programs this shares; default: a new one."""
+        """A `(params, batch, mode=GREEDY, lengths=None, sample_keys=None) -> ids`: `decode_pool`
+        with these settings in `mode` (`kernel.Mode`: by the STOP rule, [N, max_actions]; forced
+        `lengths` [N]; `Mode(draws=K)`: K draws per row at `temperature` with `sample_keys`
+        [N, K, 2], ids [N, K, max_actions]), `compiled`'s programs with this STOP threshold.
+        `compiled`: the `compiled_decoder` of settings with the same `program()` and mesh (e.g.
+        another threshold), whose compiled programs (one per mode) this shares; default: a new one."""
         check_stop_rule(self.stop_rule, self.stop_threshold, model)
         return Decoder(compiled or self.compiled_decoder(model, mesh), np.float32(self.stop_threshold))
 
@@ -191,21 +193,22 @@ class DecodeSettings:
 @dataclasses.dataclass(frozen=True)
 class Decoder:
     """A compiled decoder (`DecodeSettings.compiled_decoder`) with its STOP threshold bound:
-    called as `(params, batch, lengths=None, sample_keys=None) -> ids`; `lower` takes the same."""
+    called as `(params, batch, mode=GREEDY, lengths=None, sample_keys=None) -> ids` (`decode_fn`;
+    the arrays `mode` names, checked by `kernel.Mode.check`); `lower` takes the same."""
 
     compiled: object  # the jitted function; it keeps its compiled programs between calls
     stop_threshold: np.float32
 
-    def __call__(self, params, batch, lengths=None, sample_keys=None):
-        return self.compiled(params, batch, lengths, sample_keys, self.stop_threshold)
+    def __call__(self, params, batch, mode: Mode = GREEDY, lengths=None, sample_keys=None):
+        return self.compiled(params, batch, lengths, sample_keys, self.stop_threshold, mode=mode)
 
-    def lower(self, params, batch, lengths=None, sample_keys=None):
-        return self.compiled.lower(params, batch, lengths, sample_keys, self.stop_threshold)
+    def lower(self, params, batch, mode: Mode = GREEDY, lengths=None, sample_keys=None):
+        return self.compiled.lower(params, batch, lengths, sample_keys, self.stop_threshold, mode=mode)
 
 
 class Decoders:
     """The decoders of one model (and mesh), one `compiled_decoder` per `DecodeSettings.program`
-    shared by every settings with that program (e.g. all thresholds of one STOP rule):
+    shared by every settings with that program (e.g. all thresholds of one STOP rule) and every mode:
     `decoders(settings)` is `settings.decode_fn` over that compiled decoder, compiled on first use."""
 
     def __init__(self, model: BuilderModel, mesh=None):
