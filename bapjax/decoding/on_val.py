@@ -44,44 +44,56 @@ def choose_decoding(decoder, params, val_items, eval_config, chosen_on: str = "v
     rules = [("argmax", 0.5)] + [("mass", float(t)) for t in eval_config.stop_thresholds]
     if getattr(decoder.model, "length_head", False):
         rules += [("length", float(q)) for q in eval_config.length_quantiles]
-    rows = []
-
-    def score(settings: DecodeSettings, predictions: dict):
-        rows.append(_val_row(settings, evaluator.headline(evaluator.evaluate_predictions(
-            val_items, predictions, drop_infeasible=False))))
-        log_fn("val with %s: micro Overall F1 %.4f, %.2f net actions per item", settings.describe(),
-               rows[-1]["val_overall_micro_f1"], rows[-1]["mean_predicted_net_actions"])
-
+    tried = _Tried(val_items, log_fn)
     for rule, threshold in rules:
         settings = base.replace(stop_rule=rule, stop_threshold=threshold)
-        score(settings, decoder.candidates(params, val_items, settings)[0])
-    greedy_best = max(rows, key=lambda r: r["val_overall_micro_f1"])
+        tried.score(settings, decoder.candidates(params, val_items, settings)[0])
+    greedy_best = max(tried.rows, key=lambda r: r["val_overall_micro_f1"])
+    greedy = base.replace(stop_rule=greedy_best["stop_rule"], stop_threshold=greedy_best["stop_threshold"])
     for temperature in (eval_config.temperatures if int(eval_config.samples) else ()):
-        sampled = base.replace(stop_rule=greedy_best["stop_rule"], stop_threshold=greedy_best["stop_threshold"],
-                               samples=int(eval_config.samples), temperature=float(temperature))
+        sampled = greedy.replace(samples=int(eval_config.samples), temperature=float(temperature))
         drawn = decoder.candidates(params, val_items, sampled)
         for cost in eval_config.costs:
             settings = sampled.at_cost(float(cost))
-            score(settings, decode.select(drawn, settings, val_items))
+            tried.score(settings, decode.select(drawn, settings, val_items))
     if int(eval_config.vote_samples):
-        voted = base.replace(stop_rule=greedy_best["stop_rule"], stop_threshold=greedy_best["stop_threshold"],
-                             samples=int(eval_config.vote_samples), temperature=float(eval_config.vote_temperature))
-        drawn = decoder.candidates(params, val_items, voted)
-        pair = mbr.run_vote_rules(eval_config.vote_rules)  # fixed beforehand, or None: chosen here
-        if pair is None:
-            chosen = choose_combination(mbr.pool([drawn]), val_items, COSTS, THRESHOLDS)
-            for row in chosen["candidates"]:  # one rule for every item, scored by choose_combination
-                settings = voted.replace(rules=((row["rule"], row["value"]),) * len(mbr.BOARDS))
-                rows.append(_val_row(settings, row))
-                log_fn("val with %s: micro Overall F1 %.4f, %.2f net actions per item", settings.describe(),
-                       row["micro_overall"], row["mean_predicted_net_actions"])
-            pair = {kind: (chosen[kind]["rule"], chosen[kind]["value"]) for kind in mbr.BOARDS}
-        settings = voted.replace(rules=tuple(pair[kind] for kind in mbr.BOARDS))
-        score(settings, decode.select(drawn, settings, val_items))
-    best = max(rows, key=lambda r: r["val_overall_micro_f1"])  # ties: the first
+        voted = greedy.replace(samples=int(eval_config.vote_samples), temperature=float(eval_config.vote_temperature))
+        _vote_rows(tried, voted, decoder.candidates(params, val_items, voted), eval_config.vote_rules)
+    best = max(tried.rows, key=lambda r: r["val_overall_micro_f1"])  # ties: the first
     fields = CHOICE_FIELDS + (tuple(key for key in SAMPLING_FIELDS if key in best) if best["samples"] else ())
     return {**{key: best[key] for key in fields}, "sampler": base.sampler, "chosen_on": chosen_on,
-            "val_items": len(val_items), "candidates": rows}
+            "val_items": len(val_items), "candidates": tried.rows}
+
+
+class _Tried:
+    """The decodings `choose_decoding` tried on val, in order: each row its settings and scores
+    (`_val_row`), logged as it is added."""
+
+    def __init__(self, val_items, log_fn):
+        self.val_items, self.log_fn, self.rows = val_items, log_fn, []
+
+    def add(self, settings: DecodeSettings, headline: dict) -> None:
+        self.rows.append(_val_row(settings, headline))
+        self.log_fn("val with %s: micro Overall F1 %.4f, %.2f net actions per item", settings.describe(),
+                    self.rows[-1]["val_overall_micro_f1"], self.rows[-1]["mean_predicted_net_actions"])
+
+    def score(self, settings: DecodeSettings, predictions: dict) -> None:
+        self.add(settings, evaluator.headline(evaluator.evaluate_predictions(
+            self.val_items, predictions, drop_infeasible=False)))
+
+
+def _vote_rows(tried: _Tried, voted: DecodeSettings, drawn: list[dict], vote_rules: str) -> None:
+    """The vote's rows: with `vote_rules` "" each rule of `COSTS` and `THRESHOLDS` for every item
+    (`choose_combination` over the run as its one member), then the pair of one rule per kind of
+    board chosen from them; else only the pair `vote_rules` fixes, scored."""
+    pair = mbr.run_vote_rules(vote_rules)  # fixed beforehand, or None: chosen here
+    if pair is None:
+        chosen = choose_combination(mbr.pool([drawn]), tried.val_items, COSTS, THRESHOLDS)
+        for row in chosen["candidates"]:  # one rule for every item, scored by choose_combination
+            tried.add(voted.replace(rules=((row["rule"], row["value"]),) * len(mbr.BOARDS)), row)
+        pair = {kind: (chosen[kind]["rule"], chosen[kind]["value"]) for kind in mbr.BOARDS}
+    settings = voted.replace(rules=tuple(pair[kind] for kind in mbr.BOARDS))
+    tried.score(settings, decode.select(drawn, settings, tried.val_items))
 
 
 def _val_row(settings: DecodeSettings, headline: dict) -> dict:
