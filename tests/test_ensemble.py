@@ -1,6 +1,6 @@
 """Ensembles (`bapjax.decoding.mbr` and `on_val`, `python -m bapjax.ensemble`): the vote is the set of
 highest minimum-Bayes-risk utility (checked against a brute force over every conflict-free set),
-"select" over one member is the run's own `mbr.select`, voted sets are buildable in the order
+"select" over one member is the run's own choice (`mbr.choose` per item), voted sets are buildable in the order
 given, and the command chooses on val, decodes test once and writes what a run writes."""
 
 import collections

@@ -29,7 +29,7 @@ items, `combine_chosen` one rule per kind of board; a rule pair is written RULE:
 (`parse_rules`, `run_vote_rules`). With fewer than two draws in a pool its greedy passes are the draws.
 
 This module is plain Python over net action sets (`choose`, its pair-by-pair reference
-`choose_pairwise`, `select`, `vote`, `combine_item`); the K + 1 decoding passes are
+`choose_pairwise`, `vote`, `combine_item`); the K + 1 decoding passes are
 `bapjax.decoding.decode.candidates`, and `decode.predict` decodes with them when a run's settings
 have draws. The rules are chosen on val in `bapjax.decoding.on_val`.
 """
