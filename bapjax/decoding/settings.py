@@ -161,14 +161,15 @@ class DecodeSettings:
                 raise UserError(f"--stop_rule/--stop_threshold: {err}") from None
 
     @staticmethod
-    def eval_checks(eval_config, model=None) -> list:
+    def eval_checks(eval_config, build_model=lambda: None) -> list:
         """config.eval's decoding fields, each with the check that owns it: [(field, thunk)], a thunk
-        raising ValueError for a value out of its range (`model`: the run's, for the STOP rule
-        "length"'s length head). The training config's validation runs them and names the field."""
+        raising ValueError for a value out of its range (`build_model()`: the run's model, built in
+        the STOP rule's thunk, for the rule "length"'s length head). The training config's
+        validation runs them and names the field."""
         ec = eval_config
         return [
             ("eval", lambda: DecodeSettings.from_eval_config(ec)),
-            ("eval.stop_rule", lambda: check_stop_rule(ec.stop_rule, ec.stop_threshold, model)),
+            ("eval.stop_rule", lambda: check_stop_rule(ec.stop_rule, ec.stop_threshold, build_model())),
             ("eval.stop_thresholds", lambda: [check_stop_rule("mass", t) for t in ec.stop_thresholds]),
             ("eval.length_quantiles", lambda: [check_stop_rule("length", q) for q in ec.length_quantiles]),
             ("eval.samples", lambda: check_sampling(ec.samples, 1.0)),

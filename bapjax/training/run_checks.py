@@ -74,7 +74,7 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
     builder.parts_of(config.model)  # ModelConfigError naming an unknown field or an out-of-range value
     owners = [
         ("features", lambda: input_pipeline.FeatureConfig.from_config(config)),
-        *DecodeSettings.eval_checks(ec, builder.build_model(config.model, vocab_size=1)),
+        *DecodeSettings.eval_checks(ec, lambda: builder.build_model(config.model, vocab_size=1)),
         ("train", lambda: optimizer.make_optimizer(tc, total_steps=1)),
         ("curriculum", lambda: curriculum.check_section(config.curriculum)),
     ]
