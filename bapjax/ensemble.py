@@ -166,7 +166,7 @@ def main(argv) -> int:
                   f"{len(splits[split])} items, alone {100 * score['micro_overall']:.2f}; "
                   f"{time.time() - began:.0f} s)", file=sys.stderr, flush=True)
 
-        pool, _ = ensemble.pool(splits[split], log_fn=log)
+        pool = ensemble.pool(splits[split], log_fn=log)
         minutes[f"{split}_decode"] = (time.time() - began) / 60
         return pool
 

@@ -153,18 +153,18 @@ class Ensemble:
     sampler: str | None = None
     first_draw: int = 0
 
-    def pool(self, items: list, log_fn=None):
-        """(`mbr.Pool` of every member's passes of `items` and its own decoding, [each member's
-        scores decoded alone, `on_val.score`]); `log_fn(i, passes, score)` after each member."""
-        passes, own, scores = [], [], []
+    def pool(self, items: list, log_fn=None) -> mbr.Pool:
+        """The `mbr.Pool` of every member's passes of `items` and its own decoding; `log_fn(i,
+        passes, score)` after each member: its number of passes and its scores decoded alone
+        (`on_val.score`)."""
+        passes, own = [], []
         for i, member in enumerate(self.members):
             passes.append(member.passes(items, self.samples, self.temperature, sampler=self.sampler,
                                         first_draw=self.first_draw))
             own.append(member.alone(passes[-1], items))
-            scores.append(on_val.score(items, own[-1]))
             if log_fn is not None:
-                log_fn(i, len(passes[-1]), scores[-1])
-        return mbr.pool(passes, own), scores
+                log_fn(i, len(passes[-1]), on_val.score(items, own[-1]))
+        return mbr.pool(passes, own)
 
     @staticmethod
     def choose(pooled, items: list, costs, thresholds, rules: dict | None = None) -> dict:
