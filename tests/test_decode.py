@@ -325,7 +325,7 @@ def test_the_configs_mass_thresholds_have_the_same_log_at_run_time(name):
 @pytest.mark.parametrize("flags, message", [
     ({"samples": -1}, "--samples: the number of samples must be an integer >= 0 (0: greedy only), got -1"),
     ({"samples": 4, "temperature": 0.0}, "--temperature: the sampling temperature must be > 0, got 0.0"),
-    ({"cost": 1.0}, "--cost: the cost per predicted action must be in [0, 1), got 1.0"),
+    ({"cost": 1.0}, "--cost: the rule select's cost or share must be in [0, 1), got 1.0"),
     ({"stop_rule": "median"}, "--stop_rule/--stop_threshold: the STOP rule must be argmax, mass or length, "
                               "got 'median'"),
     ({"stop_threshold": 1.5}, "--stop_rule/--stop_threshold: the STOP threshold must be in (0, 1], got 1.5"),

@@ -144,14 +144,16 @@ class DecodeSettings:
     @staticmethod
     def check_flags(samples: int | None = None, temperature: float | None = None, cost: float | None = None,
                     stop_rule: str | None = None, stop_threshold: float | None = None) -> None:
-        """A command's decoding flags (None: not given, the run's own): `--samples`, `--temperature`
-        and `--cost` by `check_sampling`'s rule, `--stop_rule`/`--stop_threshold` by
-        `kernel.check_stop_rule`'s; a broken rule is one UserError naming the flag at fault."""
-        for name, value, args in (("samples", samples, (samples, 1.0)), ("temperature", temperature, (0, temperature)),
-                                  ("cost", cost, (0, 1.0, cost))):
+        """A command's decoding flags (None: not given, the run's own): `--samples` and `--temperature`
+        by `check_sampling`'s rule, `--cost` by the rule "select"'s (`mbr.check_rule`),
+        `--stop_rule`/`--stop_threshold` by `kernel.check_stop_rule`'s; a broken rule is one
+        UserError naming the flag at fault."""
+        for name, value, check in (("samples", samples, lambda: check_sampling(samples, 1.0)),
+                                   ("temperature", temperature, lambda: check_sampling(0, temperature)),
+                                   ("cost", cost, lambda: mbr.check_rule("select", cost))):
             if value is not None:
                 try:
-                    check_sampling(*args)
+                    check()
                 except ValueError as err:
                     raise UserError(f"--{name}: {err}") from None
         if stop_rule is not None or stop_threshold is not None:
@@ -174,7 +176,7 @@ class DecodeSettings:
             ("eval.length_quantiles", lambda: [check_stop_rule("length", q) for q in ec.length_quantiles]),
             ("eval.samples", lambda: check_sampling(ec.samples, 1.0)),
             ("eval.temperatures", lambda: [check_sampling(0, t) for t in ec.temperatures]),
-            ("eval.costs", lambda: [check_sampling(0, 1.0, c) for c in ec.costs]),
+            ("eval.costs", lambda: [mbr.check_rule("select", c) for c in ec.costs]),
             ("eval.vote_samples", lambda: check_sampling(ec.vote_samples, 1.0)),
             ("eval.vote_temperature", lambda: check_sampling(0, ec.vote_temperature)),
             ("eval.vote_rules", lambda: mbr.run_vote_rules(ec.vote_rules)),
@@ -259,12 +261,11 @@ def check_rules(rules: tuple) -> None:
         mbr.check_rule(rule, value)
 
 
-def check_sampling(samples: int, temperature: float, cost: float | None = None) -> None:
+def check_sampling(samples: int, temperature: float) -> None:
     """The one check of the sampled decoding's settings: `samples` >= 0 draws per item (0: greedy
-    only) at a `temperature` > 0, a `cost` per predicted action in [0, 1) (None: not checked): ValueError."""
+    only) at a `temperature` > 0: ValueError. (A cost per predicted action is the rule "select"'s
+    value: `mbr.check_rule`.)"""
     if int(samples) != samples or samples < 0:
         raise ValueError(f"the number of samples must be an integer >= 0 (0: greedy only), got {samples!r}")
     if not float(temperature) > 0.0:
         raise ValueError(f"the sampling temperature must be > 0, got {temperature!r}")
-    if cost is not None and not 0.0 <= float(cost) < 1.0:
-        raise ValueError(f"the cost per predicted action must be in [0, 1), got {cost!r}")
