@@ -398,6 +398,12 @@ def test_simulated_test_sets_rescore_on_the_runs_own_split(tmp_path):
     assert cell["interval"][0] < cell["mean"] < cell["interval"][1] <= 1.0
     assert [s["test"] for s in variants["ss-frame"]["seeds"]][0] == {"ss": 1.0}
     assert "| `ss-frame` | M_ss | - | " in collect_experiment.sets_table(variants)
+    # a third seed decoded on the MDC alone: the ss cell keeps the two seeds that decoded ss
+    rows["ss-frame-s2"] = {**rows["ss-frame-s1"], "run": "ss-frame-s2", "seed": 2, "eval": {}}
+    variants = collect_experiment.by_variant(rows)
+    collect_experiment.add_set_intervals(variants, counts, samples=200, seed=0)
+    assert len(variants["ss-frame"]["seeds"]) == 3 and variants["ss-frame"]["test_sets"]["ss"] == cell
+    del rows["ss-frame-s2"]
     rows["ss-frame-s1"]["eval"]["ss_test"]["micro"]["Overall"]["overall"] = 0.5  # a record that does not match
     with pytest.raises(UserError, match="ss_test.jsonl.gz: rescored on the run's own ss test split"):
         collect_experiment.rescored_sets(runs, rows)

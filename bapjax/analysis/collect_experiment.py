@@ -529,16 +529,16 @@ def rescored_sets(runs: dict[str, Path], results: dict) -> dict[str, dict[str, d
 
 def add_set_intervals(variants: dict, set_counts: dict, samples: int, seed: int) -> None:
     """Each variant's `"test_sets"` {set: {"mean", "interval", "seeds"}}: the MDC's from the two-level bootstrap
-    (shared items), a simulated set's from `bootstrap.own_items` (each seed's own test split), for the sets every
-    seed of the variant kept predictions of."""
+    (shared items), a simulated set's from `bootstrap.own_items` (each seed's own test split) over the seeds that
+    kept predictions of it ("seeds": how many; a run decoded on the MDC alone counts in the MDC's cell only)."""
     for row in variants.values():
         sets = {}
         if row.get("micro_overall_interval"):
             sets["mc"] = {"mean": row["seed_mean"]["micro_overall"], "interval": row["micro_overall_interval"],
                           "seeds": len(row["seeds"])}
         for name, by_run in set_counts.items():
-            runs = [s["run"] for s in row["seeds"]]
-            if samples and all(r in by_run for r in runs):
+            runs = [s["run"] for s in row["seeds"] if s["run"] in by_run]
+            if samples and runs:
                 boot = bootstrap.own_items([by_run[r] for r in runs], samples, seed)
                 sets[name] = {"mean": boot["mean"], "interval": boot["interval"], "seeds": len(runs)}
         if sets:
