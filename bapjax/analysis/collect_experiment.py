@@ -45,8 +45,8 @@ From their per-item fairer counts:
 * ``"mc_test_subgroups"`` per variant: micro Overall F1 of NEB test items by what the last
   instruction says and by where the build starts (`bapjax.analysis.error_analysis.breakdown`),
   seed mean and per seed;
-* ``"test_sets"`` per variant: the MDC's interval as above, and each simulated test set's (bs, ss, r) whose
-  predictions every seed kept, rescored on the split the run generated (`run_test_items`: its data
+* ``"test_sets"`` per variant: the MDC's interval as above, and each simulated test set's (bs, ss, r) over the
+  seeds that kept its predictions, rescored on the split the run generated (`run_test_items`: its data
   source rebuilt from the record) with a bootstrap over each seed's own items and the seeds
   (`bapjax.analysis.bootstrap.own_items`).
 """
