@@ -5,7 +5,7 @@ Table 3 sizes, 192,000 items (cosine, lr 2e-3, EMA 0.999), the checkpoint of bes
 own), the STOP rule chosen there, then a 64-draw vote (rules fixed: EB select 0.075, NEB vote 0.175); all four test sets.
 Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]  (runs/exp/<variant>-<model>-s<seed>)
 Runtime: 24.5-35.7 min per run on 2-core hosts at 104-130 items/s (python -m benchmarks.bench_train, batch 32).
-Result: MDC test micro Overall mc 29.5 (6 seeds), agg 32.3 (7), cl_la 32.4 (12) (results/cpu_experiment.md).
+Result: MDC test micro Overall mc 29.3 (9 seeds), agg 32.3 (10), cl_la 32.4 (14) (results/cpu_experiment.md).
 Evidence for each choice: docs/results.md.
 """
 
