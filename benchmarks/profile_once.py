@@ -20,48 +20,27 @@ the parts loss, text, text_decoder, start_cnn (with --ops also "top_ops": [{"op"
 from __future__ import annotations
 
 import argparse
-import collections
-import gzip
 import json
-import re
 import sys
-import tempfile
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 
+from benchmarks import profile_step
 from benchmarks.bench_gru import timed_ms
 from benchmarks.bench_train import load_config
 
 REPO = Path(__file__).resolve().parents[1]
-HLO_OP = re.compile(r'^\s*(?:ROOT )?%?([\w.\-]+) = (.+?) ([a-z][\w\-]*)\(')
-OP_NAME = re.compile(r'op_name="([^"]*)"')
-CONTAINERS = ("while", "call", "conditional")  # their time is their bodies' ops'
 
 
 def top_ops(compiled, args, count: int, calls: int = 3) -> list[dict]:
     """The `count` ops of `compiled` (a `jax.stages.Compiled`) that took longest over `calls` calls
-    traced by JAX's profiler: the trace's events named as the compiled HLO's instructions."""
-    ops = {}
-    for line in compiled.as_text().splitlines():
-        head, source = HLO_OP.match(line), OP_NAME.search(line)
-        if head and head.group(3) not in CONTAINERS:
-            ops[head.group(1)] = {"shape": head.group(2), "opcode": head.group(3),
-                                  "source": "/".join(source.group(1).split("/")[-2:]) if source else ""}
-    jax.block_until_ready(compiled(*args))
-    with tempfile.TemporaryDirectory() as trace_dir:
-        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
-            for _ in range(calls):
-                jax.block_until_ready(compiled(*args))
-        trace = json.load(gzip.open(next(Path(trace_dir).rglob("perfetto_trace.json.gz"))))
-    micros, runs = collections.Counter(), collections.Counter()
-    for event in trace["traceEvents"] if isinstance(trace, dict) else trace:
-        if event.get("ph") == "X" and event.get("name") in ops:
-            micros[event["name"]] += event["dur"]
-            runs[event["name"]] += 1
-    return [{"op": name, "ms_per_call": round(us / calls / 1e3, 2), "runs_per_call": runs[name] // calls, **ops[name]}
-            for name, us in micros.most_common(count)]
+    traced by JAX's profiler: the trace's events named as the compiled HLO's instructions
+    (`benchmarks.profile_step.hlo_ops`, `op_times`)."""
+    ops = profile_step.hlo_ops(compiled.as_text())
+    events = profile_step.trace_events(lambda: compiled(*args), calls)
+    return profile_step.op_times(events, ops, calls)[:count]
 
 
 def main():

@@ -222,7 +222,15 @@ class Trainer:
 
     def train(self, state, local_batch):
         local_batch, k = self.prepare(local_batch)
-        return self._train(state, sharding.host_batch_to_global(local_batch, self.mesh), k)
+        return self.train_global(state, sharding.host_batch_to_global(local_batch, self.mesh), k)
+
+    def train_global(self, state, global_batch, num_packed: int):
+        """The compiled step on a batch already prepared (`prepare`) and on the mesh, of pack size `num_packed`."""
+        return self._train(state, global_batch, num_packed)
+
+    def lower_global(self, state, global_batch, num_packed: int):
+        """`train_global`'s program lowered for these arguments (`.compile()`, `.as_text()`)."""
+        return self._train.lower(state, global_batch, num_packed)
 
     def eval_loss(self, params, iterator) -> dict:
         """Val loss and step accuracy (with a length head also its loss and accuracy) over `iterator`."""
