@@ -11,7 +11,7 @@ name (`config.model.name`) to its class, one file per architecture over the shar
 * "once" (`once.OnceBuilder`): the start world encoded once, plus the changes since per step
   (the CPU models "once" and "frame", the latter with a length head).
 
-A config's model section is `name` plus one sub-section per part: `text` (its `encoder` names
+A config's model section is `name`, `dtype` (the compute dtype, `common.DTYPES`) and one sub-section per part: `text` (its `encoder` names
 the kind), `world`, `decoder` (its `kind`), `heads`, and `length` where the model has a length
 head; each holds exactly the fields of its part (`model_section` writes them at their defaults,
 `complete_section` fills what a section leaves out). `build_model` builds the model and names any
@@ -34,6 +34,7 @@ from bapjax.models import parts
 from bapjax.models.common import (  # noqa: F401
     ACTION_FEATURES,
     CHUNK_FIELDS,
+    DTYPES,
     LENGTH_CLASSES,
     PACK_ROUNDING_SETTINGS,
     PACK_ROUNDINGS,
@@ -55,6 +56,7 @@ MODELS = {"per_step": PerStepBuilder, "once": OnceBuilder}  # config.model.name 
 WORLD_PARTS = {"per_step": parts.WorldCNN, "once": parts.OnceWorld}
 DEFAULT_MODEL = "per_step"
 SECTIONS = ("text", "world", "decoder", "heads", "length")  # the parts' sub-sections ("length": optional)
+MODEL_FIELDS = {"name": DEFAULT_MODEL, "dtype": DTYPES[0]}  # a model section's fields besides its parts, with defaults
 
 
 class ModelConfigError(UserError):
@@ -106,7 +108,8 @@ def complete_section(values: Mapping) -> dict[str, Any]:
     after `text.encoder` became "minilm") is dropped; any other unknown field is kept, so
     `build_model` names it."""
     values = {key: dict(value) if isinstance(value, Mapping) else value for key, value in values.items()}
-    values.setdefault("name", DEFAULT_MODEL)
+    for field, default in MODEL_FIELDS.items():
+        values.setdefault(field, default)
     for section, cls in _part_classes(values).items():
         given = dict(values.get(section) or {})
         own = _fields(cls)
@@ -120,10 +123,13 @@ def parts_of(model_config: Mapping) -> dict[str, Any]:
     the type of the field's default, as JSON and command lines give 1 for 1.0). Raises
     ModelConfigError naming an unknown field or an out-of-range value."""
     values = {key: (value.to_dict() if hasattr(value, "to_dict") else value) for key, value in dict(model_config).items()}
-    unknown = sorted(set(values) - {"name", *SECTIONS})
+    unknown = sorted(set(values) - {*MODEL_FIELDS, *SECTIONS})
     if unknown:
         raise ModelConfigError(f"config.model has no field {', '.join(map(repr, unknown))}: a model section has "
-                               f"name and the parts {', '.join(SECTIONS)}")
+                               f"{', '.join(MODEL_FIELDS)} and the parts {', '.join(SECTIONS)}")
+    dtype = values.get("dtype", DTYPES[0])
+    if dtype not in DTYPES:
+        raise ModelConfigError(f"--config.model.dtype={dtype!r}: the compute dtypes are {', '.join(DTYPES)}")
     built = {}
     for section, cls in _part_classes(values).items():
         given = dict(values.get(section) or {})
@@ -144,8 +150,9 @@ def parts_of(model_config: Mapping) -> dict[str, Any]:
 
 def build_model(model_config: Mapping, vocab_size: int) -> BuilderModel:
     """The model `config.model` names, with its parts (`parts_of`)."""
-    name = dict(model_config).get("name", DEFAULT_MODEL)
-    return MODELS[name](vocab_size=vocab_size, **parts_of(model_config))
+    values = dict(model_config)
+    return MODELS[values.get("name", DEFAULT_MODEL)](vocab_size=vocab_size, dtype=values.get("dtype", DTYPES[0]),
+                                                    **parts_of(model_config))
 
 
 def model_defaults(name: str = DEFAULT_MODEL) -> dict[str, Any]:

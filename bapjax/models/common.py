@@ -17,11 +17,17 @@ parameter paths are the submodules' names (text_encoder or text_projection, worl
 action_in, action_out, decoder, head_world0, head_state, head_out, stop_hidden, stop_out,
 length_hidden, length_out, and the once architecture's world_changes): they set the
 initialization, so they stay as they are.
+
+`dtype` (`config.model.dtype`, one of `DTYPES`) is the compute dtype of every part: "bfloat16"
+runs the matmuls, convolutions and scans in bfloat16 while the parameters (so the optimizer's
+state and the moving average) stay float32, and the logits are cast to float32 before the loss
+and decoding read them; "float32" (the default) is the model as it always was.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 import flax.linen as nn
@@ -36,6 +42,7 @@ START = G.NUM_ACTIONS_WITH_STOP  # 7624: the decoder's input before the first ac
 ACTION_FEATURES = 13
 LENGTH_CLASSES = 20  # the length head's classes: k actions is class k - 1, the last class ">= 20"
 CHUNK_FIELDS = ("encode_chunk", "step_chunk")  # world-part fields that split work into loops (0: none)
+DTYPES = ("float32", "bfloat16")  # config.model.dtype, the compute dtype; the first is the default
 
 
 def action_features(action_ids: jax.Array) -> jax.Array:
@@ -66,23 +73,26 @@ class BuilderModel(nn.Module):
     decoder: parts.GRUDecoder | parts.TransformerDecoder = parts.GRUDecoder()
     heads: parts.Heads = parts.Heads()
     length: parts.LengthHead | None = None  # None: no length head
+    dtype: str = DTYPES[0]  # the compute dtype (module docstring)
 
     world_encoding: ClassVar[str] = ""  # the architecture's name (bapjax.models.builder.MODELS)
 
     def setup(self):
-        self.text_module = self.text.module(self.vocab_size)
-        self.world_cnn = self.world.module()
-        self.action_in = nn.Dense(self.decoder.action_embedding, name="action_in")
-        self.action_out = nn.Dense(self.decoder.action_embedding, name="action_out")
-        self.action_decoder = self.decoder.module()
-        self.head_world = nn.Dense(self.heads.hidden, name="head_world0")
-        self.head_state = nn.Dense(self.heads.hidden, use_bias=False, name="head_state")
-        self.head_out = nn.Dense(G.ACTIONS_PER_CELL, name="head_out")
-        self.stop_hidden = nn.Dense(self.heads.hidden, name="stop_hidden")
-        self.stop_out = nn.Dense(1, name="stop_out")
+        dtype = jnp.dtype(self.dtype)
+        dense = functools.partial(nn.Dense, dtype=dtype)
+        self.text_module = self.text.module(self.vocab_size, dtype)
+        self.world_cnn = self.world.module(dtype)
+        self.action_in = dense(self.decoder.action_embedding, name="action_in")
+        self.action_out = dense(self.decoder.action_embedding, name="action_out")
+        self.action_decoder = self.decoder.module(dtype)
+        self.head_world = dense(self.heads.hidden, name="head_world0")
+        self.head_state = dense(self.heads.hidden, use_bias=False, name="head_state")
+        self.head_out = dense(G.ACTIONS_PER_CELL, name="head_out")
+        self.stop_hidden = dense(self.heads.hidden, name="stop_hidden")
+        self.stop_out = dense(1, name="stop_out")
         if self.length is not None:
-            self.length_hidden = nn.Dense(self.heads.hidden, name="length_hidden")
-            self.length_out = nn.Dense(LENGTH_CLASSES, name="length_out")
+            self.length_hidden = dense(self.heads.hidden, name="length_hidden")
+            self.length_out = dense(LENGTH_CLASSES, name="length_out")
 
     @property
     def length_head(self) -> bool:
@@ -145,7 +155,7 @@ class BuilderModel(nn.Module):
         per_cell = self.head_out(h.reshape(-1, h.shape[-1]))  # [N * cells, 7], cell-major like the codec
         pooled = world_feats.max(axis=(1, 2, 3))
         stop = self.stop_out(nn.relu(self.stop_hidden(jnp.concatenate([dec_out, pooled], -1))))
-        return jnp.concatenate([per_cell.reshape(n, -1), stop], -1)
+        return jnp.concatenate([per_cell.reshape(n, -1), stop], -1).astype(jnp.float32)
 
     def in_chunks(self, fn, inputs: tuple, chunk: int | None = None):
         """`fn(module, *inputs)` over the leading axis of `inputs` (a tuple of pytrees [n, ...]); with
@@ -175,7 +185,7 @@ class BuilderModel(nn.Module):
         if encoded is None:
             encoded = self.start_features(start, summary)
         parts_ = [summary, encoded.max(axis=(1, 2, 3))]
-        return self.length_out(nn.relu(self.length_hidden(jnp.concatenate(parts_, -1))))
+        return self.length_out(nn.relu(self.length_hidden(jnp.concatenate(parts_, -1)))).astype(jnp.float32)
 
     def start_features(self, start: dict, summary):
         """The length head's start-world features [N, 11, 9, 11, F] of N items."""

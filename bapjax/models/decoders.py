@@ -19,10 +19,12 @@ class GRUActionDecoder(nn.Module):
     """GRU over embedded previous actions; its input also carries the dialogue summary."""
 
     hidden: int = 300
+    unroll: int = 1  # GRU steps per iteration of teacher forcing's loop (`nn.scan`)
+    dtype: jnp.dtype = jnp.float32  # the compute dtype; the parameters stay float32
 
     def setup(self):
-        self.cell = nn.GRUCell(self.hidden, name="cell")
-        self.init_proj = nn.Dense(self.hidden, name="init_proj")
+        self.cell = nn.GRUCell(self.hidden, dtype=self.dtype, name="cell")
+        self.init_proj = nn.Dense(self.hidden, dtype=self.dtype, name="init_proj")
 
     def initial_state(self, summary, token_states, token_mask, max_steps: int, input_dim: int):
         del token_states, token_mask, max_steps, input_dim
@@ -40,7 +42,7 @@ class GRUActionDecoder(nn.Module):
             return cell(carry, x)
 
         scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False},
-                       in_axes=1, out_axes=1)
+                       in_axes=1, out_axes=1, unroll=self.unroll)
         _, outs = scan(self.cell, state["carry"], inputs)
         return outs
 
@@ -50,20 +52,21 @@ class _DecoderLayer(nn.Module):
     heads: int
     mlp_dim: int
     dropout: float = 0.0
+    dtype: jnp.dtype = jnp.float32
 
     @nn.compact
     def __call__(self, x, self_mask, memory, memory_mask, deterministic=True):
-        h = nn.LayerNorm(name="ln_self")(x)
-        h = nn.MultiHeadDotProductAttention(self.heads, dropout_rate=self.dropout, name="self_attn")(
+        h = nn.LayerNorm(dtype=self.dtype, name="ln_self")(x)
+        h = nn.MultiHeadDotProductAttention(self.heads, dropout_rate=self.dropout, dtype=self.dtype, name="self_attn")(
             h, h, mask=self_mask, deterministic=deterministic)
         x = x + h
-        h = nn.LayerNorm(name="ln_cross")(x)
-        h = nn.MultiHeadDotProductAttention(self.heads, dropout_rate=self.dropout, name="cross_attn")(
+        h = nn.LayerNorm(dtype=self.dtype, name="ln_cross")(x)
+        h = nn.MultiHeadDotProductAttention(self.heads, dropout_rate=self.dropout, dtype=self.dtype, name="cross_attn")(
             h, memory, mask=memory_mask, deterministic=deterministic)
         x = x + h
-        h = nn.LayerNorm(name="ln_mlp")(x)
-        h = nn.Dense(self.mlp_dim, name="mlp_in")(h)
-        h = nn.Dense(self.width, name="mlp_out")(nn.gelu(h))
+        h = nn.LayerNorm(dtype=self.dtype, name="ln_mlp")(x)
+        h = nn.Dense(self.mlp_dim, dtype=self.dtype, name="mlp_in")(h)
+        h = nn.Dense(self.width, dtype=self.dtype, name="mlp_out")(nn.gelu(h))
         return x + h
 
 
@@ -81,21 +84,22 @@ class TransformerActionDecoder(nn.Module):
     mlp_dim: int = 1024
     max_len: int = 32
     hidden: int = 256  # output size (a projection of the last layer)
+    dtype: jnp.dtype = jnp.float32  # the compute dtype; the parameters stay float32
 
     def setup(self):
-        self.memory_proj = nn.Dense(self.width, name="memory_proj")
-        self.input_proj = nn.Dense(self.width, name="input_proj")
+        self.memory_proj = nn.Dense(self.width, dtype=self.dtype, name="memory_proj")
+        self.input_proj = nn.Dense(self.width, dtype=self.dtype, name="input_proj")
         self.pos = self.param("pos_embedding", nn.initializers.normal(0.02), (self.max_len, self.width))
-        self.blocks = [_DecoderLayer(self.width, self.heads, self.mlp_dim, name=f"layer{i}")
+        self.blocks = [_DecoderLayer(self.width, self.heads, self.mlp_dim, dtype=self.dtype, name=f"layer{i}")
                        for i in range(self.layers)]
-        self.final_ln = nn.LayerNorm(name="final_ln")
-        self.out_proj = nn.Dense(self.hidden, name="out_proj")
+        self.final_ln = nn.LayerNorm(dtype=self.dtype, name="final_ln")
+        self.out_proj = nn.Dense(self.hidden, dtype=self.dtype, name="out_proj")
 
     def _run(self, inputs, token_states, token_mask):
         steps = inputs.shape[1]
         if steps > self.max_len:
             raise ValueError(f"decoder max_len {self.max_len} < {steps} steps")
-        x = self.input_proj(inputs) + self.pos[None, :steps]
+        x = self.input_proj(inputs) + self.pos[None, :steps].astype(self.dtype)
         memory = self.memory_proj(token_states)
         self_mask = nn.make_causal_mask(jnp.ones(inputs.shape[:2], bool))
         memory_mask = nn.make_attention_mask(jnp.ones(inputs.shape[:2], bool), token_mask)

@@ -8,10 +8,13 @@ only the state's gradient (three [B, H] x [H, H] matmuls per token) and stacks t
 gradients, and the kernel and input gradients are a few large matmuls after it. The text GRU's
 forward and backward at batch 32 x 256 tokens take ~0.77x the time (`benchmarks/bench_gru.py`).
 The arithmetic is nn.GRUCell's; `tests/test_gru.py` checks states and gradients against it.
+`unroll` (both loops) is `jax.lax.scan`'s: that many steps per loop iteration, the same function;
+the compute dtype is the inputs' and weights' (the caller casts them; `tests/test_precision.py`).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import flax.linen as nn
@@ -51,7 +54,7 @@ class GRUWeights(nn.Module):
         return weights
 
 
-def _forward(w: dict, xs: jax.Array):
+def _forward(w: dict, xs: jax.Array, unroll: int = 1):
     """nn.GRUCell's rule over time-major inputs [L, B, D] from a zero state; per step the state
     after it and what the backward pass reads (state before, gates r and z, candidate n, the
     state side of the candidate)."""
@@ -65,20 +68,20 @@ def _forward(w: dict, xs: jax.Array):
         return new, (new, h, r, z, n, state_n)
 
     start = jnp.zeros(xs.shape[1:2] + w["hr"]["kernel"].shape[:1], xs.dtype)
-    return jax.lax.scan(step, start, xs)[1]
+    return jax.lax.scan(step, start, xs, unroll=unroll)[1]
 
 
-@jax.custom_vjp
-def _states_time_major(w: dict, xs: jax.Array) -> jax.Array:
-    return _forward(w, xs)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _states_time_major(unroll: int, w: dict, xs: jax.Array) -> jax.Array:
+    return _forward(w, xs, unroll)[0]
 
 
-def _states_fwd(w, xs):
-    states, *saved = _forward(w, xs)
+def _states_fwd(unroll, w, xs):
+    states, *saved = _forward(w, xs, unroll)
     return states, (w, xs, *saved)
 
 
-def _states_bwd(saved, d_states):
+def _states_bwd(unroll, saved, d_states):
     w, xs, before, r, z, n, state_n = saved
 
     def step(d_next, per_step):
@@ -93,7 +96,7 @@ def _states_bwd(saved, d_states):
         return d_before, (d_r, d_z, d_n, d_state_n)
 
     _, (d_r, d_z, d_n, d_state_n) = jax.lax.scan(
-        step, jnp.zeros_like(d_states[0]), (d_states, before, r, z, n, state_n), reverse=True)
+        step, jnp.zeros_like(d_states[0]), (d_states, before, r, z, n, state_n), reverse=True, unroll=unroll)
     rows = lambda a: a.reshape(-1, a.shape[-1])  # noqa: E731  [L, B, F] -> [L*B, F]
     x_rows, h_rows = rows(xs), rows(before)
     grads = {}
@@ -109,7 +112,7 @@ def _states_bwd(saved, d_states):
 _states_time_major.defvjp(_states_fwd, _states_bwd)
 
 
-def gru_states(weights: dict, inputs: jax.Array) -> jax.Array:
+def gru_states(weights: dict, inputs: jax.Array, unroll: int = 1) -> jax.Array:
     """The state after each step [B, L, H] of nn.GRUCell (`weights`: `GRUWeights`) run over
-    inputs [B, L, D] from a zero state."""
-    return jnp.swapaxes(_states_time_major(weights, jnp.swapaxes(inputs, 0, 1)), 0, 1)
+    inputs [B, L, D] from a zero state; `unroll` steps per iteration of its loops."""
+    return jnp.swapaxes(_states_time_major(int(unroll), weights, jnp.swapaxes(inputs, 0, 1)), 0, 1)

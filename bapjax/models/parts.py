@@ -47,6 +47,7 @@ class GRUText:
     # differ by a few tokens (the seeds of the simulated data) then build the same programs and reuse
     # each other's from the persistent compilation cache
     vocab_multiple: int = 1
+    unroll: int = 1  # the GRU's steps per iteration of its loops (forward and backward): the same function
 
     @property
     def text_key(self) -> str:
@@ -56,10 +57,12 @@ class GRUText:
         _require("text", "hidden", self.hidden >= 1, ">= 1", self.hidden)
         _require("text", "embedding_dim", self.embedding_dim >= 1, ">= 1", self.embedding_dim)
         _require("text", "vocab_multiple", self.vocab_multiple >= 1, ">= 1", self.vocab_multiple)
+        _require("text", "unroll", self.unroll >= 1, ">= 1", self.unroll)
 
-    def module(self, vocab_size: int) -> nn.Module:
+    def module(self, vocab_size: int, dtype=jnp.float32) -> nn.Module:
         rows = -(-vocab_size // self.vocab_multiple) * self.vocab_multiple
-        return GRUTextEncoder(vocab_size, self.embedding_dim, self.hidden, table_rows=rows, name="text_encoder")
+        return GRUTextEncoder(vocab_size, self.embedding_dim, self.hidden, table_rows=rows, unroll=self.unroll,
+                              dtype=dtype, name="text_encoder")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,9 +81,9 @@ class FrozenText:
         text_encoder_features(self.encoder)
         _require("text", "hidden", self.hidden >= 1, ">= 1", self.hidden)
 
-    def module(self, vocab_size: int) -> nn.Module:
+    def module(self, vocab_size: int, dtype=jnp.float32) -> nn.Module:
         del vocab_size
-        return FrozenTextProjection(self.hidden, name="text_projection")
+        return FrozenTextProjection(self.hidden, dtype=dtype, name="text_projection")
 
 
 class FrozenTextProjection(nn.Module):
@@ -88,13 +91,14 @@ class FrozenTextProjection(nn.Module):
     Dense of the masked mean), in the GRU text encoder's output form."""
 
     features: int
+    dtype: jnp.dtype = jnp.float32  # the compute dtype; the parameters stay float32
 
     @nn.compact
     def __call__(self, states, mask):
-        projected = nn.Dense(self.features, name="project")(states.astype(jnp.float32))
-        weights = mask.astype(jnp.float32)[..., None]
+        projected = nn.Dense(self.features, dtype=self.dtype, name="project")(states.astype(self.dtype))
+        weights = mask.astype(self.dtype)[..., None]
         mean = (projected * weights).sum(1) / jnp.maximum(weights.sum(1), 1.0)
-        return projected, jnp.tanh(nn.Dense(self.features, name="summary")(mean))
+        return projected, jnp.tanh(nn.Dense(self.features, dtype=self.dtype, name="summary")(mean))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,9 +124,9 @@ class WorldCNN:
                  self.conv_impl)
         _require("world", "encode_chunk", self.encode_chunk >= 0, ">= 0 (0: no chunks)", self.encode_chunk)
 
-    def module(self) -> nn.Module:
+    def module(self, dtype=jnp.float32) -> nn.Module:
         return WorldCNNModule(self.features, self.layers, self.kernel_size, self.conv_impl, film=self.film,
-                              name="world_cnn")
+                              dtype=dtype, name="world_cnn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,12 +152,14 @@ class GRUDecoder:
     kind: str = "gru"
     action_embedding: int = 300  # width of the previous action's embedding
     hidden: int = 300
+    unroll: int = 1  # the GRU's steps per iteration of teacher forcing's loop: the same function
 
     def check(self) -> None:
         _require("decoder", "hidden", self.hidden >= 1, ">= 1", self.hidden)
+        _require("decoder", "unroll", self.unroll >= 1, ">= 1", self.unroll)
 
-    def module(self) -> nn.Module:
-        return GRUActionDecoder(self.hidden, name="decoder")
+    def module(self, dtype=jnp.float32) -> nn.Module:
+        return GRUActionDecoder(self.hidden, unroll=self.unroll, dtype=dtype, name="decoder")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,9 +179,9 @@ class TransformerDecoder:
         _require("decoder", "width", self.width >= 1 and self.width % max(self.heads, 1) == 0,
                  f"a multiple of decoder.heads ({self.heads})", self.width)
 
-    def module(self) -> nn.Module:
+    def module(self, dtype=jnp.float32) -> nn.Module:
         return TransformerActionDecoder(self.layers, self.width, self.heads, self.mlp, hidden=self.hidden,
-                                        name="decoder")
+                                        dtype=dtype, name="decoder")
 
 
 @dataclasses.dataclass(frozen=True)

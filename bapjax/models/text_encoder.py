@@ -24,6 +24,8 @@ class GRUTextEncoder(nn.Module):
     hidden: int = 300
     train_embeddings: bool = True
     table_rows: int = 0
+    unroll: int = 1  # GRU steps per loop iteration (`gru_states`)
+    dtype: jnp.dtype = jnp.float32  # the compute dtype; the parameters stay float32
 
     @nn.compact
     def __call__(self, tokens: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -33,13 +35,14 @@ class GRUTextEncoder(nn.Module):
         init = nn.initializers.normal(0.1)
         if rows > self.vocab_size:
             init = _zero_rows_past(init, self.vocab_size)
-        embed = nn.Embed(rows, self.embedding_dim, embedding_init=init, name="embed")
+        embed = nn.Embed(rows, self.embedding_dim, embedding_init=init, dtype=self.dtype, name="embed")
         x = embed(tokens)
         if not self.train_embeddings:
             x = jax.lax.stop_gradient(x)
         lengths = jnp.maximum(mask.sum(-1).astype(jnp.int32), 1)
         # the cells' parameters where nn.RNN(nn.GRUCell) kept them, so trees and checkpoints are unchanged
-        return _run(GRUWeights(self.hidden, name="GRUCell_0")(x.shape[-1]), x, lengths)
+        weights = GRUWeights(self.hidden, name="GRUCell_0")(x.shape[-1])
+        return _run(jax.tree_util.tree_map(lambda w: w.astype(self.dtype), weights), x, lengths, self.unroll)
 
 
 def _zero_rows_past(init, used: int):
@@ -49,7 +52,7 @@ def _zero_rows_past(init, used: int):
     return padded
 
 
-def _run(weights: dict, x: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _run(weights: dict, x: jax.Array, lengths: jax.Array, unroll: int = 1) -> tuple[jax.Array, jax.Array]:
     """(states [B, L, H], the state after each row's last real token [B, H])."""
-    states = gru_states(weights, x)
+    states = gru_states(weights, x, unroll)
     return states, jnp.take_along_axis(states, (lengths - 1)[:, None, None], axis=1)[:, 0]

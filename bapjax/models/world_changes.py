@@ -93,6 +93,7 @@ class ChangeConv(nn.Module):
 
     features: int
     kernel_size: int = 3
+    dtype: jnp.dtype = jnp.float32  # the compute dtype; the kernel stays float32
 
     @nn.compact
     def __call__(self, changes: jax.Array, max_changed: int, dense: bool = False) -> jax.Array:
@@ -100,6 +101,7 @@ class ChangeConv(nn.Module):
         if k < 1 or k % 2 == 0:
             raise ValueError(f"config.model.world.change_kernel must be an odd number >= 1, got {k}")
         kernel = self.param("kernel", nn.initializers.lecun_normal(), (k, k, k, changes.shape[-1], self.features))
+        changes, kernel = changes.astype(self.dtype), kernel.astype(self.dtype)
         if dense:
             return dense_change_conv(changes, kernel)
         return sparse_change_conv(changes, kernel, max_changed)

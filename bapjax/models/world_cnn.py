@@ -61,7 +61,12 @@ class Conv3DIm2Col(nn.Module):
         k, cin = self.kernel_size, x.shape[-1]
         kernel = self.param("kernel", nn.initializers.lecun_normal(), (k, k, k, cin, self.features))
         bias = self.param("bias", nn.initializers.zeros, (self.features,))
-        return conv3d_im2col(x.astype(self.dtype), kernel.astype(self.dtype)) + bias.astype(self.dtype)
+        out = conv3d_im2col(x.astype(self.dtype), kernel.astype(self.dtype))
+        if out.dtype == bias.dtype:
+            return out + bias
+        # the bias added in its own dtype: its gradient, a sum over every cell of the batch, then adds
+        # float32 terms (in bfloat16 that sum lost most of its digits: tests/test_precision.py)
+        return (out.astype(bias.dtype) + bias).astype(self.dtype)
 
 
 class WorldCNN(nn.Module):
@@ -98,7 +103,8 @@ class WorldCNN(nn.Module):
             else:
                 raise ValueError(f"config.model.world.conv_impl must be 'im2col' or 'xla', got {self.impl!r}")
             if self.film:
-                film = nn.Dense(2 * self.features, kernel_init=nn.initializers.zeros, name=f"film{layer}")(condition)
+                film = nn.Dense(2 * self.features, kernel_init=nn.initializers.zeros, dtype=self.dtype,
+                                name=f"film{layer}")(condition)
                 gamma, beta = jnp.split(film.astype(self.dtype)[:, None, None, None, :], 2, axis=-1)
                 x = x * (1 + gamma) + beta
             x = nn.relu(x)
