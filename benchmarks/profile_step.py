@@ -33,8 +33,8 @@ items (`--corpus`), featurized as the config's run featurizes them:
   items/s over the config's, measured in this run.
 
 The last line is JSON {"config", "devices", "step": {...}, "pipeline_ms", "loop_items_per_s",
-"ops": {...}, "variants": {NAME: {"overrides", "items_per_s", "ratio", "compile_s"}}} (also written
-to `--out`).
+"ops": {...}, "variants": {NAME: {"overrides", "items_per_s", "ratio", "compile_s"}}}; `--out` holds
+it too, rewritten after each part (step, ops, each variant), so a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
@@ -314,6 +314,7 @@ def main(argv: list[str] | None = None):
           f"(pack sizes {result['step']['pack_sizes']}; compiled in {base.compile_s:.1f} s)", flush=True)
     result["pipeline_ms"] = round(pipeline_ms(base, args.steps), 3)
     result["loop_items_per_s"] = round(loop_items_per_s(base, args.steps), 2)
+    emit(args.out, result)
     print(f"pipeline: {result['pipeline_ms']:.2f} ms per batch on the host; loop (pipeline then step, as training "
           f"runs): {result['loop_items_per_s']:.1f} items/s = {result['loop_items_per_s'] / result['step']['items_per_s']:.2f}"
           " of the step's", flush=True)
@@ -334,6 +335,7 @@ def main(argv: list[str] | None = None):
         for op in o["top_ops"]:
             print(f"  {op['ms_per_call']:8.3f} ms x{op['runs_per_call']:<5d} {op['op'][:28]:28s} {op['opcode']:12s} "
                   f"{op['shape'][:36]:36s} {op['part']:15s} {op['source'][:40]}", flush=True)
+        emit(args.out, result)
         if o["device_events"]["processes"]:
             d = o["device_events"]
             print(f"  device events: {d['ms_per_call']:.2f} ms per step on {', '.join(d['processes'])}", flush=True)
@@ -356,14 +358,21 @@ def main(argv: list[str] | None = None):
         result["variants"][name] = {"overrides": more, "items_per_s": round(best_other, 2),
                                     "config_items_per_s": round(best_base, 2), "ratio": round(best_other / best_base, 3),
                                     "batch_size": other.batch_size, "compile_s": round(other.compile_s, 2)}
+        emit(args.out, result)
         print(f"variant {name} ({' '.join(more)}): {best_other:.1f} items/s against {best_base:.1f}: "
               f"{best_other / best_base:.2f}x (compiled in {other.compile_s:.1f} s)", flush=True)
         del other
 
-    text = json.dumps(result)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
+    emit(args.out, result)
+    print(json.dumps(result))
+
+
+def emit(out: str | None, result: dict) -> None:
+    """`result` so far, as JSON, into `out` (replaced whole)."""
+    if out:
+        tmp = Path(f"{out}.tmp")
+        tmp.write_text(json.dumps(result) + "\n")
+        tmp.replace(out)
 
 
 if __name__ == "__main__":
