@@ -49,7 +49,11 @@ def _flat(tree):
     return np.concatenate([np.asarray(x, np.float64).ravel() for x in jax.tree_util.tree_leaves(tree)])
 
 
-@pytest.mark.parametrize("architecture", list(ARCHITECTURES))
+# bfloat16 compiles slowly on the CPU (~30-50 s a model): the Transformer's cases run with -m slow
+CASES = [pytest.param(a, marks=pytest.mark.slow) if "transformer" in a else a for a in ARCHITECTURES]
+
+
+@pytest.mark.parametrize("architecture", CASES)
 @pytest.mark.parametrize("seed", [0])  # the seed of the lowest cosines measured
 def test_bfloat16_keeps_float32_parameters_and_is_within_tolerance(architecture, seed):
     fp32, bf16 = _tiny(architecture), _tiny(architecture, top={"dtype": "bfloat16"})
@@ -71,7 +75,7 @@ def test_bfloat16_keeps_float32_parameters_and_is_within_tolerance(architecture,
     assert not np.array_equal(np.asarray(logits16), np.asarray(logits32))  # bfloat16 did run
 
 
-@pytest.mark.parametrize("architecture", list(ARCHITECTURES))
+@pytest.mark.parametrize("architecture", CASES)
 def test_bfloat16_decodes(architecture):
     model = _tiny(architecture, top={"dtype": "bfloat16"})
     params = builder.init_params(model, jax.random.PRNGKey(0))

@@ -49,8 +49,9 @@ def test_each_config_builds_its_model_from_the_model_section(name):
     config = load_config(name)
     model = builder.build_model(config.model, 50)
     assert model.vocab_size == 50 and type(model) is builder.MODELS[config.model.name]
-    assert set(config.model) - {"name"} <= set(builder.SECTIONS)
-    for section in set(config.model) - {"name"}:
+    assert set(config.model) - set(builder.MODEL_FIELDS) <= set(builder.SECTIONS)
+    assert model.dtype == config.model.dtype
+    for section in set(config.model) - set(builder.MODEL_FIELDS):
         part = getattr(model, section)
         assert dataclasses.asdict(part) == config.model[section].to_dict(), section
     assert config.model.to_dict() == builder.complete_section(config.model.to_dict())
