@@ -181,13 +181,8 @@ class Setup:
 
     def ready_batches(self, count: int, seed: int | None = None) -> list[tuple[dict, int]]:
         """`count` batches prepared and on the device, each with its pack size."""
-        from bapjax import sharding
-
-        out, iterator = [], self.iterator(seed)
-        for _ in range(count):
-            local, k = self.trainer.prepare(next(iterator))
-            out.append((sharding.host_batch_to_global(local, self.mesh), k))
-        return jax.block_until_ready(out)
+        iterator = self.iterator(seed)
+        return jax.block_until_ready([self.trainer.global_batch(next(iterator)) for _ in range(count)])
 
     def step(self, batch, k):
         self.state, metrics = self.trainer.train_global(self.state, batch, k)
@@ -215,20 +210,17 @@ class Setup:
 
 def pipeline_ms(setup: Setup, count: int) -> float:
     """ms per batch of the host's side of a training step (`pipeline` in the docstring)."""
-    from bapjax import sharding
-
     iterator = setup.iterator(seed=setup.seed + 1)
     start = time.perf_counter()
     for _ in range(count):
-        local, _ = setup.trainer.prepare(next(iterator))
-        jax.block_until_ready(sharding.host_batch_to_global(local, setup.mesh))
+        jax.block_until_ready(setup.trainer.global_batch(next(iterator)))
     return 1e3 * (time.perf_counter() - start) / count
 
 
 def loop_items_per_s(setup: Setup, count: int) -> float:
     """items/s of `count` steps as the training loop runs them (`Trainer.train` on the next batch)."""
     iterator = setup.iterator(seed=setup.seed + 1)
-    setup.compile([_global(setup, next(iterator)) for _ in range(count)])  # these batches' pack sizes compiled
+    setup.compile([setup.trainer.global_batch(next(iterator)) for _ in range(count)])  # these batches' pack sizes compiled
     iterator = setup.iterator(seed=setup.seed + 1)  # the same batches again, timed
     jax.block_until_ready(setup.state)
     start = time.perf_counter()
@@ -236,13 +228,6 @@ def loop_items_per_s(setup: Setup, count: int) -> float:
         setup.state, _ = setup.trainer.train(setup.state, next(iterator))
     jax.block_until_ready(setup.state)
     return count * setup.batch_size / (time.perf_counter() - start)
-
-
-def _global(setup: Setup, host_batch: dict) -> tuple[dict, int]:
-    from bapjax import sharding
-
-    local, k = setup.trainer.prepare(host_batch)
-    return sharding.host_batch_to_global(local, setup.mesh), k
 
 
 def parse_variants(specs: list[str]) -> list[tuple[str, list[str]]]:

@@ -98,8 +98,7 @@ def test_float32_is_the_default_and_other_dtypes_are_refused():
 def test_unrolled_text_gru_is_the_same_function():
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.normal(size=(3, 10, 8)).astype(np.float32))
-    weights = GRUWeights(16).init(jax.random.PRNGKey(0), 8)["params"]
-    weights = jax.tree_util.tree_map(lambda w: w, GRUWeights(16).apply({"params": weights}, 8))
+    weights = GRUWeights(16).apply(GRUWeights(16).init(jax.random.PRNGKey(0), 8), 8)
 
     def run(unroll):
         return jax.value_and_grad(lambda w, xs: (gru_states(w, xs, unroll) ** 2).sum(), argnums=(0, 1))(weights, x)

@@ -127,7 +127,7 @@ def parts_of(model_config: Mapping) -> dict[str, Any]:
     if unknown:
         raise ModelConfigError(f"config.model has no field {', '.join(map(repr, unknown))}: a model section has "
                                f"{', '.join(MODEL_FIELDS)} and the parts {', '.join(SECTIONS)}")
-    dtype = values.get("dtype", DTYPES[0])
+    dtype = values.get("dtype", MODEL_FIELDS["dtype"])
     if dtype not in DTYPES:
         raise ModelConfigError(f"--config.model.dtype={dtype!r}: the compute dtypes are {', '.join(DTYPES)}")
     built = {}
@@ -150,9 +150,8 @@ def parts_of(model_config: Mapping) -> dict[str, Any]:
 
 def build_model(model_config: Mapping, vocab_size: int) -> BuilderModel:
     """The model `config.model` names, with its parts (`parts_of`)."""
-    values = dict(model_config)
-    return MODELS[values.get("name", DEFAULT_MODEL)](vocab_size=vocab_size, dtype=values.get("dtype", DTYPES[0]),
-                                                    **parts_of(model_config))
+    values = {**MODEL_FIELDS, **dict(model_config)}
+    return MODELS[values["name"]](vocab_size=vocab_size, dtype=values["dtype"], **parts_of(model_config))
 
 
 def model_defaults(name: str = DEFAULT_MODEL) -> dict[str, Any]:

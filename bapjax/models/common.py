@@ -77,8 +77,12 @@ class BuilderModel(nn.Module):
 
     world_encoding: ClassVar[str] = ""  # the architecture's name (bapjax.models.builder.MODELS)
 
+    @property
+    def compute_dtype(self) -> jnp.dtype:
+        return jnp.dtype(self.dtype)
+
     def setup(self):
-        dtype = jnp.dtype(self.dtype)
+        dtype = self.compute_dtype
         dense = functools.partial(nn.Dense, dtype=dtype)
         self.text_module = self.text.module(self.vocab_size, dtype)
         self.world_cnn = self.world.module(dtype)

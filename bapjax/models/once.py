@@ -8,7 +8,6 @@ heads run in rematerialized chunks of `world.step_chunk`.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from bapjax.models import parts, world_changes
 from bapjax.models.common import BuilderModel
@@ -25,7 +24,7 @@ class OnceBuilder(BuilderModel):
     def setup(self):
         super().setup()
         self.change_conv = world_changes.ChangeConv(self.world.features, self.world.change_kernel,
-                                                    dtype=jnp.dtype(self.dtype), name="world_changes")
+                                                    dtype=self.compute_dtype, name="world_changes")
 
     @property
     def packed_chunk(self) -> int:

@@ -62,10 +62,9 @@ class Conv3DIm2Col(nn.Module):
         kernel = self.param("kernel", nn.initializers.lecun_normal(), (k, k, k, cin, self.features))
         bias = self.param("bias", nn.initializers.zeros, (self.features,))
         out = conv3d_im2col(x.astype(self.dtype), kernel.astype(self.dtype))
-        if out.dtype == bias.dtype:
-            return out + bias
-        # the bias added in its own dtype: its gradient, a sum over every cell of the batch, then adds
-        # float32 terms (in bfloat16 that sum lost most of its digits: tests/test_precision.py)
+        # the bias added in its own dtype (float32; a no-op cast when the compute dtype is too): its gradient,
+        # a sum over every cell of the batch, then adds float32 terms (in bfloat16 that sum lost most of its
+        # digits: tests/test_precision.py)
         return (out.astype(bias.dtype) + bias).astype(self.dtype)
 
 

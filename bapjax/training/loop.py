@@ -221,8 +221,12 @@ class Trainer:
         return self._train.lower(state, sharding.host_batch_to_global(local_batch, self.mesh), k).compile()
 
     def train(self, state, local_batch):
+        return self.train_global(state, *self.global_batch(local_batch))
+
+    def global_batch(self, local_batch) -> tuple[dict, int]:
+        """`local_batch` prepared (`prepare`) and made global arrays on the mesh, with its pack size."""
         local_batch, k = self.prepare(local_batch)
-        return self.train_global(state, sharding.host_batch_to_global(local_batch, self.mesh), k)
+        return sharding.host_batch_to_global(local_batch, self.mesh), k
 
     def train_global(self, state, global_batch, num_packed: int):
         """The compiled step on a batch already prepared (`prepare`) and on the mesh, of pack size `num_packed`."""
