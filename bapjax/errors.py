@@ -32,6 +32,10 @@ class PeerLost(RunFailure):
     exit_status = 4
 
 
+class ProcessesNotJoined(PeerLost):
+    """A process of a multi-process job could not join it at the start (`jax.distributed`)."""
+
+
 # exit status -> meaning, for the docs' fault table (preemption's 75 lives in bapjax.training.preemption)
 EXIT_STATUSES = {2: "a user mistake (flag, config, input file, workdir)", NonFiniteLoss.exit_status:
-                 "the training loss turned non-finite", PeerLost.exit_status: "a process of a multi-process job was lost"}
+                 "the training loss turned non-finite", PeerLost.exit_status: "a process of a multi-process job was lost or could not join"}

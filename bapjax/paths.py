@@ -359,7 +359,8 @@ def check_writable_dir(directory: str | os.PathLike, what: str, output: str | os
         raise UnwritableError(f"{what} {where} ({reason})") from None
     if not keep_folders:
         for folder in missing:
-            folder.rmdir()
+            with contextlib.suppress(OSError):  # another process of the job may have removed it or written there
+                folder.rmdir()
     return directory
 
 

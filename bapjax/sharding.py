@@ -8,6 +8,9 @@ array is assembled with `jax.make_array_from_process_local_data`.
 
 from __future__ import annotations
 
+import os
+import socket
+import time
 from typing import Any
 
 import jax
@@ -16,6 +19,8 @@ from absl import logging
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+
+from bapjax.errors import ProcessesNotJoined, UserError
 
 DATA_AXIS = "data"
 DATA_SPEC = P(DATA_AXIS)  # leading axis split over 'data'
@@ -37,22 +42,78 @@ def set_cpu_devices(count: int) -> None:
                              f"(a fresh process)") from None
 
 
-def maybe_initialize_distributed(config: Any | None) -> None:
-    """`jax.distributed.initialize` when `config.distributed.initialize` is set.
+def start_processes(config: Any | None) -> None:
+    """Join this process to its multi-process job (`jax.distributed.initialize`) when
+    `config.distributed.initialize` is set; nothing when it is not, or when the job is joined already.
 
-    With no coordinator fields it relies on auto-detection (TPU pods, SLURM, Open MPI); otherwise
-    it passes coordinator_address / num_processes / process_id from the config.
+    It must come before anything asks JAX for devices or processes (`jax.process_index()`,
+    `jax.devices()`, any computation): a command that trains calls it first, before it prints a line.
+    With no coordinator fields it relies on auto-detection (TPU pods, SLURM, Open MPI); otherwise it
+    passes coordinator_address / num_processes / process_id from the config. A process that cannot
+    join is `ProcessesNotJoined`: one line naming the process and the cause. JAX already started
+    in this process is a `UserError` (the job needs fresh processes).
     """
-    if config is None or not config.get("initialize", False):
+    if config is None or not config.get("initialize", False) or processes_started():
         return
+    from jax._src import xla_bridge  # what jax.distributed.initialize itself checks
+    if xla_bridge.backends_are_initialized():
+        raise UserError("config.distributed.initialize=True needs a fresh process: JAX already ran in this one "
+                        "(jax.distributed must be initialized before anything asks JAX for its devices)")
     kwargs = {}
-    for key in ("coordinator_address", "num_processes", "process_id", "local_device_ids"):
+    for key in ("coordinator_address", "num_processes", "process_id", "local_device_ids", "initialization_timeout"):
         value = config.get(key, None)
         if value not in (None, "", -1):
             kwargs[key] = value
-    jax.distributed.initialize(**kwargs)
+    if kwargs.get("process_id", 0) != 0 and "coordinator_address" in kwargs:
+        # XLA's client aborts the process (no Python error) when the coordinator never answers
+        await_coordinator(config, kwargs["coordinator_address"], float(kwargs.get("initialization_timeout", 300)))
+    try:
+        jax.distributed.initialize(**kwargs)
+    except Exception as err:  # the coordinator unreachable, a process id taken twice, no cluster detected
+        cause = (str(err).strip().splitlines() or [type(err).__name__])[0][:240].rstrip(".")
+        hint = ("set config.distributed.coordinator_address, num_processes and process_id, or run under a scheduler "
+                "JAX detects (SLURM, a TPU pod, Open MPI)") if "coordinator_address" not in kwargs \
+            else "start every process of the job, each with its own process_id"
+        raise ProcessesNotJoined(f"{describe_process(config)} could not join its multi-process job ({cause}); {hint}") from None
     logging.info("jax.distributed initialized: process %d of %d, %d global devices",
                  jax.process_index(), jax.process_count(), jax.device_count())
+
+
+def await_coordinator(config: Any, address: str, timeout: float) -> None:
+    """Wait until the coordinator (`host:port`, process 0) accepts connections, at most `timeout`
+    seconds; else `ProcessesNotJoined` naming this process, the address and the wait."""
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+                return
+        except (OSError, ValueError) as err:
+            if time.monotonic() >= deadline or isinstance(err, ValueError):
+                raise ProcessesNotJoined(
+                    f"{describe_process(config)} could not join its multi-process job: no coordinator answered at "
+                    f"{address} within {timeout:g} s (config.distributed.initialization_timeout); start process 0 "
+                    "of the job there, or correct config.distributed.coordinator_address") from None
+        time.sleep(0.5)
+
+
+def processes_started() -> bool:
+    """Whether this process has joined a multi-process job (`jax.distributed.initialize` ran)."""
+    from jax._src import distributed
+    return distributed.global_state.client is not None
+
+
+def describe_process(config: Any | None) -> str:
+    """'process I of N' before the job is joined, from the config or the scheduler's environment
+    (SLURM, Open MPI); 'this process' where neither says."""
+    config = config or {}
+    index, count = config.get("process_id", -1), config.get("num_processes", -1)
+    for index_var, count_var in (("SLURM_PROCID", "SLURM_NTASKS"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+        if index in (None, -1) and os.environ.get(index_var, "").isdigit():
+            index, count = int(os.environ[index_var]), int(os.environ.get(count_var, "-1") or -1)
+    if index in (None, -1):
+        return "this process"
+    return f"process {index}" + (f" of {count}" if count not in (None, -1) else "")
 
 
 def data_mesh(devices: list | None = None) -> Mesh:

@@ -59,6 +59,8 @@ def main(argv) -> int:
     except ValueError as err:
         raise run_checks.ConfigError(f"--config.cpu_devices={config.cpu_devices}: {err}") from None
     cli.apply_compilation_cache_flag()
+    # a multi-process job is joined before anything below asks JAX for its processes or devices
+    sharding.start_processes(config.get("distributed"))
     workdir = paths.workdir_path(FLAGS.workdir or config.workdir)
     if not FLAGS.redo_final_eval and run_checks.finished_run(config, workdir) is not None:
         if jax.process_index() == 0:
@@ -75,7 +77,10 @@ def main(argv) -> int:
         results = train_and_evaluate(config, workdir, wait=FLAGS.wait)
     except preemption.Preempted:
         return preemption.EXIT_STATUS  # the checkpoint is saved and the line printed
-    if jax.process_index() == 0 and results is not None:
+    if jax.process_index() != 0:  # one line from every process of a job; process 0's results follow below
+        print(f"process {jax.process_index()} of {jax.process_count()}: finished, {workdir} holds the run",
+              flush=True)
+    elif results is not None:
         for key, report in results.items():
             print(f"\n== {key} ==\n{evaluator.format_report(report, fmt='text')}", flush=True)
         print(flush=True)

@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent('''
     corpus, out, process_id, num_processes, port = sys.argv[1:6]
     process_id, num_processes = int(process_id), int(num_processes)
     if num_processes > 1:  # the code path of a pod: config.distributed -> jax.distributed.initialize
-        sharding.maybe_initialize_distributed(ml_collections.ConfigDict(dict(
+        sharding.start_processes(ml_collections.ConfigDict(dict(
             initialize=True, coordinator_address=f"localhost:{port}", num_processes=num_processes,
             process_id=process_id)))
     assert jax.process_count() == num_processes and jax.process_index() == process_id
@@ -88,3 +88,45 @@ def test_two_processes_of_four_devices_match_one_device(tmp_path, mdc_path):
         assert a.files == b.files
         for name in a.files:
             np.testing.assert_allclose(a[name], b[name], atol=1e-5)
+
+
+def test_two_processes_of_the_train_command_train_save_and_finish(tmp_path):
+    """The pod path as a user starts it: two `python -m bapjax.train` processes joined by
+    `--config.distributed.*` on localhost train a tiny quickstart, save a checkpoint, and each
+    ends with its own final line (process 0 the summary, process 1 its line); no traceback."""
+    from tests.two_processes import free_port, start_training
+    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
+    procs, logs = start_training(tmp_path, free_port(), env, 2, "run")
+    for proc, log in zip(procs, logs):
+        try:
+            proc.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            pytest.fail(f"waited 240 s for both processes to finish; {log.name} ends: {log.read_text()[-2000:]}")
+    outputs = [log.read_text() for log in logs]
+    for proc, output in zip(procs, outputs):
+        assert proc.returncode == 0 and "Traceback" not in output, output[-3000:]
+    assert "run finished:" in outputs[0] and "batch 8 over 2 devices" in outputs[0], outputs[0][-3000:]
+    assert outputs[1].strip().splitlines()[-1].startswith("process 1 of 2: finished"), outputs[1][-3000:]
+    saved = {p.name for p in (tmp_path / "run" / "checkpoints" / "latest").iterdir()}
+    assert "2" in saved, saved
+
+
+def test_a_process_that_cannot_reach_its_coordinator_says_so_in_one_line(tmp_path):
+    """Process 1 of a job whose coordinator never answers ends in one line naming itself, the
+    address and the wait, with the exit status of a lost process, before it asks JAX anything."""
+    port = _free_port()  # nothing listens there
+    result = subprocess.run(
+        [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
+         "--config.distributed.initialize=True", f"--config.distributed.coordinator_address=localhost:{port}",
+         "--config.distributed.num_processes=2", "--config.distributed.process_id=1",
+         "--config.distributed.initialization_timeout=2"],
+        cwd=REPO, env=dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu"),
+        capture_output=True, text=True, timeout=120)
+    from bapjax.errors import ProcessesNotJoined
+    assert result.returncode == ProcessesNotJoined.exit_status, result.stderr[-2000:]
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: process 1 of 2 could not join"), lines
+    assert f"localhost:{port}" in lines[0] and "initialization_timeout" in lines[0]
+    assert not (tmp_path / "run").exists()

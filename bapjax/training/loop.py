@@ -354,7 +354,7 @@ class TrainingRun:
         self.started, self.commit = time.time(), run_checks.code_version()
         self.compiles = cli.compile_tally().snapshot()  # what this invocation compiles: recorded in runs.jsonl
         self.config, self.workdir = config, workdir
-        sharding.maybe_initialize_distributed(config.distributed)
+        sharding.start_processes(config.distributed)  # the command joined it already; a library call joins here
         host = str(config.distributed.get("coordinator_address", "") or "localhost").rsplit(":", 1)[0]
         self.peers = peer_watch.PeerWatch(self.resume_hint, host)  # started with the run (`train_and_evaluate`)
         self.is_main = jax.process_index() == 0
@@ -684,12 +684,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     and the metric writer first. The run claims `workdir` before writing to it (`workdir_claim`:
     another run's claim refuses this one, or with `wait` waits)."""
     run = TrainingRun(run_checks.with_defaults(config), workdir_path(workdir))
-    with workdir_claim.claimed(run.workdir, wait=wait):
+    with collectives_named(run), workdir_claim.claimed(run.workdir, wait=wait):  # the claim's agreement is a collective too
         run.resuming = run_checks.check_resume_config(run.config, run.workdir)  # again: as the claim found it
         try:
             run.peers.start()
-            run.setup()
             with collectives_named(run):
+                run.setup()
                 run.train()
                 results = run.final_evaluation()
         except PeerLost:

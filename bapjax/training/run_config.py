@@ -178,6 +178,7 @@ def base_config() -> ml_collections.ConfigDict:
     config.distributed.coordinator_address = ""
     config.distributed.num_processes = -1
     config.distributed.process_id = -1
+    config.distributed.initialization_timeout = 300  # seconds a process waits for the job's others at start (JAX's default)
     return config
 
 
