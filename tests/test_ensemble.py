@@ -192,12 +192,12 @@ def test_the_command_chooses_on_val_and_decodes_test_once(tmp_path, mdc_path, mo
     again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 2 and again.stderr.strip().splitlines()[-1].startswith(f"error: --out {out}: holds")
     # --notest: the choice on val alone, the same as with the test split, which stays untouched
-    on_val = tmp_path / "ens_val"
-    done = subprocess.run([*command[:-1], f"--out={on_val}", "--notest"], cwd=REPO, env=env, capture_output=True,
+    val_out = tmp_path / "ens_val"
+    done = subprocess.run([*command[:-1], f"--out={val_out}", "--notest"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    val_record = json.loads((on_val / "ensemble.json").read_text())
-    assert val_record["test"] is None and val_record["test_items"] == 0 and not (on_val / "final_eval.json").exists()
+    val_record = json.loads((val_out / "ensemble.json").read_text())
+    assert val_record["test"] is None and val_record["test_items"] == 0 and not (val_out / "final_eval.json").exists()
     assert val_record["choice"] == record["choice"]
     # a kept step of a run as a member beside the run itself
     step = min(int(p.name) for p in (runs[0] / "checkpoints" / "latest").iterdir() if p.name.isdigit())

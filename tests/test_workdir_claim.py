@@ -18,6 +18,7 @@ import pytest
 from etils import epath
 
 from bapjax.training import checkpoints, run_checks, workdir_claim
+from tests.lines import LineReader
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -319,14 +320,16 @@ def test_wait_starts_after_the_first_run_ends_and_resumes_from_its_checkpoint(tm
     first = _start(command)
     _stopped_once_claimed(first, workdir)
     second = _start([*command, "--wait"])
-    try:
-        line = second.stdout.readline()
-        assert line.startswith("waiting for") and f"pid {first.pid}" in line, line + second.stderr.read()
+    waiting, errors = LineReader(second.stdout), LineReader(second.stderr)
+    try:  # its first lines: the workdir, then what it waits for (a deadline: the first run is stopped meanwhile)
+        line = waiting.wait_for(r"^waiting for", timeout=300)
+        assert f"pid {first.pid}" in line, line
     finally:
         first.send_signal(signal.SIGCONT)
     out, err = first.communicate(timeout=600)
     assert first.returncode == 0, out[-2000:] + err[-3000:]
-    out, err = second.communicate(timeout=600)
+    second.wait(timeout=600)
+    out, err = waiting.rest(), errors.rest()
     assert second.returncode == 0, out[-2000:] + err[-3000:]
     assert "resumed from step 6" in out
     assert _train_steps(workdir) == [1, 2, 3, 4, 5, 6]
