@@ -31,6 +31,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 from ml_collections import config_flags
 
+from bapjax import sharding
 from bapjax.errors import PeerLost, RunFailure, UserError
 from bapjax.paths import cache_root, describe_no_space, no_space_error
 
@@ -290,6 +291,16 @@ def run(main: Callable[[Sequence[str]], int | None], define_flags: Callable[[], 
 
     def guarded(argv: Sequence[str]) -> int:
         quiet_library_logs()
+        try:
+            return checked(argv)
+        except SystemExit as done:  # a failed process of a multi-process job: no shutdown barrier with its peers,
+            if done.code and sharding.processes_started():  # which may be gone (JAX would abort with pages of its own report)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(done.code if isinstance(done.code, int) else 1)
+            raise
+
+    def checked(argv: Sequence[str]) -> int:
         with output_without_readers(READERLESS_NOTE):
             try:
                 return int(main(argv) or 0)

@@ -69,8 +69,10 @@ def main(argv) -> int:
         return 0
     paths.writable_cache()  # features, generated corpora and compiled programs are kept there
     if "://" not in str(workdir):  # a local workdir; gs:// and other stores answer for themselves
-        # nothing left behind: a run refused later (its config, a busy workdir) writes nothing
-        paths.check_writable_dir(str(workdir), "--workdir" if FLAGS.workdir else "config.workdir", keep_folders=False)
+        # nothing left behind: a run refused later (its config, a busy workdir) writes nothing; the processes
+        # of a job share the folder, so there none removes what another may be checking
+        paths.check_writable_dir(str(workdir), "--workdir" if FLAGS.workdir else "config.workdir",
+                                 keep_folders=jax.process_count() > 1)
     if jax.process_index() == 0:
         print(f"workdir: {workdir}", flush=True)
     try:
