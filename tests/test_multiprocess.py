@@ -4,6 +4,7 @@ give the loss and parameters of the same steps on 1 device."""
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -130,3 +131,39 @@ def test_a_process_that_cannot_reach_its_coordinator_says_so_in_one_line(tmp_pat
     assert len(lines) == 1 and lines[0].startswith("error: process 1 of 2 could not join"), lines
     assert f"localhost:{port}" in lines[0] and "initialization_timeout" in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # ~3 min on a 2-core CPU: a two-process run, then two one-process resumes
+def test_a_run_of_two_processes_of_two_devices_resumes_on_one_device_and_on_four(tmp_path):
+    """Elastic resume: a run saved by 2 processes x 2 CPU devices goes on from its saved step on
+    1 process of 1 device and on 1 process of 4 devices. The data order is the same global batches
+    whatever the process and device counts (`DataIterator`), so both resumes take the same step's
+    batch and their first losses agree to float rounding (the rows are packed per device)."""
+    from tests.two_processes import SMALL_RUN, free_port, start_training
+    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
+    procs, logs = start_training(tmp_path, free_port(), env, 3, "pair", "--config.cpu_devices=2")
+    for proc, log in zip(procs, logs):
+        proc.wait(timeout=600)
+        assert proc.returncode == 0, log.read_text()[-3000:]
+    assert "batch 8 over 4 devices" in logs[0].read_text()
+    saved = tmp_path / "saved"
+    shutil.copytree(tmp_path / "run", saved)
+    losses = {}
+    for devices in (1, 4):
+        workdir = tmp_path / f"resumed{devices}"
+        shutil.copytree(saved, workdir)
+        command = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={workdir}",
+                   *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
+                   "--config.eval.final_splits=()", "--config.train.eval_every_steps=5", "--config.train.max_steps=5",
+                   f"--config.cpu_devices={devices}"]
+        for name in ("bs", "ss", "r"):
+            command += [f"--config.data.sources.{name}.generate.train_items=60",
+                        f"--config.data.sources.{name}.generate.processes=1"]
+        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert "resumed from step 3" in done.stdout and f"over {devices} devices" in done.stdout, done.stdout[-2000:]
+        rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+        losses[devices] = {row["step"]: row["loss"] for row in rows if row.get("kind") == "train"}
+        assert {3, 4, 5} <= set(losses[devices]), losses[devices]
+    assert losses[1][3] == losses[4][3]  # the saved run's own record, carried over
+    np.testing.assert_allclose(losses[1][4], losses[4][4], rtol=1e-5)
