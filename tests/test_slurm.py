@@ -44,7 +44,7 @@ def job_args(workdir: Path, *extra: str) -> list[str]:
     args = ["--nodes=1", "--ntasks-per-node=2", f"--output={workdir}.out", LAUNCHER, "configs/quickstart.py",
             str(workdir), *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
             f"--config.train.max_steps={STEPS}", "--config.train.eval_every_steps=50",
-            "--config.eval.final_splits=('r:test',)", *extra]
+            "--config.eval.final_splits=('r:test',)", "--config.model.world.conv_impl=im2col", *extra]
     for name in ("bs", "ss", "r"):
         args += [f"--config.data.sources.{name}.generate.train_items=60",
                  f"--config.data.sources.{name}.generate.processes=1"]
