@@ -86,3 +86,9 @@ def test_every_relative_markdown_link_resolves_inside_the_repository():
                 why = "outside the repository" if not inside else "no such file or directory"
                 broken.append(f"{md.relative_to(REPO)}: ({target}): {why}")
     assert not broken, "broken Markdown links:\n" + "\n".join(broken)
+
+
+def test_the_results_page_stays_within_300_lines():
+    """docs/results.md is read whole: a finding that does not fit replaces an older one (git keeps it)."""
+    lines = (REPO / "docs" / "results.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300, f"docs/results.md has {len(lines)} lines; at most 300"
