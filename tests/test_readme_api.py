@@ -23,3 +23,15 @@ def test_the_readme_python_api_block_runs(tiny_run, mdc_path, monkeypatch, capsy
     out = capsys.readouterr().out
     assert "Micro F1 (%)" in out and "items 100 " in out  # the oracle's tables
     assert re.search(r"^step 2, STOP rule \w+.*: \{'micro_overall': ", out, re.M), out[-2000:]
+
+
+def test_loading_a_run_says_one_line_and_no_library_warnings(tiny_run):
+    """Library logs stay quiet: loading a run's checkpoint (Orbax reads every item's metadata)
+    prints only bapjax's own line."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", "import sys; from bapjax.training import checkpoints; "
+                           "checkpoints.load_run(sys.argv[1])", str(tiny_run)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "" and done.stderr.strip().splitlines() == [f"loaded {tiny_run} step 2"], done.stderr

@@ -3,6 +3,7 @@ and munge, which `.ci/run` installs) runs `launch/slurm_multi_node.sbatch` as do
 two tasks on the one node joined by jax.distributed's SLURM detection:
 
 - the job trains to its end and writes the final evaluation, every task ending with its line;
+- the best checkpoint is chosen by a decoded val F1, which process 0 alone decodes;
 - SIGTERM as SLURM delivers it (`scancel --signal=TERM`, what `#SBATCH --signal` sends before the time
   limit) makes both tasks save the same step and exit 75; the requeued job resumes from that step and
   ends with the parameters of the uninterrupted job, bit for bit;
@@ -43,7 +44,9 @@ def job_args(workdir: Path, *extra: str) -> list[str]:
     """sbatch arguments: two tasks on the one node, the launcher, a tiny quickstart of STEPS steps."""
     args = ["--nodes=1", "--ntasks-per-node=2", f"--output={workdir}.out", LAUNCHER, "configs/quickstart.py",
             str(workdir), *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
-            f"--config.train.max_steps={STEPS}", "--config.train.eval_every_steps=50",
+            f"--config.train.max_steps={STEPS}", "--config.train.eval_every_steps=4",
+            # the best checkpoint by a decoded val F1, which only process 0 decodes: every task takes its decision
+            "--config.train.select_by=r_val_overall_micro_f1", "--config.eval.val_decode_items=4",
             "--config.eval.final_splits=('r:test',)", "--config.model.world.conv_impl=im2col", *extra]
     for name in ("bs", "ss", "r"):
         args += [f"--config.data.sources.{name}.generate.train_items=60",
@@ -94,6 +97,7 @@ def test_the_launcher_runs_two_tasks_to_the_end_and_writes_the_final_evaluation(
     assert "batch 8 over 2 devices" in text and "Traceback" not in text, text[-3000:]
     assert re.search(r"^process 1 of 2: finished", text, re.M) and "run finished:" in text, text[-3000:]
     assert (workdir / "final_eval.json").exists()
+    assert any(p.name.isdigit() for p in (workdir / "checkpoints" / "best").iterdir())
 
 
 @pytest.mark.slow  # ~3-4 min: a job stopped by SIGTERM, then requeued

@@ -186,7 +186,8 @@ def load_params(checkpoint_dir: str | os.PathLike) -> tuple[Any, int]:
     for directory in candidates:
         if not directory.is_dir():
             continue
-        manager = ocp.CheckpointManager(directory, item_handlers={"state": ocp.StandardCheckpointHandler()})
+        manager = ocp.CheckpointManager(directory, item_handlers={"state": ocp.StandardCheckpointHandler(),
+                                                                 "meta": ocp.JsonCheckpointHandler()})
         try:
             restored, step = _restore_newest_intact(manager, lambda step: _local_restore_args(manager, step),
                                                     str(directory), named)
