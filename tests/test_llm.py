@@ -258,6 +258,7 @@ def test_cli_export_score_and_errors(test_items, tmp_path):
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["parse"]["items_without_response"] == 1 and report["counts"]["items"] == 30
+    assert f"warning: 1 of the 30 items have no response in {responses}" in done.stderr, done.stderr
     assert "Micro F1" in done.stdout and len(predictions.read_text().splitlines()) == 30
     with open(responses, "a") as out:
         out.write(json.dumps({"item_id": records[0]["item_id"], "response": "again"}) + "\n")
@@ -297,7 +298,7 @@ def test_cli_export_and_score_limit(test_items, tmp_path, mdc_path):
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["counts"]["items"] == 10 and report["parse"]["responses"] == 10
     assert report["limit"] == {"first": 10, "of": 30, "ignored_responses": 20}
-    assert "20 response(s) of later items ignored" in done.stderr
+    assert "20 response(s) of later items ignored" in done.stderr and "warning" not in done.stderr
     done = _cli("export", "--format", "nebula", "--items", str(items_file), "--limit", "-2", "--out", str(prompts))
     assert done.returncode == 2 and done.stderr == "error: --limit is -2; expected an integer >= 0 (0: all)\n"
 

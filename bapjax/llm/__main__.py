@@ -110,6 +110,10 @@ def score(argv_flags=FLAGS) -> dict:
         evaluator.mark_partial(report, len(items), len(every), ignored, "responses")
         print(f"score: the first {len(items)} of {len(every)} items (--limit {argv_flags.limit}); "
               f"{ignored} response(s) of later items ignored", file=sys.stderr, flush=True)
+    missing = report["parse"]["items_without_response"]
+    if missing:
+        print(f"warning: {missing} of the {len(items)} items have no response in {argv_flags.responses}; they are "
+              "scored as empty predictions (--limit N scores the first N items alone)", file=sys.stderr, flush=True)
     if argv_flags.out:
         jsonl.write_predictions(argv_flags.out, predictions)
     parse = report["parse"]
