@@ -29,7 +29,7 @@ from bapjax import paths
 from bapjax.data import sources
 from bapjax.training import preemption
 
-from .two_processes import SMALL_RUN, free_port, start_training
+from .two_processes import SMALL_RUN, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -322,49 +322,6 @@ def test_two_processes_agree_on_the_step_to_save_at(tmp_path, signum):
     results = [json.loads((tmp_path / f"out.{p}.json").read_text()) for p in range(2)]
     assert results[0]["step"] == results[1]["step"] > 1, results
     assert results[1]["signal"] == signal.Signals(signum).name
-
-
-@pytest.mark.slow  # ~5-10 min on a 2-core CPU: two training processes compile and run, twice
-def test_two_training_processes_save_the_same_step_and_resume_from_it(tmp_path, monkeypatch):
-    """The pod case end to end: `bapjax.train` on 2 processes joined by `jax.distributed`, a
-    SIGTERM to one of them; both save the same step, exit 75, and the same commands resume. The
-    best checkpoint is chosen by a decoded val F1 (`train.select_by`), which only process 0 has."""
-    monkeypatch.setenv("BAPJAX_CACHE", str(tmp_path / "cache"))
-    for name in ("bs", "ss", "r"):  # built first: on a busy CPU one process building them while the
-        # other waits on the lock can keep them apart longer than JAX's 30 s collective set-up
-        sources.generated_corpus(name, 1, (60, 40, 100), processes=1, progress=False)
-    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
-    port = free_port()
-
-    def start(max_steps, tag):
-        return start_training(tmp_path, port, env, max_steps, tag,
-                              # the best checkpoint by a decoded val F1: process 0 decodes, both take its save decision
-                              "--config.train.select_by=r_val_overall_micro_f1", "--config.eval.val_decode_items=4")
-
-    procs, logs = start(400, "first")
-    deadline = time.time() + 1500
-    while not re.search(r"^step 7/", logs[0].read_text(), re.M):
-        assert time.time() < deadline and procs[0].poll() is None, logs[0].read_text()[-3000:]
-        time.sleep(1)
-    procs[1].send_signal(signal.SIGTERM)
-    for proc in procs:
-        proc.wait(timeout=600)
-    outputs = [log.read_text() for log in logs]
-    for proc, output in zip(procs, outputs):
-        assert proc.returncode == preemption.EXIT_STATUS, output[-3000:]
-    saved = re.search(r"SIGTERM received: saved the checkpoint of step (\d+)", outputs[0])
-    assert saved, outputs[0][-3000:]
-    step = int(saved.group(1))
-    assert step > 7 and step in {int(p.name) for p in (tmp_path / "run" / "checkpoints" / "latest").iterdir()
-                                 if p.name.isdigit()}
-    procs, logs = start(step + 2, "rerun")
-    for proc in procs:
-        proc.wait(timeout=1500)
-    outputs = [log.read_text() for log in logs]
-    for proc, output in zip(procs, outputs):
-        assert proc.returncode == 0, output[-3000:]
-    assert f"resumed from step {step}" in outputs[0]
-    assert any(p.name.isdigit() for p in (tmp_path / "run" / "checkpoints" / "best").iterdir())
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,25 +1,20 @@
 """How a training run ends, as a user sees it through `python -m bapjax.train`: quiet library logs,
 a closing summary, a finished run left alone, help that exits 0, plain override errors, a diverging
-run that stops at its first non-finite loss, a damaged checkpoint that is one error line, and (slow)
-a multi-process job that names a lost process."""
+run that stops at its first non-finite loss, a damaged checkpoint that is one error line. (A process of
+a multi-process job that dies is named by its peers: tests/test_slurm.py, as a SLURM task killed.)"""
 
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
-from bapjax.errors import NonFiniteLoss, PeerLost
-
-from .two_processes import free_port, start_training
+from bapjax.errors import NonFiniteLoss
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -180,31 +175,3 @@ def test_a_damaged_checkpoint_is_one_error_line_without_traceback(three_steps, t
         errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "no intact checkpoint among steps [3]" in errors[0], done.stderr[-3000:]
         assert "Traceback" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-3000:]
-
-
-@pytest.mark.slow  # ~3-5 min on a 2-core CPU: two processes joined by jax.distributed, twice
-def test_a_killed_process_is_named_by_its_peer_and_the_job_resumes(tmp_path):
-    env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
-    port = free_port()
-
-    def start(max_steps, tag):
-        return start_training(tmp_path, port, env, max_steps, tag)
-
-    procs, logs = start(400, "first")
-    deadline = time.time() + 900
-    while not re.search(r"^step 12/", logs[0].read_text(), re.M):
-        assert time.time() < deadline and procs[0].poll() is None, logs[0].read_text()[-3000:]
-        time.sleep(0.5)
-    procs[1].send_signal(signal.SIGKILL)
-    killed = time.time()
-    assert procs[0].wait(timeout=300) == PeerLost.exit_status, logs[0].read_text()[-3000:]
-    assert time.time() - killed < 300
-    output = logs[0].read_text()
-    line = re.search(r"^error: process 0 of 2: process 1 of the job ended without finishing.*"
-                     r"the last checkpoint is step (\d+) in .*rerun the same job", output, re.M)
-    assert line, output[-3000:]
-    step = int(line.group(1))
-    procs, logs = start(step + 3, "rerun")
-    for proc, log in zip(procs, logs):
-        assert proc.wait(timeout=900) == 0, log.read_text()[-3000:]
-    assert f"resumed from step {step}" in logs[0].read_text()

@@ -1,5 +1,5 @@
-"""Training runs of 2 processes joined by `jax.distributed` on this machine (the slow multi-process
-tests of test_faults.py and test_run_outcomes.py)."""
+"""Training runs of 2 processes joined by `jax.distributed` on this machine, and the tiny run they
+train (tests/test_multiprocess.py, test_faults.py; SMALL_RUN also for test_slurm.py's jobs)."""
 
 import socket
 import subprocess
