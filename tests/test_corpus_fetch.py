@@ -55,8 +55,13 @@ def test_fetch_from_a_file_url_gives_the_corpus(mdc_archive, tmp_path):
     assert any("739 corpus files verified" in line and "(100%)" in line for line in lines), lines
     assert mdc.resolve_corpus(out) == out
     unpacked = mdc.resolve_corpus(mdc_archive)
-    for name in fetch.read_manifest():
+    manifest = fetch.read_manifest()
+    for name in manifest:
         assert filecmp.cmp(out / name, unpacked / name, shallow=False), name
+    with tarfile.open(mdc_archive) as tar:  # each file keeps its archive time, as tar sets it (the item cache keys on it)
+        mtimes = {fetch.corpus_name(m.name, manifest): m.mtime for m in tar if m.isfile()}
+    changed = [name for name in manifest if (out / name).stat().st_mtime != mtimes[name]]
+    assert not changed, f"{len(changed)} files without their archive time, e.g. {changed[:3]}"
     assert _leftovers(tmp_path, "mdc") == [out]
     counts = {s: len(mdc.load_corpus(out).split(s)) for s in ("train", "val", "test")}
     assert counts == {"train": 3709, "val": 1331, "test": 1616}

@@ -163,8 +163,13 @@ def test_cli_stats_and_export(mdc_path, tmp_path):
 def test_every_gold_configuration_reads(mdc_path):
     root = mdc.resolve_corpus(mdc_path)
     targets = set(mdc.read_splits(root))
-    sizes = [len(mdc.load_gold_structure(root, t)) for t in sorted(targets)]
-    assert len(sizes) == len(targets) and min(sizes) > 0
+    structures = {t: mdc.load_gold_structure(root, t) for t in sorted(targets)}
+    assert min(len(s) for s in structures.values()) > 0
+    # in the world's frame (the files' x and z are offset by +100) and in the six colors, every color used
+    outside = [(t, cell) for t, s in structures.items() for cell in s if not grid.in_region(*cell)]
+    assert not outside, f"{len(outside)} gold cells outside the build region, e.g. {outside[:3]}"
+    colors = {color for s in structures.values() for color in s.values()}
+    assert colors == set(range(1, len(grid.COLORS) + 1)), colors
     with pytest.raises(mdc.CorpusError, match="C99999"):
         mdc.load_gold_structure(root, "C99999")
 
