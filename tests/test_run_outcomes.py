@@ -117,6 +117,10 @@ def test_a_finished_run_ends_with_its_summary_and_a_rerun_leaves_it_alone(three_
 
     redo = train(run, "--config.train.max_steps=3", "--redo_final_eval")
     assert redo.returncode == 0 and "run finished" in redo.stdout
+    # a second invocation: the run's totals said to be over both, then what this one did
+    assert re.search(r"trained 3 steps \(24 items\) in \d+\.\d min in all, over 2 invocations", redo.stdout), redo.stdout
+    assert "  this invocation: steps 3 to 3 in " in redo.stdout, redo.stdout
+    assert re.search(r"compiled \d+ programs .* in all, over 2 invocations; this invocation \d+ programs", redo.stdout)
     first, second = [json.loads(line) for line in (run / "runs.jsonl").read_text().splitlines()]
     assert first["compiled"]["programs"] > 0 and first["compiled"]["costliest"]
     assert second["compiled"]["from_cache"] > 0  # the evaluation's programs, compiled by the first invocation

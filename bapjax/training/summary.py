@@ -50,18 +50,26 @@ def summary_lines(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[s
         rule = f"{config['eval']['stop_rule']} at {config['eval']['stop_threshold']} (the config's)"
     scores = ", ".join(f"{key.replace('_test', '')} {100 * report['micro']['Overall']['overall']:.1f}"
                        for key, report in results.items() if report.get("micro", {}).get("Overall", {}).get("overall") is not None)
+    # a resumed run: the run's totals over all its invocations, then what the last invocation did
+    in_all = f" in all, over {len(records)} invocations" if len(records) > 1 else ""
     lines = [f"run finished: {workdir}",
-             f"  trained {steps:,} steps ({steps * batch:,} items) in {wall / 60:.1f} min; "
-             f"kept {kept}",
-             f"  STOP rule {rule}",
-             f"  micro Overall F1 (test): {scores or 'no test split evaluated'}"]
+             f"  trained {steps:,} steps ({steps * batch:,} items) in {wall / 60:.1f} min{in_all}; kept {kept}"]
+    if in_all:
+        first = int(last.get("first_step", 0))
+        lines.append(f"  this invocation: steps {first:,} to {steps:,} in {float(last.get('wall_seconds', 0)) / 60:.1f} min")
+    lines += [f"  STOP rule {rule}", f"  micro Overall F1 (test): {scores or 'no test split evaluated'}"]
     compiled = [r["compiled"] for r in records if r.get("compiled")]
     if compiled:
-        programs, cached = sum(c["programs"] for c in compiled), sum(c["from_cache"] for c in compiled)
-        seconds = sum(c["compile_seconds"] + c["trace_seconds"] for c in compiled)
-        lines.append(f"  compiled {programs} programs in {seconds / 60:.1f} min, tracing included"
-                     f" ({cached} read from the persistent compilation cache)")
+        lines.append(f"  compiled {_programs(compiled)}{in_all}"
+                     + (f"; this invocation {_programs([last['compiled']])}" if in_all and last.get("compiled") else ""))
     return lines
+
+
+def _programs(compiled: list[dict]) -> str:
+    programs, cached = sum(c["programs"] for c in compiled), sum(c["from_cache"] for c in compiled)
+    seconds = sum(c["compile_seconds"] + c["trace_seconds"] for c in compiled)
+    return (f"{programs} programs in {seconds / 60:.1f} min, tracing included ({cached} read from the persistent "
+            "compilation cache)")
 
 
 def next_commands(workdir: epath.Path, results: Mapping[str, Mapping]) -> list[str]:
