@@ -364,19 +364,17 @@ def check_writable_dir(directory: str | os.PathLike, what: str, output: str | os
     return directory
 
 
-def check_output_file(path: str | os.PathLike | None, what: str, make_folder: bool = False) -> None:
+def check_output_file(path: str | os.PathLike | None, what: str) -> None:
     """An output file checked before any work: not a folder, in a folder that takes a file
-    (`check_writable_dir`); else `UnwritableError` naming `what` (its flag) and the path. The
-    folder must exist unless `make_folder` (then it is created): a mistyped folder is refused, not
-    made. None, "-" (stdout) and URLs pass."""
+    (`check_writable_dir`, which makes the folder and its parents when they are missing, as every
+    output folder and `--workdir` are made); else `UnwritableError` naming `what` (its flag) and the
+    path. None, "-" (stdout) and URLs pass."""
     text = os.fspath(path) if path is not None else ""
     if not text or text == "-" or "://" in text:
         return
     target = Path(text).expanduser().absolute()
     if target.is_dir():
         raise UnwritableError(f"{what} {text}: a folder, not a file")
-    if not make_folder and not target.parent.exists() and _file_in_the_way(target.parent) is None:
-        raise UnwritableError(f"{what} {text}: the folder {target.parent} does not exist")
     check_writable_dir(target.parent, what, output=text)
 
 

@@ -12,7 +12,7 @@
 with the same flags). ``item`` and
 ``prediction`` read items through ``bapjax.corpus.load.items_from_flags`` (``--corpus`` defaults to
 the MDC; without ``--split`` every split is searched). ``--out`` is checked before anything is
-read or drawn (``paths.check_output_file``; a picture's folder is made). Mistakes in what was
+read or drawn (``paths.check_output_file``; a missing folder is made). Mistakes in what was
 given (flags, files, an ``--out`` that cannot be written) are ``errors.UserError``s (``VizError``,
 ``paths.UnwritableError``: one line, exit 2); anything else is a bug and keeps its traceback.
 """
@@ -77,7 +77,7 @@ def main(argv: Sequence[str]) -> int:
     if command == "sim-items":  # a folder of pictures
         paths.check_writable_dir(FLAGS.out, "--out")
     else:
-        paths.check_output_file(FLAGS.out, "--out", make_folder=True)
+        paths.check_output_file(FLAGS.out, "--out")
     if command in ("item", "prediction"):
         if not FLAGS.item_id:
             raise VizError(f"{command} needs --item_id")

@@ -125,11 +125,9 @@ def test_check_output_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(paths.UnwritableError, match=rf"^--out {tmp_path}: a folder, not a file$"):
         paths.check_output_file(tmp_path, "--out")
-    with pytest.raises(paths.UnwritableError, match=rf"^--out {tmp_path}/no/p.jsonl: the folder {tmp_path}/no does not exist$"):
-        paths.check_output_file(tmp_path / "no" / "p.jsonl", "--out")
-    paths.check_output_file(tmp_path / "made" / "p.png", "--out", make_folder=True)
-    assert (tmp_path / "made").is_dir()
+    paths.check_output_file(tmp_path / "made" / "deeper" / "p.png", "--out")  # a missing folder is made, as --workdir is
+    assert (tmp_path / "made" / "deeper").is_dir()
     (tmp_path / "f").write_text("")
     with pytest.raises(paths.UnwritableError, match=rf"^--out {tmp_path}/f/x/p.jsonl: cannot write in {tmp_path}/f/x "
                                                     rf"\({tmp_path}/f is a file, not a folder\)$"):
-        paths.check_output_file(tmp_path / "f" / "x" / "p.jsonl", "--out", make_folder=True)
+        paths.check_output_file(tmp_path / "f" / "x" / "p.jsonl", "--out")

@@ -126,11 +126,12 @@ def test_viz_report_is_the_same_command(tmp_path):
     (dict(out=None, checkpoint=None, predictions="p.jsonl"), "--out"),
     (dict(out="r", checkpoint="run", predictions="p.jsonl"), "exactly one of --checkpoint"),
     (dict(out="r", checkpoint=None, predictions=None), "exactly one of --checkpoint"),
-    (dict(out="no/such/folder/r", checkpoint="run", predictions=None), "does not exist"),
+    (dict(out="blocker/r", checkpoint="run", predictions=None), "blocker (a file, not a folder)"),
     (dict(out="r", checkpoint=None, predictions="missing.jsonl"), "--predictions missing.jsonl: no such file"),
 ])
 def test_flag_mistakes_are_named(kwargs, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "blocker").write_text("")  # a file where a folder would have to be made
     with pytest.raises(UserError, match=re.escape(message)):
         report_page.check_flags(limit=0, batch_size=64, **kwargs)
 
