@@ -90,7 +90,7 @@ def main(argv) -> int:
     if FLAGS.out:
         jsonl.write_predictions(FLAGS.out, predictions)
     print(f"{f'wrote {len(predictions)} predictions to {FLAGS.out}' if FLAGS.out else f'predicted {len(predictions)} items'}"
-          f" ({len(items) / elapsed:.1f} items/s)", file=sys.stderr)
+          f" in {elapsed:.0f} s ({len(items) / elapsed:.1f} items/s, every decoding pass included)", file=sys.stderr)
     if FLAGS.evaluate:
         report = evaluator.evaluate_predictions(items, predictions)
         if FLAGS.limit:

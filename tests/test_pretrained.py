@@ -4,6 +4,7 @@ builder.json records (that of its run's own final predictions of those items).""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,14 @@ def test_it_predicts_its_recorded_slice_without_training_data(tmp_path, mdc_corp
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert round(report["micro"]["Overall"]["overall"] * 100, 4) == first["micro_overall"]
+    # stdout is the tables and the JSON line; each pass's progress goes to stderr, named
+    assert result.stdout.startswith("Micro F1 (%)") and "decode" not in result.stdout, result.stdout[:500]
+    samples = json.loads((BUILDER / "decode.json").read_text()).get("samples", 0)
+    assert re.search(rf"^decode greedy: {len(items)}/{len(items)} items", result.stderr, re.M), result.stderr
+    if samples:
+        assert re.search(rf"^decode {samples} draws: {len(items)}/{len(items)} items", result.stderr, re.M), result.stderr
+    assert re.search(rf"^predicted {len(items)} items in \d+ s \(.* items/s, every decoding pass included\)$",
+                     result.stderr, re.M), result.stderr
 
 
 def test_play_serves_it_with_no_training_run(tmp_path):

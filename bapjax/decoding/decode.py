@@ -7,6 +7,7 @@ pass, the minimum-Bayes-risk selection at a cost, or a rule per kind of board, `
 
 from __future__ import annotations
 
+import sys
 from typing import Sequence
 
 import numpy as np
@@ -141,8 +142,8 @@ def _decode(model: BuilderModel, params, items: list, vocab, feature_config, set
             for one, sequence in zip(passes, ids[position]):
                 one[items[row].item_id] = _world_actions(items[row], sequence, expanded["grid"][position],
                                                          feature_config.builder_frame)
-        if progress:
-            print(f"decode {rule.line(int(rows[-1]) + 1)}", flush=True)
+        if progress:  # stderr, as every progress line: stdout keeps the tables and JSON a command prints
+            print(f"decode {mode.describe()}: {rule.line(int(rows[-1]) + 1)}", file=sys.stderr, flush=True)
     return passes
 
 
@@ -166,8 +167,6 @@ def candidates(model: BuilderModel, params, items: list, vocab, feature_config, 
         features = input_pipeline.featurize_items(items, vocab, feature_config)
     greedy = predict_items(model, params, items, vocab, feature_config, settings, decode_fn=decode_fn, mesh=mesh,
                            features=features, progress=progress)
-    if progress and settings.samples:
-        print(f"decode: {settings.samples} draws of {len(items)} items", flush=True)
     draws = predict_draws(model, params, items, vocab, feature_config, settings,
                           range(first_draw, first_draw + settings.samples), decode_fn=decode_fn, mesh=mesh,
                           features=features, progress=progress)

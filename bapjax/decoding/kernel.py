@@ -133,6 +133,11 @@ class Mode:
         if self.teacher and self.draws:
             raise ValueError(f"a teacher-forced decoding takes no draws, got Mode(draws={self.draws}, teacher=True)")
 
+    def describe(self) -> str:
+        """The pass in words, for its progress line: "greedy", "64 draws", "greedy (forced lengths)"."""
+        what = f"{self.draws} draw{'s' if self.draws != 1 else ''}" if self.draws else "greedy"
+        return what + (" (forced lengths)" if self.forced else "") + (" (teacher-forced)" if self.teacher else "")
+
     @property
     def per_row(self) -> int:
         """The pool rows each batch row decodes: its draws, else 1."""
