@@ -13,7 +13,6 @@ import json
 import os
 import random
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -474,10 +473,11 @@ def test_a_damaged_turn_state_file_is_encoded_again(tmp_path, capfd, monkeypatch
 # A full disk (simulated with a file-size limit: writes past it fail with EFBIG)
 
 
-def _limited(limit_bytes: int):
-    def apply():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, resource.RLIM_INFINITY))
-    return apply
+def _limited(limit_bytes: int, command: list) -> list:
+    """`command` under a file-size limit (bash's `ulimit -f`, in KiB), set in the child: a
+    `preexec_fn` would fork this multithreaded test process, which JAX warns of."""
+    assert limit_bytes % 1024 == 0
+    return ["bash", "-c", f'ulimit -f {limit_bytes // 1024} && exec "$@"', "limited", *map(str, command)]
 
 
 def _one_error_line(done) -> str:
@@ -496,8 +496,7 @@ def test_a_predictions_write_past_the_limit_leaves_no_partial_file(tmp_path, mdc
     out = tmp_path / "preds.jsonl"
     out.write_text("old\n")  # a previous complete file stays as it was
     command = [sys.executable, "-m", "bapjax.predictors", "oracle", "--items", str(items), "--out", str(out)]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600,
-                          preexec_fn=_limited(16 * 1024))
+    done = subprocess.run(_limited(16 * 1024, command), cwd=REPO, capture_output=True, text=True, timeout=600)
     line = _one_error_line(done)
     assert str(out) in line and "file-size limit" in line, line
     assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["items.jsonl", "preds.jsonl"]
@@ -508,8 +507,8 @@ def test_a_predictions_write_past_the_limit_leaves_no_partial_file(tmp_path, mdc
 def test_an_unpack_into_the_cache_past_the_limit_ends_with_one_line(tmp_path, mdc_path):
     env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"))
     command = [sys.executable, "-m", "bapjax.corpus.mdc", "stats", "--corpus", str(mdc_path)]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-                          preexec_fn=_limited(256 * 1024))
+    done = subprocess.run(_limited(256 * 1024, command), cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600)
     line = _one_error_line(done)
     assert "corpus-" in line and "could not write the unpacked corpus archive" in line, line
     assert not list((tmp_path / "cache").glob("corpus-*")) and not list((tmp_path / "cache").glob(".unpack-*"))
@@ -556,8 +555,8 @@ def test_a_quickstart_whose_data_build_meets_the_limit_ends_with_one_line(tmp_pa
     env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"))
     command = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
                *SMALL_RUN, "--config.eval.final_splits=()", "--config.data.sources.r.generate.train_items=3000"]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
-                          preexec_fn=_limited(4096 * 1024))
+    done = subprocess.run(_limited(4096 * 1024, command), cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=900)
     line = _one_error_line(done)
     assert "could not write" in line and "file-size limit" in line, line
     for entry in (tmp_path / "cache" / "generated").iterdir():  # no half entry stands
