@@ -18,9 +18,11 @@ def readme_api_block() -> str:
 def test_the_readme_python_api_block_runs(tiny_run, mdc_path, monkeypatch, capsys):
     monkeypatch.setenv(paths.MDC_ENV, str(mdc_path))  # what "@mdc" names
     code = readme_api_block()
-    assert "load_run(RUN)" in code and "predict_with_run(RUN, items)" in code
+    assert "load_run(RUN)" in code and "predict_with_run(run, items)" in code
     exec(compile(code, "README.md (Python API)", "exec"), {"RUN": str(tiny_run)})
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert captured.err.count(f"loaded {tiny_run} step 2") == 1, captured.err  # the run is loaded once
     assert "Micro F1 (%)" in out and "items 100 " in out  # the oracle's tables
     assert re.search(r"^step 2, STOP rule \w+.*: \{'micro_overall': ", out, re.M), out[-2000:]
 

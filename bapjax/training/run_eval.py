@@ -59,17 +59,19 @@ def run_decode_settings(run_dir, config) -> DecodeSettings:
 def load_decoder(checkpoint, **overrides) -> RunDecoder:
     """A `RunDecoder` of the run's best (else latest) checkpoint with `run_decode_settings` (its
     config.eval with the decoding it chose on val); `overrides` as `RunDecoder.of_run` takes them
-    (settings its model cannot decode with: one UserError naming the checkpoint)."""
-    run = checkpoints.load_run(checkpoint)
+    (settings its model cannot decode with: one UserError naming the checkpoint). `checkpoint` is
+    what `checkpoints.load_run` takes, or a run it loaded already."""
+    run = checkpoint if isinstance(checkpoint, checkpoints.TrainedRun) else checkpoints.load_run(checkpoint)
     settings = run_decode_settings(run.run_dir, run.config)  # a damaged decode.json names itself
     try:
         return RunDecoder.of_run(run, settings, **overrides)
     except ValueError as err:
-        raise UserError(f"{checkpoint}: {err}") from None
+        raise UserError(f"{run.run_dir}: {err}") from None
 
 
 def predict_with_run(checkpoint, items: list, progress: bool = True, **overrides):
-    """Predictions {item_id: [Action]} of a training run's best (else latest) checkpoint,
+    """Predictions {item_id: [Action]} of a training run's best (else latest) checkpoint (or of a run
+    `checkpoints.load_run` loaded),
     decoded as the run's own final evaluation does (`run_decode_settings`: its config.eval
     with the decoding it chose on val); `overrides` as `RunDecoder.of_run` takes them.
     Returns (predictions, the DecodeSettings used). `load_decoder` keeps the loaded run for more calls."""
