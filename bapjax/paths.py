@@ -359,8 +359,7 @@ def check_writable_dir(directory: str | os.PathLike, what: str, output: str | os
         raise UnwritableError(f"{what} {where} ({reason})") from None
     if not keep_folders:
         for folder in missing:
-            with contextlib.suppress(OSError):  # another process of the job may have removed it or written there
-                folder.rmdir()
+            folder.rmdir()
     return directory
 
 

@@ -28,7 +28,7 @@ from bapjax import paths
 from bapjax.data import sources
 from bapjax.training import preemption
 
-from .two_processes import SMALL_RUN, free_port
+from .two_processes import SMALL_RUN, SMALL_SOURCES, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -235,10 +235,7 @@ def test_a_signal_saves_the_step_and_the_same_command_resumes_from_it(tmp_path, 
         args = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={tmp_path / 'run'}",
                 *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
                 f"--config.train.max_steps={max_steps}", "--config.train.eval_every_steps=5",
-                "--config.eval.final_splits=()"]
-        for source in ("bs", "ss", "r"):
-            args += [f"--config.data.sources.{source}.generate.train_items=60",
-                     f"--config.data.sources.{source}.generate.processes=1"]
+                "--config.eval.final_splits=()", *SMALL_SOURCES]
         return args
 
     proc = subprocess.Popen(command(400), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -139,7 +139,7 @@ def test_a_run_of_two_processes_of_two_devices_resumes_on_one_device_and_on_four
     1 process of 1 device and on 1 process of 4 devices. The data order is the same global batches
     whatever the process and device counts (`DataIterator`), so both resumes take the same step's
     batch and their first losses agree to float rounding (the rows are packed per device)."""
-    from tests.two_processes import SMALL_RUN, free_port, start_training
+    from tests.two_processes import SMALL_RUN, SMALL_SOURCES, free_port, start_training
     env = dict(os.environ, BAPJAX_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
     procs, logs = start_training(tmp_path, free_port(), env, 3, "pair", "--config.cpu_devices=2")
     for proc, log in zip(procs, logs):
@@ -155,10 +155,7 @@ def test_a_run_of_two_processes_of_two_devices_resumes_on_one_device_and_on_four
         command = [sys.executable, "-m", "bapjax.train", "--config=configs/quickstart.py", f"--workdir={workdir}",
                    *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
                    "--config.eval.final_splits=()", "--config.train.eval_every_steps=5", "--config.train.max_steps=5",
-                   f"--config.cpu_devices={devices}"]
-        for name in ("bs", "ss", "r"):
-            command += [f"--config.data.sources.{name}.generate.train_items=60",
-                        f"--config.data.sources.{name}.generate.processes=1"]
+                   f"--config.cpu_devices={devices}", *SMALL_SOURCES]
         done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         assert "resumed from step 3" in done.stdout and f"over {devices} devices" in done.stdout, done.stdout[-2000:]

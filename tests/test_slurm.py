@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from tests import slurm
-from tests.two_processes import SMALL_RUN
+from tests.two_processes import SMALL_RUN, SMALL_SOURCES
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCHER = "launch/slurm_multi_node.sbatch"
@@ -47,10 +47,7 @@ def job_args(workdir: Path, *extra: str) -> list[str]:
             f"--config.train.max_steps={STEPS}", "--config.train.eval_every_steps=4",
             # the best checkpoint by a decoded val F1, which only process 0 decodes: every task takes its decision
             "--config.train.select_by=r_val_overall_micro_f1", "--config.eval.val_decode_items=4",
-            "--config.eval.final_splits=('r:test',)", "--config.model.world.conv_impl=im2col", *extra]
-    for name in ("bs", "ss", "r"):
-        args += [f"--config.data.sources.{name}.generate.train_items=60",
-                 f"--config.data.sources.{name}.generate.processes=1"]
+            "--config.eval.final_splits=('r:test',)", "--config.model.world.conv_impl=im2col", *SMALL_SOURCES, *extra]
     return args
 
 

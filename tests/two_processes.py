@@ -15,6 +15,9 @@ SMALL_RUN = [  # the quickstart config, cut to a few steps of a tiny model
     "--config.model.world.features=8", "--config.model.world.layers=1", "--config.model.decoder.hidden=16",
     "--config.model.decoder.action_embedding=16", "--config.model.heads.hidden=16", "--config.features.max_text_tokens=24",
 ]
+# its data: 60 training items per simulator, generated in one process
+SMALL_SOURCES = [f"--config.data.sources.{name}.generate.{field}" for name in ("bs", "ss", "r")
+                 for field in ("train_items=60", "processes=1")]
 
 
 def free_port() -> int:
@@ -31,10 +34,7 @@ def start_training(tmp_path: Path, port: int, env: dict, max_steps: int, tag: st
             *[a for a in SMALL_RUN if not a.startswith("--config.train.max_steps")],
             "--config.eval.final_splits=()", "--config.train.eval_every_steps=5",
             "--config.distributed.initialize=True", f"--config.distributed.coordinator_address=localhost:{port}",
-            "--config.distributed.num_processes=2", *extra]
-    for name in ("bs", "ss", "r"):
-        base += [f"--config.data.sources.{name}.generate.train_items=60",
-                 f"--config.data.sources.{name}.generate.processes=1"]
+            "--config.distributed.num_processes=2", *SMALL_SOURCES, *extra]
     logs = [tmp_path / f"{tag}.{p}.log" for p in range(2)]
     procs = [subprocess.Popen([*base, f"--config.distributed.process_id={p}", f"--config.train.max_steps={max_steps}"],
                               cwd=REPO, env=env, stdout=open(logs[p], "w"), stderr=subprocess.STDOUT)
