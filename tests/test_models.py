@@ -96,6 +96,11 @@ def test_im2col_conv_equals_flax_conv():
     from bapjax.models import world_cnn
     for k in (1, 3, 5):  # the patch matrix built axis by axis equals the one slice per offset
         np.testing.assert_array_equal(world_cnn.patches(jnp.asarray(x), k), world_cnn.patches_reference(jnp.asarray(x), k))
+        # the convolution (x-offsets summed after the GEMM) equals the one-GEMM form over the whole patch matrix
+        kernel = np.random.default_rng(k).normal(size=(k, k, k, 5, 4)).astype(np.float32)
+        one_gemm = world_cnn.patches_reference(jnp.asarray(x), k).reshape(-1, k ** 3 * 5) @ kernel.reshape(-1, 4)
+        np.testing.assert_allclose(world_cnn.conv3d_im2col(jnp.asarray(x), jnp.asarray(kernel)),
+                                   np.asarray(one_gemm).reshape(x.shape[:4] + (4,)), rtol=1e-5, atol=1e-4)
 
 
 def test_action_features_match_plain_reference():
