@@ -109,7 +109,7 @@ def _indexed(value):
 def differences(old: dict, new: dict) -> str:
     """The fields where two teachers' "defines" differ, in a few words."""
     fields = run_checks.differing_fields(_indexed(old), _indexed(new))
-    shown = [f"{key} {was!r} there, {now!r} here" for key, was, now in fields[:3]]
+    shown = [f"{key} {theirs!r} there, {mine!r} here" for key, theirs, mine in fields[:3]]
     return "; ".join(shown) + (f"; and {len(fields) - 3} more" if len(fields) > 3 else "")
 
 
