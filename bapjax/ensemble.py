@@ -79,8 +79,14 @@ def floats(name: str) -> list[float]:
 
 def provenance(run_dir, what: str) -> dict:
     """A finished training run's command, commit, training items and minutes (training and its own
-    decoding), from the runs.jsonl of its workdir `run_dir`; `what` names it in an error."""
+    decoding), from the runs.jsonl of its workdir `run_dir`, or for a builder directory
+    (`bapjax.export`, e.g. `pretrained`) from its builder.json, the run it was made of; `what` names
+    it in an error."""
     runs = run_checks.invocations(run_dir)
+    if not runs and (run_dir / checkpoints.BUILDER_RECORD).exists():
+        built = json.loads((run_dir / checkpoints.BUILDER_RECORD).read_text())
+        return {"command": built["command"], "commit": built["commit"], "items_trained": int(built["train_items_seen"]),
+                "wall_minutes": float(built["wall_minutes"])}
     if not runs or not runs[-1].get("finished"):
         raise UserError(f"{what}: the run has not finished (its runs.jsonl)")
     commits = sorted({str(r.get("commit")) for r in runs})

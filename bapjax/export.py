@@ -147,7 +147,7 @@ def export(checkpoint: str, out: str, corpus: str, slice_items: int = SLICE_ITEM
     finally:
         manager.close()
     record["step"] = step
-    (out_dir / "builder.json").write_text(json.dumps(record, indent=1) + "\n")
+    (out_dir / checkpoints.BUILDER_RECORD).write_text(json.dumps(record, indent=1) + "\n")
     (out_dir / "README.md").write_text(model_card(record))
     return record
 

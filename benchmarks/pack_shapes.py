@@ -53,7 +53,7 @@ def main(argv=None):
     config = run_checks.with_defaults(cli.load_config(args.config))
     tc, ec = config.train, config.eval
     data = sources.load_config_sources(config, lambda *a: None)
-    train_items = [it for splits in data.values() for it in splits["train"]]
+    train_items, weights = sources.train_items(config, data)  # as a run reads them: a source's teacher applied
     val_items = [it for splits in data.values() for it in splits["val"]]
     # pack sizes depend on the actions only: any vocabulary featurizes them alike
     vocab = Vocabulary.build(train_items, min_count=int(config.data.min_count))
@@ -63,7 +63,7 @@ def main(argv=None):
     cache = paths.cache_root() / "features"
     train_iter = input_pipeline.DataIterator(train_items, vocab, feature_config, int(tc.batch_size),
                                              seed=int(config.seed), shuffle=True, schedule=schedule,
-                                             drop_remainder=True, cache_dir=cache)
+                                             drop_remainder=True, cache_dir=cache, weights=weights)
     _, steps = loop.training_budget(train_iter, schedule, tc)
     unit = loop.pack_unit(builder.build_model(config.model, vocab.size), int(tc.pack_multiple), 1)
     result = {"config": args.config, "batch_size": int(tc.batch_size), "steps": steps,

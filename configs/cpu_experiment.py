@@ -1,18 +1,25 @@
-"""The paper's Tables 4-5 at CPU scale: M_mc, M_agg, M_agg+cl (cl, cl_la, cl_mc) and M_bs, M_ss, M_r.
+"""The paper's Tables 4-5 at CPU scale: M_mc, M_agg, M_agg+cl (cl, cl_la, cl_mc), M_bs, M_ss, M_r; cl_la distilled (kd_*).
 
 Differs from the defaults: the CPU "frame" model in the Builder's frame, the newest 128 dialogue tokens, D_bs/D_ss/D_r at
 Table 3 sizes, 192,000 items (cosine, lr 2e-3, EMA 0.999), the checkpoint of best decoded val F1 (the MDC's; a single set's
-own), the STOP rule chosen there, then a 64-draw vote (rules fixed: EB select 0.075, NEB vote 0.175); all four test sets.
+own), the STOP rule chosen there, then a 64-draw vote (rules fixed: EB select 0.075, NEB vote 0.175); all four test sets;
+kd_la / kd_mix: cl_la with the augmented MDC's training targets from TEACHER (a pair's vote, `python -m bapjax.distil`)
+in place of the references / beside them.
 Command: python -m bapjax.train --config=configs/cpu_experiment.py:<variant>[,<seed>][,<model>]  (runs/exp/<variant>-<model>-s<seed>)
 Runtime: 24.5-35.7 min per run on 2-core hosts at 104-130 items/s (python -m benchmarks.bench_train, batch 32).
-Result: MDC test micro Overall mc 29.3 (9 seeds), agg 32.3 (10), cl_la 32.4 (14) (results/cpu_experiment.md).
+Result: MDC test micro Overall mc 29.3 (9 seeds), agg 32.3 (10), cl_la 32.4 (14) (results/cpu_experiment.md); kd_la, kd_mix not run.
 Evidence for each choice: docs/results.md.
 """
 
 from bapjax.training import run_config
 from configs import common
 
-VARIANTS = ("mc", "agg", "cl", "cl_la", "cl_mc", "bs", "ss", "r")
+VARIANTS = ("mc", "agg", "cl", "cl_la", "cl_mc", "bs", "ss", "r", "kd_la", "kd_mix")
+CURRICULA = {"cl": "D", "cl_mc": "D", "cl_la": "L_A", "kd_la": "L_A", "kd_mix": "L_A"}  # each variant's metric (10 buckets)
+# kd_*: the MDC training targets of the pair decoded together (pretrained, i.e. cl_la seed 11, and cl_la seed 12;
+# python -m bapjax.distil --runs pretrained,runs/exp/cl_la-frame-s12 --out runs/teacher/mc-train-pair)
+TEACHER = "runs/teacher/mc-train-pair"
+TEACHER_MODES = {"kd_la": "replace", "kd_mix": "mix"}  # kd_mix: each MDC item twice, the teacher's copy at weight 1
 SINGLE_SETS = ("bs", "ss", "r")  # Table 4's M_bs, M_ss, M_r: one simulated set alone, chosen on its own val
 MODELS = {"frame": common.cpu_frame_model, "once": common.cpu_once_model, "film": common.cpu_film_model,
           "wide": common.wide_frame_model}  # the first is the default; "wide": frame at the paper's widths (accelerators)
@@ -76,8 +83,10 @@ def get_config(arg: str = "cl"):
         source.max_val_items = 300  # val loss stays affordable
         source.splits = ("train", "val", "test") if name in trained else ("test",)  # a set not trained on: tested only
         config.data.sources[name] = source
-    if variant.startswith("cl"):
-        config.curriculum.metric = "L_A" if variant == "cl_la" else "D"  # 10 buckets (the default)
+    if variant in CURRICULA:
+        config.curriculum.metric = CURRICULA[variant]  # 10 buckets (the default)
+    if variant in TEACHER_MODES:
+        config.data.sources.mc.teacher.update(dict(path=TEACHER, mode=TEACHER_MODES[variant]))
     if variant == "cl_mc":
         config.curriculum.every_stage = ("mc",)
     return config

@@ -282,3 +282,15 @@ def test_the_pooled_choice_sums_the_counts_of_every_ensemble():
     assert pooled["micro_overall"] == pytest.approx(plain[best])
     assert [round(row[0], 12) for row in pooled["ranking"]] == sorted((round(v, 12) for v in plain.values()),
                                                                       reverse=True)
+
+
+def test_an_exported_builder_is_a_member_with_its_runs_provenance():
+    """`pretrained` (a builder directory, `bapjax.export`) has no runs.jsonl: its builder.json names the run."""
+    from bapjax import ensemble
+    from bapjax.training import checkpoints
+
+    built = json.loads((checkpoints.PRETRAINED_DIR / checkpoints.BUILDER_RECORD).read_text())
+    assert ensemble.provenance(checkpoints.PRETRAINED_DIR, "--runs pretrained") == {
+        "command": built["command"], "commit": built["commit"], "items_trained": built["train_items_seen"],
+        "wall_minutes": built["wall_minutes"]}
+    assert built["command"].startswith("python -m bapjax.train") and built["train_items_seen"] > 0

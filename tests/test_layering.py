@@ -13,7 +13,7 @@ The layers, bottom to top (DESIGN.md's data flow):
 5. decoding (the kernel, its settings, passes over items, the choices among draws, the choice on val)
 6. training (the loop's parts, checkpoints, a run's files)
 7. pages (report, play, pictures), llm, analysis (results from runs)
-8. the user commands: bapjax/{train,evaluate,predict,ensemble,predictors,report,play,viz,build}.py
+8. the user commands: bapjax/{train,evaluate,predict,ensemble,distil,predictors,report,play,viz,build}.py
 """
 
 import ast
@@ -34,7 +34,7 @@ LAYERS = [
     ("decoding",),
     ("training",),
     ("pages", "llm", "analysis"),
-    ("train", "evaluate", "predict", "ensemble", "predictors", "report", "play", "viz", "build", "export"),
+    ("train", "evaluate", "predict", "ensemble", "distil", "predictors", "report", "play", "viz", "build", "export"),
 ]
 BASE, COMMANDS = LAYERS[0], LAYERS[-1]
 LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}

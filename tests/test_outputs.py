@@ -33,6 +33,7 @@ COMMANDS = [
     ("bapjax.report --predictions {tmp}/none.jsonl --items {tmp}/none.jsonl --out {bad}/r", "--out"),
     ("bapjax.play --checkpoint {tmp}/none --port 0 --out {bad}/games", "--out"),
     ("bapjax.ensemble --runs {tmp}/none,{tmp}/none2 --out {bad}/e", "--out"),
+    ("bapjax.distil --runs {tmp}/none,{tmp}/none2 --out {bad}/t", "--out"),
     ("bapjax.viz sample --out {bad}/s.png", "--out"),
     ("bapjax.viz sim-items --out {bad}/pictures", "--out"),
     ("bapjax.build --mdc {tmp}/none --out {bad}/store", "--out"),

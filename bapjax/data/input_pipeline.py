@@ -18,7 +18,8 @@ Model inputs (per item; batches stack to [B, ...]), see ``feature_specs``:
 0 empty), ``recent_cells`` int32 [W] (flat cell of the k-th newest earlier Builder action, -1
 none), ``pose`` float32 [5] (Builder x, y, z, yaw, pitch), ``actions`` int32 [T] (reference ids,
 then STOP, padded with STOP), ``action_mask`` bool [T] (True on the reference actions and the one
-STOP), ``weight`` float32 [] (1 real, 0 padding).
+STOP), ``weight`` float32 [] (the item's weight in the loss: 1, or what the iterator's ``weights``
+give it, e.g. a teacher's copy of an item, ``bapjax.data.teacher``; 0 padding).
 """
 
 from __future__ import annotations
@@ -320,8 +321,10 @@ def featurize_items_cached(items: Sequence[BapItem], vocab: Vocabulary, config: 
 # --------------------------------------------------------------------------------------------
 # Dense model inputs from rows of the table
 
-def expand_batch(features: FeaturizedItems, rows: np.ndarray, config: FeatureConfig) -> dict[str, np.ndarray]:
-    """Model inputs for ``rows`` of the table (the padding row gives weight 0 everywhere)."""
+def expand_batch(features: FeaturizedItems, rows: np.ndarray, config: FeatureConfig,
+                 weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Model inputs for ``rows`` of the table (the padding row gives weight 0 everywhere);
+    ``weights`` [N]: each item's weight in the loss (default 1)."""
     rows = np.asarray(rows, np.int64)
     L, T = config.max_text_tokens, config.num_action_slots
     text_tokens = features.text_tokens[rows]
@@ -331,6 +334,9 @@ def expand_batch(features: FeaturizedItems, rows: np.ndarray, config: FeatureCon
     real = rows != features.padding_row
     action_mask &= real[:, None]
     text_mask = np.arange(L)[None, :] < features.text_length[rows][:, None]
+    weight = real.astype(np.float32)
+    if weights is not None:
+        weight *= np.asarray(weights, np.float32)[np.where(real, rows, 0)]
     extra = {}
     if features.text_pool.size:  # frozen text encoder: the token states themselves
         extra["text_states"] = features.text_pool[text_tokens].astype(np.float32) * text_mask[..., None]
@@ -343,7 +349,7 @@ def expand_batch(features: FeaturizedItems, rows: np.ndarray, config: FeatureCon
         "pose": features.pose[rows].astype(np.float32, copy=False),
         "actions": features.actions[rows],
         "action_mask": action_mask,
-        "weight": real.astype(np.float32),
+        "weight": weight,
     }
 
 
@@ -367,6 +373,7 @@ class DataIterator:
     min(p, last) in a seeded random order; without a schedule every pass is one epoch over all
     items. ``num_epochs`` bounds the number of passes (None: endless). With
     ``drop_remainder=False`` the last batches of a pass are filled with padding rows (weight 0).
+    ``weights`` [N] (default all 1): each item's weight in the loss, its batches' ``weight``.
     Hosts share one global order and host p takes its slice of every global batch, so training
     sees the same global batches whatever the number of hosts (every host featurizes all items,
     cheap at BAP sizes).
@@ -376,8 +383,12 @@ class DataIterator:
                  feature_config: FeatureConfig | None, batch_size: int, seed: int,
                  shuffle: bool = True, process_index: int = 0, process_count: int = 1,
                  schedule: Sequence[np.ndarray] | None = None, drop_remainder: bool = True,
-                 num_epochs: int | None = None, cache_dir: str | os.PathLike | None = None):
+                 num_epochs: int | None = None, cache_dir: str | os.PathLike | None = None,
+                 weights: np.ndarray | None = None):
         self.config = feature_config or FeatureConfig()
+        if weights is not None and len(weights) != len(items):
+            raise ValueError(f"{len(weights)} weights for {len(items)} items")
+        self.weights = None if weights is None else np.asarray(weights, np.float32)
         if batch_size % process_count:
             raise ValueError(f"global batch size {batch_size} is not divisible by process_count {process_count}")
         if not 0 <= process_index < process_count:
@@ -475,4 +486,4 @@ class DataIterator:
         return rows[self._batch - 1]
 
     def __next__(self) -> dict[str, np.ndarray]:
-        return expand_batch(self.features, self.next_rows(), self.config)
+        return expand_batch(self.features, self.next_rows(), self.config, self.weights)

@@ -3,7 +3,9 @@
 A path names items as ``bapjax.corpus.load`` reads them (`load_split`: a corpus directory or
 archive, ``@mdc``, an item store, an items JSONL file; `items_from_flags`: the CLIs'
 ``--corpus/--store/--items --split [--dataset]``); `load_source` resolves a training config's
-``config.data.sources.<name>`` (used by ``bapjax.train``), simulated and augmented corpora included.
+``config.data.sources.<name>`` (used by ``bapjax.train``), simulated and augmented corpora included;
+`train_items` is what training reads of them: each source's train items through its ``teacher``
+block (``bapjax.data.teacher``), with each item's weight in the loss.
 
 Derived corpora are built once into the cache (``bapjax.paths.cache_root()``), in folders named
 by `generated_entry` and `augmented_entry` (the one statement of the names):
@@ -29,12 +31,14 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 from absl import logging
 
 from bapjax import paths
 from bapjax.corpus import augment, mdc
 from bapjax.corpus.load import SourceError
 from bapjax.corpus.store import ItemStore, StoreError
+from bapjax.data import teacher
 from bapjax.paths import cache_root, resolve_path
 from bapjax.sim import generate
 from bapjax.world.items import SPLITS, BapItem  # SPLITS: also read here by bapjax.train
@@ -223,6 +227,20 @@ def load_source(name: str, source: Mapping) -> dict[str, list[BapItem]]:
         for split, items in splits.items():
             splits[split] = [dataclasses.replace(it, dataset=tag) if it.dataset != tag else it for it in items]
     return splits
+
+
+def train_items(config, data: Mapping[str, Mapping[str, list[BapItem]]], log: Callable[..., None] | None = None
+                ) -> tuple[list[BapItem], np.ndarray]:
+    """What training reads of `data` (`load_config_sources`): every source's train items in order,
+    each source's through its ``teacher`` block (`bapjax.data.teacher.apply`: the teacher's targets
+    in place of the references or beside them), and each item's weight in the loss (float32)."""
+    items, weights = [], []
+    for name, splits in data.items():
+        block = config.data.sources[name].get("teacher", None)
+        taught, weight = teacher.apply(f"config.data.sources.{name}.teacher", block, splits["train"], log)
+        items += taught
+        weights.append(weight)
+    return items, np.concatenate(weights) if weights else np.zeros(0, np.float32)
 
 
 def load_config_sources(config, log: Callable[..., None] = lambda message, *args: print(message % args)

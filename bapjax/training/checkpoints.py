@@ -37,6 +37,7 @@ KEEP_LATEST = 2  # steps kept in checkpoints/latest, so a corrupt newest step ha
 # command taking a checkpoint reads by this name (`--checkpoint=pretrained`); ./pretrained names a local folder.
 PRETRAINED = "pretrained"
 PRETRAINED_DIR = epath.Path(__file__).resolve().parents[1] / "pretrained"
+BUILDER_RECORD = "builder.json"  # in a builder directory (`bapjax.export`): the run it was made of, its figures
 
 
 def checkpoint_path(checkpoint: str | os.PathLike) -> epath.Path:

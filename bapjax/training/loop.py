@@ -370,7 +370,7 @@ class TrainingRun:
         and restore the latest checkpoint if there is one."""
         config, workdir, tc = self.config, self.workdir, self.config.train
         self.data = sources.load_config_sources(config, log)
-        train_items = [it for splits in self.data.values() for it in splits["train"]]
+        train_items, train_weights = sources.train_items(config, self.data, log)  # a source's teacher applied
         self.val_items = [it for splits in self.data.values() for it in splits["val"]]
         if not train_items:
             raise UserError("no training items: check config.data.sources (every source is empty or unset)")
@@ -395,7 +395,7 @@ class TrainingRun:
         self.train_iter = input_pipeline.DataIterator(
             train_items, self.vocab, self.feature_config, int(tc.batch_size), seed=int(config.seed), shuffle=True,
             process_index=jax.process_index(), process_count=jax.process_count(), schedule=schedule,
-            drop_remainder=True, cache_dir=feature_cache)
+            drop_remainder=True, cache_dir=feature_cache, weights=train_weights)
         self.val_features = (input_pipeline.featurize_items_cached(self.val_items, self.vocab, self.feature_config,
                                                                    feature_cache) if self.val_items else None)
         num_passes, self.steps_total = training_budget(self.train_iter, schedule, tc)

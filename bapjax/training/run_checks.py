@@ -17,7 +17,7 @@ import ml_collections
 from etils import epath
 
 from bapjax import sharding
-from bapjax.data import curriculum, input_pipeline, sources
+from bapjax.data import curriculum, input_pipeline, sources, teacher
 from bapjax.decoding import DecodeSettings
 from bapjax.errors import UserError
 from bapjax.models import builder
@@ -104,6 +104,12 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
             raise ConfigError(f"--config.eval.final_splits entry {key!r}: expected <source>:<split> with a "
                               f"source of config.data.sources ({', '.join(config.data.sources)}) and a split "
                               f"of {', '.join(SPLITS)}")
+    for name, source in config.data.sources.items():  # a teacher's block: its fields, its folder finished
+        block = source.get("teacher", None)
+        if block and block.get("path", "") and "train" not in sources.source_splits(source):
+            raise ConfigError(f"--config.data.sources.{name}.teacher.path={block.path!r}: the source has no train split "
+                              f"to teach (config.data.sources.{name}.splits)")
+        teacher.check_block(f"config.data.sources.{name}.teacher", block)
     decode_sources = tuple(ec.val_decode_sources)
     unknown = [name for name in decode_sources if name not in config.data.sources]
     if unknown:

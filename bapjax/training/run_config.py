@@ -8,7 +8,8 @@ before a field existed) with these. Sections:
   `bapjax.data.sources`). A source is used when it has a `corpus` (an MDC-layout directory or
   archive, or "@mdc": `MDC`), a `store` (an item store, `dataset` picks one data set) or a
   `generate` block (simulated on first use into $BAPJAX_CACHE/generated/...); `augment` builds
-  the augmented training corpus on first use; `train_corpus` points at one already built.
+  the augmented training corpus on first use; `train_corpus` points at one already built;
+  `teacher` trains on a teacher's outputs (`bapjax.data.teacher`).
   Relative paths are taken from the cwd, else the repository root.
 * ``features``: what featurization reads (`input_pipeline.FeatureConfig`'s config fields).
 * ``model``: the architecture (`name`, `bapjax.models.builder.MODELS`) and one sub-section per
@@ -23,7 +24,7 @@ import ml_collections
 
 from bapjax import paths
 from bapjax.corpus import augment as augment_lib
-from bapjax.data import input_pipeline
+from bapjax.data import input_pipeline, teacher
 from bapjax.errors import UserError
 from bapjax.models import builder
 from bapjax.world.items import TABLE3
@@ -44,6 +45,10 @@ def _source(corpus: str, dataset: str) -> ml_collections.ConfigDict:
     source.max_train_items = 0  # 0: all
     source.max_val_items = 0
     source.max_test_items = 0
+    # sequence-level distillation (bapjax.data.teacher): `path` a teacher folder of `python -m bapjax.distil`
+    # ("": none) whose predictions become the targets of this source's training items, in place of the
+    # references ("replace") or beside them ("mix"), at `weight` in the loss; val and test keep their references
+    source.teacher = ml_collections.ConfigDict(teacher.DEFAULTS)
     return source
 
 
