@@ -199,7 +199,8 @@ def test_each_rule_finds_what_breaks_it_and_passes_what_keeps_it(tmp_path):
         "c.py": "from bapjax.sample import b\nclass C:\n    class Inner:\n        pass\nclass D:\n    pass\n",
         "d.py": "from . import a\n",
     })
-    assert broken(package, "attributes") == [f"a.py A: 16 attributes {sorted([*(f'f{i}' for i in range(15)), 'extra'])}"]
+    fifteen = [f"f{i}" for i in range(MAX_ATTRIBUTES)]
+    assert broken(package, "attributes") == [f"a.py A: 16 attributes {sorted([*fifteen, 'extra'])}"]
     assert broken(package, "classes") == ["5 classes: ['a.A', 'a.B', 'c.C', 'c.D', 'c.Inner']"]
     assert broken(package, "parameters") == ["b.py seven: 7 parameters", "b.py seven.inner: 8 parameters"]
     assert broken(package, "circles") == ["b <-> c"]  # the type-only import closes it

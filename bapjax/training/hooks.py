@@ -363,6 +363,7 @@ class Evaluation:
         self.position.eval_started, self.position.evaluated = None, step
 
     def evaluate(self, step: int, state: dict) -> None:
+        """The eval alone, unmarked in `position`: what the time budget's last eval runs."""
         whole = cli.Stopwatch()
         values, decoded, decode_seconds = self.validation(step, checkpoints.evaluation_params(state))
         if self.early.observe(values):
