@@ -130,10 +130,10 @@ def test_a_diverged_run_is_told_a_lower_learning_rate_that_is_an_override():
     """Half the run's rate, never above the default one (a rate of 1e30 halved would diverge
     again), written as a value `--config.train.learning_rate=` parses to that rate."""
     from bapjax import cli
-    from bapjax.training import loop, run_config
+    from bapjax.training import hooks, run_config
 
     rates = (1e30, 1e6, 2e-3, 1e-3, 3e-4, 1e-5)
-    suggested = [loop.lower_learning_rate(rate) for rate in rates]
+    suggested = [hooks.lower_learning_rate(rate) for rate in rates]
     assert suggested == ["0.001", "0.001", "0.001", "0.0005", "0.00015", "5e-06"]
     for rate, value in zip(rates, suggested):
         config = cli.apply_overrides(run_config.base_config(), [f"--config.train.learning_rate={value}"])

@@ -499,34 +499,34 @@ def test_frozen_text_builder_trains_resumes_and_decodes(tmp_path, mdc_path, monk
 def test_evals_without_val_loss_never_stop_training():
     """Without a val split there is no val loss: such evals neither improve nor use up patience
     (they used to count as "no improvement", so a run without val stopped after `patience` evals)."""
-    from bapjax.training import loop
+    from bapjax.training import hooks
 
-    meta = loop.EarlyStopping.initial()
+    meta = hooks.EarlyStopping.initial()
     for _ in range(25):
-        assert loop.EarlyStopping.update(meta, None, min_delta=0.0, patience=10) is False
-    assert meta == loop.EarlyStopping.initial()
-    assert loop.EarlyStopping.update(meta, 3.0, min_delta=0.0, patience=3) is True  # best: save it
-    assert loop.EarlyStopping.update(meta, 3.0, min_delta=0.0, patience=3) is False
-    assert loop.EarlyStopping.update(meta, None, min_delta=0.0, patience=3) is False
-    assert loop.EarlyStopping.update(meta, 3.1, min_delta=0.0, patience=3) is False
+        assert hooks.EarlyStopping.update(meta, None, min_delta=0.0, patience=10) is False
+    assert meta == hooks.EarlyStopping.initial()
+    assert hooks.EarlyStopping.update(meta, 3.0, min_delta=0.0, patience=3) is True  # best: save it
+    assert hooks.EarlyStopping.update(meta, 3.0, min_delta=0.0, patience=3) is False
+    assert hooks.EarlyStopping.update(meta, None, min_delta=0.0, patience=3) is False
+    assert hooks.EarlyStopping.update(meta, 3.1, min_delta=0.0, patience=3) is False
     assert not meta["stopped_early"]
-    assert loop.EarlyStopping.update(meta, 2.95, min_delta=0.1, patience=3) is False  # within min_delta
+    assert hooks.EarlyStopping.update(meta, 2.95, min_delta=0.1, patience=3) is False  # within min_delta
     assert meta["stopped_early"] and meta["best_val_loss"] == 3.0
 
 
 def test_select_by_scores_lower_is_better_and_needs_decoded_val(tmp_path):
     """`train.select_by`: the val loss as is, a decoded val F1 negated (higher F1 = better), None
     when an eval lacks it; an F1 with val decoding switched off is refused, naming both fields."""
-    from bapjax.training import loop
+    from bapjax.training import hooks, loop
 
     values = {"loss": 2.5, "mc_val_overall_micro_f1": 0.25}
-    assert loop.EarlyStopping.score(values, "loss") == 2.5
-    assert loop.EarlyStopping.score(values, "mc_val_overall_micro_f1") == -0.25
-    assert loop.EarlyStopping.score({"loss": 2.5}, "mc_val_strict_micro_f1") is None
-    meta = loop.EarlyStopping.initial()
-    assert loop.EarlyStopping.update(meta, loop.EarlyStopping.score(values, "mc_val_overall_micro_f1"), 0.0, 0)
-    assert not loop.EarlyStopping.update(meta, -0.20, 0.0, 0)  # a lower F1 is not an improvement
-    assert loop.EarlyStopping.update(meta, -0.30, 0.0, 0)
+    assert hooks.EarlyStopping.score(values, "loss") == 2.5
+    assert hooks.EarlyStopping.score(values, "mc_val_overall_micro_f1") == -0.25
+    assert hooks.EarlyStopping.score({"loss": 2.5}, "mc_val_strict_micro_f1") is None
+    meta = hooks.EarlyStopping.initial()
+    assert hooks.EarlyStopping.update(meta, hooks.EarlyStopping.score(values, "mc_val_overall_micro_f1"), 0.0, 0)
+    assert not hooks.EarlyStopping.update(meta, -0.20, 0.0, 0)  # a lower F1 is not an improvement
+    assert hooks.EarlyStopping.update(meta, -0.30, 0.0, 0)
     config = load_config("quickstart")
     config.train.select_by = "mc_val_strict_micro_f1"
     config.eval.val_decode_items = -1

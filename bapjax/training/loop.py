@@ -10,18 +10,24 @@ learning-curve PNG. The config is completed from `bapjax.training.run_config.bas
 anything is written (`run_checks`); decoding and scoring a run (the STOP rule chosen on val, its
 decode.json) is `bapjax.predict`'s. The last line printed is the final evaluation: one JSON
 object keyed "<source>_<split>".
+
+`train_and_evaluate` strings the parts together: an `Invocation` (the job joined, the config
+checked, what it opened, its record in runs.jsonl), `setup` (the data, the compiled steps of
+`Trainer`, the state to start from), `train` (the loop: the state passed from step to step, the
+progress line, evals, saves, the time budget, the stop signal and the non-finite check as the
+hooks of `bapjax.training.hooks`, each with its period), `final_evaluation`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
-import math
 import os
 import re
-import sys
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,37 +35,24 @@ import ml_collections
 import numpy as np
 import optax
 from etils import epath
-from jax.experimental import multihost_utils
 
 from bapjax import cli, sharding
 from bapjax.data import curriculum, input_pipeline, sources
 from bapjax.decoding import DecodeSettings, Evaluator
-from bapjax.errors import NonFiniteLoss, PeerLost, RunFailure, UserError
+from bapjax.errors import PeerLost, RunFailure, UserError
 from bapjax.models import builder
 from bapjax.paths import cache_root, resolve_path, workdir_path
 from bapjax.text.glove import load_glove_50d
 from bapjax.text.vocab import Vocabulary
-from bapjax.training import checkpoints, peer_watch, preemption, run_checks, run_eval, time_left, workdir_claim
+from bapjax.training import checkpoints, hooks, peer_watch, preemption, run_checks, run_eval, time_left, workdir_claim
+from bapjax.training.hooks import log
 from bapjax.training.metric_writer import MetricWriter, plot_learning_curves, report_scalars
 from bapjax.training.optimizer import make_optimizer, update_ema
-from bapjax.training.run_config import base_config, init_seed
+from bapjax.training.run_config import init_seed
 from bapjax.world.items import BapItem
 
 # ------------------------------------------------------------------------------------------------
 # Data
-
-
-def log(message: str, *args) -> None:
-    """Progress lines on stdout (host 0); absl's INFO stream stays quiet (Orbax is chatty)."""
-    if jax.process_index() == 0:
-        print(time.strftime("%H:%M:%S ") + (message % args if args else message), flush=True)
-
-
-def say(message: str, *args) -> None:
-    """A line about how the run ends (a stop signal's save) on stderr, as `log` writes it: it
-    still reaches the user when stdout's reader is gone."""
-    if jax.process_index() == 0:
-        print(time.strftime("%H:%M:%S ") + (message % args if args else message), file=sys.stderr, flush=True)
 
 
 def load_vocab_and_embeddings(config, train_items: list[BapItem], workdir: epath.Path):
@@ -149,10 +142,21 @@ def device_loss_sums(model, num_packed: int, params, batch):
     return jax.lax.psum(builder.loss_sums(logits, pack), sharding.DATA_AXIS)
 
 
-def train_step(model, optimizer, mesh, ema_decay: float, state, batch, num_packed: int):
+class StepParts(NamedTuple):
+    """What a train step is compiled for: the model, the optimizer, the mesh and the decay of the
+    weights' moving average (0: none)."""
+
+    model: builder.BuilderModel
+    optimizer: optax.GradientTransformation
+    mesh: jax.sharding.Mesh
+    ema_decay: float
+
+
+def train_step(parts: StepParts, state, batch, num_packed: int):
     """One AdamW step on a global batch (loss = mean cross entropy over all target steps of the
     global batch, plus the weighted mean length cross entropy with a length head; `num_packed` is
     the pack size per device), and the weights' moving average when the state holds one."""
+    model, optimizer, mesh, ema_decay = parts
     sums_fn = sharding.per_device(functools.partial(device_loss_sums, model, num_packed), mesh)
     length_weight = builder.objective_length_weight(model)
 
@@ -201,7 +205,8 @@ class Trainer:
         self.pack_multiple = pack_unit(model, pack_multiple, mesh.size)
         self.local_devices = sharding.local_device_count(mesh)
         repl, data = sharding.replicated(mesh), sharding.batch_sharding(mesh)
-        self._train = jax.jit(functools.partial(train_step, model, optimizer, mesh, float(ema_decay)), static_argnums=(2,),
+        parts = StepParts(model, optimizer, mesh, float(ema_decay))
+        self._train = jax.jit(functools.partial(train_step, parts), static_argnums=(2,),
                               in_shardings=(repl, data), out_shardings=(repl, repl), donate_argnums=(0,))
         self._eval = jax.jit(functools.partial(eval_step, model, mesh), static_argnums=(2,),
                              in_shardings=(repl, data), out_shardings=repl)
@@ -254,7 +259,7 @@ class Trainer:
 
 
 # ------------------------------------------------------------------------------------------------
-# Main loop
+# The step budget, the val batches and items
 
 
 def total_steps(iterator: input_pipeline.DataIterator, num_passes: int) -> int:
@@ -296,39 +301,6 @@ def describe_budget(iterator: input_pipeline.DataIterator, steps: int, num_stage
     return f"{stages}{passes:.1f} passes over all training items"
 
 
-class EarlyStopping:
-    """Best-eval bookkeeping (kept in the checkpoint's metadata so a resumed run continues it) on
-    a score where lower is better: the val loss, or minus the decoded val F1 that
-    `train.select_by` names (`score`). An eval without it (no val split) neither improves nor
-    counts against patience. `best_val_loss` is the key's old name: it holds the best score."""
-
-    @staticmethod
-    def initial() -> dict:
-        return {"best_val_loss": math.inf, "evals_without_improvement": 0, "stopped_early": False}
-
-    @staticmethod
-    def score(values: dict, select_by: str) -> float | None:
-        """The eval's score under `select_by` (lower is better), or None when the eval lacks it."""
-        value = values.get(select_by)
-        if value is None:
-            return None
-        return float(value) if select_by == "loss" else -float(value)
-
-    @staticmethod
-    def update(meta: dict, score: float | None, min_delta: float, patience: int) -> bool:
-        """Record an eval; True when its score is the best so far (save the best checkpoint)."""
-        if score is None:
-            return False
-        if score < meta["best_val_loss"] - min_delta:
-            meta["best_val_loss"] = score
-            meta["evals_without_improvement"] = 0
-            return True
-        meta["evals_without_improvement"] += 1
-        if patience and meta["evals_without_improvement"] >= patience:
-            meta["stopped_early"] = True
-        return False
-
-
 def decoded_val_items(data: dict, eval_config) -> dict[str, list]:
     """{source: the val items an eval decodes}: the first `eval.val_decode_items` (0: all, -1: none)
     of each source in `eval.val_decode_sources` (empty: every source) that has val items."""
@@ -339,16 +311,16 @@ def decoded_val_items(data: dict, eval_config) -> dict[str, list]:
     return {name: items for name, items in picked.items() if items}
 
 
-def lower_learning_rate(rate: float) -> str:
-    """The learning rate a diverged run's message suggests, as an override's value: half the
-    run's, but no more than the default one (`run_config.base_config`; a rate far above it, say
-    1e3, halved still diverges), two significant digits ("0.0005", "0.001")."""
-    return f"{min(rate / 2, float(base_config().train.learning_rate)):.2g}"
+# ------------------------------------------------------------------------------------------------
+# A run: its invocation, its parts, the loop, the final evaluation
 
 
-class TrainingRun:
-    """One invocation of training on a workdir: the data, model, state and checkpoints, with the
-    loop's pieces as plain methods (`train_and_evaluate` strings them together)."""
+class Invocation:
+    """One invocation of training on a workdir, from the start of `train_and_evaluate` to its
+    record in runs.jsonl (`close`): the job joined, the mesh, the config checked (against the run
+    already in the workdir, if any), the watch on the job's other processes, the newest saved step
+    (`last_save`, which a lost peer's line names), what setup opened (`opened`: closed on every
+    exit) and where the loop got (`position`, from setup on)."""
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: epath.Path):
         self.started, self.commit = time.time(), run_checks.code_version()
@@ -356,322 +328,263 @@ class TrainingRun:
         self.config, self.workdir = config, workdir
         sharding.start_processes(config.distributed)  # the command joined it already; a library call joins here
         host = str(config.distributed.get("coordinator_address", "") or "localhost").rsplit(":", 1)[0]
-        self.peers = peer_watch.PeerWatch(self.resume_hint, host)  # started with the run (`train_and_evaluate`)
-        self.is_main = jax.process_index() == 0
+        self.last_save = hooks.LastSave(workdir)  # set at restore and at each save of checkpoints/latest
+        self.peers = peer_watch.PeerWatch(self.last_save.resume_hint, host)  # started with the run
         self.mesh = sharding.data_mesh()
         run_checks.validate_config(config, self.mesh)
         self.resuming = run_checks.check_resume_config(config, workdir)
         if config.train.init_from and not self.resuming:
             check_init_from(config)
-        self.last_saved_step = None  # the newest step in checkpoints/latest (set at restore and save)
-
-    def setup(self) -> None:
-        """Read the data, write the run's config and vocabulary, build the model and its state,
-        and restore the latest checkpoint if there is one."""
-        config, workdir, tc = self.config, self.workdir, self.config.train
-        self.data = sources.load_config_sources(config, log)
-        train_items, train_weights = sources.train_items(config, self.data, log)  # a source's teacher applied
-        self.val_items = [it for splits in self.data.values() for it in splits["val"]]
-        if not train_items:
-            raise UserError("no training items: check config.data.sources (every source is empty or unset)")
-        select_source = run_checks.select_by_source(config)
-        if select_source is not None and not self.data.get(select_source, {}).get("val"):
-            raise run_checks.ConfigError(f"--config.train.select_by={tc.select_by!r}: the source {select_source!r} "
-                                         f"has no val items to decode; choose a source with val items or 'loss'")
-        self.vocab, embedding_matrix = load_vocab_and_embeddings(config, train_items, workdir)
-        if self.is_main:
-            if self.resuming:
-                k = 1 + sum(1 for _ in workdir.glob("config.resume-*.json"))
-                (workdir / f"config.resume-{k}.json").write_text(config.to_json_best_effort(indent=1))
-            else:
-                (workdir / "config.json").write_text(config.to_json_best_effort(indent=1))
-        self.feature_config = input_pipeline.FeatureConfig.from_config(config)
-        feature_cache = cache_root() / "features"
-        schedule = None
-        if config.curriculum.metric:
-            schedule = curriculum.schedule_from_config(train_items, config, int(config.seed))
-            log("curriculum %s with %d buckets: stage sizes %s", config.curriculum.metric,
-                config.curriculum.num_buckets, [len(s) for s in schedule])
-        self.train_iter = input_pipeline.DataIterator(
-            train_items, self.vocab, self.feature_config, int(tc.batch_size), seed=int(config.seed), shuffle=True,
-            process_index=jax.process_index(), process_count=jax.process_count(), schedule=schedule,
-            drop_remainder=True, cache_dir=feature_cache, weights=train_weights)
-        self.val_features = (input_pipeline.featurize_items_cached(self.val_items, self.vocab, self.feature_config,
-                                                                   feature_cache) if self.val_items else None)
-        num_passes, self.steps_total = training_budget(self.train_iter, schedule, tc)
-        self.eval_every = int(tc.eval_every_steps) or self.train_iter.batches_in_pass(num_passes - 1)
-        self.checkpoint_every = int(tc.checkpoint_every_steps) or self.eval_every
-        self.model = builder.build_model(config.model, self.vocab.size)
-        optimizer = make_optimizer(tc, self.steps_total)
-        self.trainer = Trainer(self.model, optimizer, self.mesh, int(tc.pack_multiple), float(tc.ema_decay),
-                               str(tc.pack_rounding))
-        log("training %d steps (%s), batch %d over %d devices, eval every %d steps, pack rounding %s",
-            self.steps_total, describe_budget(self.train_iter, self.steps_total, num_passes - int(tc.num_epochs)),
-            tc.batch_size, self.mesh.size, self.eval_every, self.trainer.pack_rounding)
-        state = create_state(self.model, optimizer, jax.random.PRNGKey(init_seed(config)),
-                             embedding_matrix, float(tc.ema_decay))
-        self.state = sharding.replicate(state, self.mesh)
-        self.ckpts = checkpoints.Checkpoints(workdir)
-        self.meta = {"iterator": self.train_iter.get_state(), **EarlyStopping.initial()}
-        restored, restored_meta = self.ckpts.restore(self.ckpts.latest, self.abstract_state())
-        if restored is not None:
-            self.state, self.meta = restored, restored_meta
-            self.train_iter.set_state(self.meta["iterator"])
-            log("resumed from step %d", self.step)
-            self.last_saved_step = self.step
-        elif tc.init_from:
-            self.state = sharding.replicate(initial_weights(config, optimizer, state), self.mesh)
-            log("weights from %s", tc.init_from)
-        self.first_step = self.step
-        self.writer = MetricWriter(workdir, self.is_main)
-        self.evaluator = Evaluator(self.model, self.vocab, self.feature_config)
-        self.eval_settings = DecodeSettings.from_eval_config(config.eval)
-        self.clock = self.time_left()
-
-    def time_left(self) -> time_left.TimeLeft:
-        """The run's plan as its ETA counts it: steps, evals, saves, the final evaluation's decoding."""
-        ec = self.config.eval
-        test_items = sum(len(self.data.get(source, {}).get(split) or ())
-                         for source, _, split in (key.partition(":") for key in ec.final_splits))
-        final = time_left.FinalPasses.of(ec, len(self.stop_rule_val_items()), test_items,
-                                         bool(getattr(self.model, "length_head", False)))
-        return time_left.TimeLeft(
-            self.steps_total, int(self.config.train.batch_size), self.eval_every, self.checkpoint_every,
-            loss_items=len(self.val_items) if self.val_features is not None else 0,
-            decoded_items=sum(len(items) for items in decoded_val_items(self.data, ec).values()), final=final)
-
-    def stop_rule_val_items(self) -> list:
-        """The val items the final evaluation chooses the decoding on (`eval.stop_rule_val`'s, else all)."""
-        ec = self.config.eval
-        return self.data[ec.stop_rule_val]["val"] if ec.stop_rule_val else self.val_items
-
-    def resume_hint(self) -> str:
-        """What rerunning the job does, for a process that loses its peers."""
-        if self.last_saved_step is None:
-            return "no checkpoint was saved yet: rerun the same job to start over"
-        return (f"the last checkpoint is step {self.last_saved_step} in {self.workdir / 'checkpoints' / 'latest'}: "
-                f"rerun the same job (all {jax.process_count()} processes) to resume from it")
-
-    @property
-    def step(self) -> int:
-        return int(jax.device_get(self.state["step"]))
-
-    def abstract_state(self):
-        return checkpoints.abstract_like(self.state, self.mesh)
-
-    def save(self, manager) -> None:
-        """Save the state with the iterator's position and the early-stopping record."""
-        self.meta["iterator"] = self.train_iter.get_state()
-        self.ckpts.save(manager, self.state, dict(self.meta))
-        if manager is self.ckpts.latest:
-            self.last_saved_step = int(jax.device_get(self.state["step"]))
-
-    def save_latest(self) -> None:
-        watch = cli.Stopwatch()
-        self.save(self.ckpts.latest)
-        self.clock.saved(watch.seconds())
-
-    def evaluate(self, step: int) -> None:
-        """Val loss (every source's val), decoded val F1 (up to `eval.val_decode_items` per source
-        of `eval.val_decode_sources`), early-stopping bookkeeping, and the best checkpoint when the
-        `train.select_by` score improved; all with the evaluation weights (the moving average under
-        `train.ema_decay`)."""
-        tc, ec = self.config.train, self.config.eval
-        whole, decoded = cli.Stopwatch(), 0
-        values, params = {}, checkpoints.evaluation_params(self.state)
-        if self.val_features is not None:
-            values.update(self.trainer.eval_loss(params, self.val_iterator()))
-        decoding = cli.Stopwatch()
-        if self.is_main:
-            for name, items in decoded_val_items(self.data, ec).items():
-                report = self.evaluator.split(params, items, self.eval_settings)
-                values.update(report_scalars(f"{name}_val", report))
-                decoded += len(items)
-        decode_seconds = decoding.working()
-        self.writer.write(step, "val", values)
-        log("eval at step %d: %s", step, json.dumps({k: round(v, 4) for k, v in values.items()}))
-        score = EarlyStopping.score(values, tc.select_by)
-        if tc.select_by != "loss" and jax.process_count() > 1:  # decoded on process 0 only: every process
-            # must take the same save decision (the save is collective)
-            score = float(multihost_utils.broadcast_one_to_all(np.float32(math.nan if score is None else score)))
-            score = None if math.isnan(score) else score
-        if EarlyStopping.update(self.meta, score, float(tc.min_delta), int(tc.patience)):
-            self.save(self.ckpts.best)
-        if self.meta["stopped_early"]:
-            log("early stopping at step %d (no %s improvement in %d evals)", step, tc.select_by, int(tc.patience))
-        self.clock.evaluated(whole.working(), decoded, decode_seconds)
-
-    def val_iterator(self):
-        return eval_batches(self.val_features, self.feature_config, int(self.config.eval.batch_size))
-
-    def train(self) -> None:
-        """Steps until the item budget, early stopping or the time budget; raises
-        `preemption.Preempted` after saving the step at which a SIGTERM/SIGINT arrived (said at once
-        on stderr: `stop_notice`), and `NonFiniteLoss` at the first step whose loss or gradient norm
-        is not finite (checked on the metrics already fetched at each log, eval and checkpoint step,
-        so no step waits on the host; no such state is ever saved or evaluated). Each progress line's
-        ETA is `time_left.TimeLeft`'s: the steps, evals and saves left and the final evaluation."""
-        tc = self.config.train
-        batch_size, log_every = int(tc.batch_size), int(tc.log_every_steps)
-        budget_s = 60.0 * float(tc.time_budget_minutes)
-        step = self.step
-        t0, window, checked = time.time(), [], 0  # `checked`: how many of `window`'s steps verify() has seen
-        progress = cli.Progress(self.steps_total, "steps")  # the step rate: compilation, evals and saves left out
-        # what `stop_notice` reads: the step under way, when its eval started, the last eval's step, the step rate
-        self.under_way = {"step": step + 1, "eval": None, "evaluated": None, "steps_per_s": None}
-        watch = preemption.PreemptionWatch(self.stop_notice).install()  # SIGTERM/SIGINT: finish the step, save, exit 75
-
-        def verify() -> None:  # before a state is logged, evaluated or saved: its steps' loss is finite
-            nonlocal checked
-            self.check_finite(window[checked:], step)
-            checked = len(window)
-
-        try:
-            while step < self.steps_total and not self.meta["stopped_early"]:
-                self.under_way["step"] = step + 1
-                if budget_s and time.time() - t0 > budget_s:
-                    log("time budget of %g min reached at step %d: final evaluation", budget_s / 60, step)
-                    self.under_way["step"] = step
-                    verify()
-                    if step % self.eval_every:  # not evaluated at this step yet
-                        self.evaluate(step)
-                    self.save_latest()
-                    return
-                self.state, metrics = self.trainer.train(self.state, next(self.train_iter))
-                step += 1
-                window.append(metrics)
-                if step % log_every == 0 or step == self.steps_total:
-                    verify()
-                    values = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
-                    window, checked = [], 0
-                    now = time.time()
-                    rate = (step - self.first_step) / max(now - t0, 1e-9)
-                    self.writer.write(step, "train", {**values, "steps_per_s": rate, "items_per_s": rate * batch_size})
-                    measured = progress.measure(step)
-                    if self.is_main:
-                        if measured:
-                            self.under_way["steps_per_s"] = measured[0]
-                            budget_left = budget_s - (now - t0) if budget_s else None
-                            left = self.clock.seconds(step, measured[0], budget_left)
-                            more = self.clock.if_draws_win(measured[0])
-                            speed = (f"{measured[0] * batch_size:.1f} items/s, ETA {cli.eta_text(left)}"
-                                     + (f" (+{cli.eta_text(more)} if the draws win on val)" if more >= 1 else ""))
-                        else:
-                            speed = f"{now - t0:.0f} s: {progress.unmeasured(step)}"
-                        print(f"step {step}/{self.steps_total} loss {values['loss']:.4f} acc "
-                              f"{values['step_accuracy']:.3f} | {speed}", flush=True)
-                paused = False  # an eval or a save this step: the printed rate leaves it out
-                if step % self.eval_every == 0 or step == self.steps_total:
-                    verify()
-                    self.under_way["eval"] = time.time()
-                    self.evaluate(step)
-                    self.under_way.update(eval=None, evaluated=step)
-                    paused = True
-                if step % self.checkpoint_every == 0 or step == self.steps_total or self.meta["stopped_early"]:
-                    verify()
-                    self.save_latest()
-                    paused = True
-                if paused:
-                    progress.restart(step)
-                if watch.should_stop(step):  # the watch stays: a second signal says the save is under way
-                    if step not in self.ckpts.latest.all_steps():  # not saved by this step's periodic checkpoint
-                        verify()
-                        self.save_latest()
-                    say("%s received: saved the checkpoint of step %d in %s; the same command resumes from it "
-                        "(exit %d)", watch.received, step, self.workdir / "checkpoints" / "latest",
-                        preemption.EXIT_STATUS)
-                    raise preemption.Preempted(step, watch.received)
-        finally:
-            watch.uninstall()
-
-    def stop_notice(self, signal_name: str) -> str:
-        """The line a stop signal gets at once (`preemption.PreemptionWatch`): the step that will be
-        saved, and what comes first (that step's eval, with its likely duration; the first step's
-        compilation)."""
-        step, started, rate = self.under_way["step"], self.under_way["eval"], self.under_way["steps_per_s"]
-        after = (f"exit {preemption.EXIT_STATUS} (the same command resumes from it; a second signal only says how the save "
-                 "goes, a third stops at once without it)")
-        eval_step = step % self.eval_every == 0 or step == self.steps_total
-        if started is None and not (eval_step and self.under_way["evaluated"] != step):
-            compiles = " (its program compiles first)" if step == self.first_step + 1 else ""
-            return f"{signal_name} received: saving the checkpoint of step {step} when that step ends{compiles}, then {after}"
-        seconds, measured = self.clock.eval_estimate(rate)
-        if started is not None and seconds is not None:
-            seconds = max(seconds - (time.time() - started), 0.0)
-        how = "as long as the last eval took" if measured else "estimated from the step rate: no eval has run yet"
-        length = (f"about {cli.eta_text(seconds)}{' more' if started else ''}, {how}" if seconds is not None
-                  else "no eval has run yet to tell how long")
-        what = f"the eval of step {step} is under way" if started else f"step {step} ends with an eval, which runs first"
-        return f"{signal_name} received: {what} ({length}); then the checkpoint of step {step} is saved, then {after}"
-
-    def check_finite(self, window: list, step: int) -> None:
-        """Raise `NonFiniteLoss` naming the first step of `window` (the metrics of the last
-        len(window) steps, up to `step`) whose loss or gradient norm is not finite."""
-        first = step - len(window) + 1
-        for offset, metrics in enumerate(window):
-            loss, grad_norm = float(metrics["loss"]), float(metrics["grad_norm"])
-            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                raise NonFiniteLoss(self.nonfinite_message(first + offset, loss, grad_norm))
-
-    def nonfinite_message(self, step: int, loss: float, grad_norm: float) -> str:
-        tc = self.config.train
-        kept = self.last_saved_step
-        where = (f"the last finite checkpoint is step {kept} in {self.workdir / 'checkpoints' / 'latest'}"
-                 if kept is not None else "no checkpoint was saved before it")
-        resume = f"resumes from step {kept}" if kept is not None else "starts over"
-        return (f"step {step}: the training loss is {loss} (gradient norm {grad_norm}); training stopped and kept "
-                f"no state of it: {where}. Likely cause: train.learning_rate={float(tc.learning_rate):g} is too high "
-                f"for this model; the same command with e.g. "
-                f"--config.train.learning_rate={lower_learning_rate(float(tc.learning_rate))} {resume}")
-
-    def final_evaluation(self) -> dict:
-        """The best checkpoint (by `train.select_by`, else the last state) decoded as `bapjax.predict`
-        decodes a run (`run_eval.run_decode_settings`), after choosing its STOP rule and sampling on
-        val (`Evaluator.choose`, kept in decode.json); the reports go to final_eval.json,
-        the predictions to predictions/<source>_<split>.jsonl."""
-        ec = self.config.eval
-        params = checkpoints.evaluation_params(self.state)
-        if self.ckpts.best.latest_step() is not None:
-            params = checkpoints.evaluation_params(self.ckpts.restore(self.ckpts.best, self.abstract_state())[0])
-        results = {}
-        if not self.is_main:
-            return results
-        stop_val_items = self.stop_rule_val_items()
-        if len(ec.stop_thresholds) and stop_val_items:
-            choice = self.evaluator.choose(params, stop_val_items, ec, log_fn=log,
-                                           chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")
-            run_eval.write_decode_choice(self.workdir, choice)
-        else:  # nothing to choose on: the choice of an earlier final evaluation of this run, if any
-            choice = run_eval.read_decode_choice(self.workdir)
-        settings = self.eval_settings.chosen(choice)
-        for key in ec.final_splits:
-            source_name, _, split = key.partition(":")
-            items = self.data.get(source_name, {}).get(split)
-            if not items:
-                continue
-            report = self.evaluator.split(params, items, settings,
-                                          predictions_path=self.workdir / "predictions" / f"{source_name}_{split}.jsonl")
-            results[f"{source_name}_{split}"] = report
-            self.writer.write(self.step, "test", report_scalars(f"{source_name}_{split}", report))
-        (self.workdir / "final_eval.json").write_text(json.dumps(results, indent=1))
-        if self.writer.jsonl.exists():
-            plot_learning_curves(self.writer.jsonl, self.workdir / "learning_curves.png")
-        return results
+        self.opened = contextlib.ExitStack()
+        self.position: hooks.Position | None = None
 
     def release(self) -> None:
         """Close what setup opened (Orbax's background workers, the metric files), as far as it got."""
-        for name in ("ckpts", "writer"):
-            part = getattr(self, name, None)
-            if part is not None:
-                part.close()
-                setattr(self, name, None)
+        self.opened.close()
 
     def close(self, finished: bool) -> None:
+        """`release`, then this invocation's line in runs.jsonl (once setup has the state to start from)."""
         self.release()
-        run_checks.record_invocation(self.workdir, self.started, self.commit, self.first_step, self.step,
+        if self.position is None:
+            return
+        run_checks.record_invocation(self.workdir, self.started, self.commit, self.position.first, self.position.done,
                                      int(self.config.train.batch_size), finished=finished,
                                      config_sha256=run_checks.config_digest(self.config),
                                      compiled=cli.compile_tally().since(self.compiles))
+
+
+@dataclasses.dataclass
+class RunData:
+    """What a run reads: its items ({source: {split: items}}) and all val items, the vocabulary and
+    its GloVe matrix (None without `train.glove`), the featurization, the training batches (in the
+    curriculum's stages: `schedule`, None without a curriculum), the val items featurized (None
+    without any)."""
+
+    sources: dict
+    val_items: list[BapItem]
+    vocab: Vocabulary
+    embeddings: np.ndarray | None
+    features: input_pipeline.FeatureConfig
+    batches: input_pipeline.DataIterator
+    schedule: list | None
+    val_features: input_pipeline.FeaturizedItems | None
+
+
+def prepare_data(inv: Invocation) -> RunData:
+    """Read the items, the vocabulary (written to the workdir), write the run's config (a resume's
+    beside the run's own: config.resume-<k>.json), and featurize."""
+    config, workdir, tc = inv.config, inv.workdir, inv.config.train
+    data = sources.load_config_sources(config, log)
+    train_items, train_weights = sources.train_items(config, data, log)  # a source's teacher applied
+    val_items = [it for splits in data.values() for it in splits["val"]]
+    if not train_items:
+        raise UserError("no training items: check config.data.sources (every source is empty or unset)")
+    select_source = run_checks.select_by_source(config)
+    if select_source is not None and not data.get(select_source, {}).get("val"):
+        raise run_checks.ConfigError(f"--config.train.select_by={tc.select_by!r}: the source {select_source!r} "
+                                     f"has no val items to decode; choose a source with val items or 'loss'")
+    vocab, embedding_matrix = load_vocab_and_embeddings(config, train_items, workdir)
+    if jax.process_index() == 0:
+        if inv.resuming:
+            k = 1 + sum(1 for _ in workdir.glob("config.resume-*.json"))
+            (workdir / f"config.resume-{k}.json").write_text(config.to_json_best_effort(indent=1))
+        else:
+            (workdir / "config.json").write_text(config.to_json_best_effort(indent=1))
+    feature_config = input_pipeline.FeatureConfig.from_config(config)
+    feature_cache = cache_root() / "features"
+    schedule = None
+    if config.curriculum.metric:
+        schedule = curriculum.schedule_from_config(train_items, config, int(config.seed))
+        log("curriculum %s with %d buckets: stage sizes %s", config.curriculum.metric,
+            config.curriculum.num_buckets, [len(s) for s in schedule])
+    batches = input_pipeline.DataIterator(
+        train_items, vocab, feature_config, int(tc.batch_size), seed=int(config.seed), shuffle=True,
+        process_index=jax.process_index(), process_count=jax.process_count(), schedule=schedule,
+        drop_remainder=True, cache_dir=feature_cache, weights=train_weights)
+    val_features = (input_pipeline.featurize_items_cached(val_items, vocab, feature_config, feature_cache)
+                    if val_items else None)
+    return RunData(data, val_items, vocab, embedding_matrix, feature_config, batches, schedule, val_features)
+
+
+def stop_rule_val_items(eval_config, data: RunData) -> list:
+    """The val items the final evaluation chooses the decoding on (`eval.stop_rule_val`'s, else all)."""
+    return data.sources[eval_config.stop_rule_val]["val"] if eval_config.stop_rule_val else data.val_items
+
+
+def run_clock(config, data: RunData, model, periods: tuple[int, int, int]) -> time_left.TimeLeft:
+    """The run's plan as its ETA counts it: the steps, the evals and saves (`periods`: the steps,
+    the eval and the checkpoint period), the final evaluation's decoding."""
+    ec = config.eval
+    test_items = sum(len(data.sources.get(source, {}).get(split) or ())
+                     for source, _, split in (key.partition(":") for key in ec.final_splits))
+    final = time_left.FinalPasses.of(ec, len(stop_rule_val_items(ec, data)), test_items,
+                                     bool(getattr(model, "length_head", False)))
+    steps_total, eval_every, checkpoint_every = periods
+    return time_left.TimeLeft(
+        steps_total, int(config.train.batch_size), eval_every, checkpoint_every,
+        loss_items=len(data.val_items) if data.val_features is not None else 0,
+        decoded_items=sum(len(items) for items in decoded_val_items(data.sources, ec).values()), final=final)
+
+
+@dataclasses.dataclass
+class Run:
+    """A run set up (`setup`): its data, its compiled steps, its checkpoints (`ckpts`), the
+    early-stopping record (restored with the state), the metric writer, the decoder of its evals
+    and final evaluation (`evaluator` with `settings`), and its plan (`clock`: the steps, the eval
+    and checkpoint periods, and the ETA measured as it goes)."""
+
+    data: RunData
+    trainer: Trainer
+    ckpts: checkpoints.Checkpoints
+    early: hooks.EarlyStopping
+    writer: MetricWriter
+    evaluator: Evaluator
+    settings: DecodeSettings
+    clock: time_left.TimeLeft
+
+
+def setup(inv: Invocation) -> tuple[Run, dict]:
+    """The run's data (`prepare_data`), model and compiled steps, and the state to start from: the
+    latest checkpoint's (with the data's position and the early-stopping record), else a new one
+    (`init_seed`, or `train.init_from`'s weights)."""
+    config, tc, mesh = inv.config, inv.config.train, inv.mesh
+    data = prepare_data(inv)
+    num_passes, steps_total = training_budget(data.batches, data.schedule, tc)
+    eval_every = int(tc.eval_every_steps) or data.batches.batches_in_pass(num_passes - 1)
+    checkpoint_every = int(tc.checkpoint_every_steps) or eval_every
+    model = builder.build_model(config.model, data.vocab.size)
+    optimizer = make_optimizer(tc, steps_total)
+    trainer = Trainer(model, optimizer, mesh, int(tc.pack_multiple), float(tc.ema_decay), str(tc.pack_rounding))
+    log("training %d steps (%s), batch %d over %d devices, eval every %d steps, pack rounding %s",
+        steps_total, describe_budget(data.batches, steps_total, num_passes - int(tc.num_epochs)),
+        tc.batch_size, mesh.size, eval_every, trainer.pack_rounding)
+    initial = create_state(model, optimizer, jax.random.PRNGKey(init_seed(config)), data.embeddings,
+                           float(tc.ema_decay))
+    state = sharding.replicate(initial, mesh)
+    ckpts = inv.opened.enter_context(contextlib.closing(checkpoints.Checkpoints(inv.workdir)))
+    record = hooks.EarlyStopping.initial()
+    restored, meta = ckpts.restore(ckpts.latest, checkpoints.abstract_like(state, mesh))
+    if restored is not None:
+        state = restored
+        data.batches.set_state(meta.pop("iterator"))
+        record = meta  # the early-stopping record saved beside the data's position
+        inv.last_save.step = int(jax.device_get(state["step"]))
+        log("resumed from step %d", inv.last_save.step)
+    elif tc.init_from:
+        state = sharding.replicate(initial_weights(config, optimizer, initial), mesh)
+        log("weights from %s", tc.init_from)
+    first = int(jax.device_get(state["step"]))
+    inv.position = hooks.Position(first=first, done=first, step=first + 1)
+    writer = inv.opened.enter_context(contextlib.closing(MetricWriter(inv.workdir, jax.process_index() == 0)))
+    early = hooks.EarlyStopping(str(tc.select_by), float(tc.min_delta), int(tc.patience), record)
+    run = Run(data, trainer, ckpts, early, writer, Evaluator(model, data.vocab, data.features),
+              DecodeSettings.from_eval_config(config.eval),
+              run_clock(config, data, model, (steps_total, eval_every, checkpoint_every)))
+    return run, state
+
+
+def make_hooks(inv: Invocation, run: Run) -> hooks.Hooks:
+    """The loop's hooks (`hooks`), each with its period: the train row and progress line every
+    `train.log_every_steps`, the eval every `eval_every`, the save every `checkpoint_every` (each
+    also at the last step), the stop signal's check every step; the time budget from `train.time_budget_minutes`."""
+    tc, ec, clock, position = inv.config.train, inv.config.eval, run.clock, inv.position
+    budget = hooks.TimeBudget(float(tc.time_budget_minutes))
+    metrics = hooks.StepMetrics(inv.last_save, float(tc.learning_rate))
+    rows = hooks.TrainRows(hooks.Every(int(tc.log_every_steps), clock.steps_total), metrics, run.writer, budget,
+                           position, int(tc.batch_size))
+    saves = hooks.Saving(hooks.Every(clock.checkpoint_every, clock.steps_total), run.ckpts, run.data.batches,
+                         run.early, clock, inv.last_save)
+    val_loss = None
+    if run.data.val_features is not None:
+        def val_loss(params):
+            return run.trainer.eval_loss(params, eval_batches(run.data.val_features, run.data.features,
+                                                              int(ec.batch_size)))
+    validation = hooks.Validation(val_loss, run.evaluator, run.settings, decoded_val_items(run.data.sources, ec),
+                                  run.writer)
+    evals = hooks.Evaluation(hooks.Every(clock.eval_every, clock.steps_total), validation, run.early, saves, clock,
+                             position)
+    return hooks.Hooks(position, budget, metrics, rows, hooks.ProgressLine(rows, clock, budget, position), evals,
+                       saves, hooks.StopOnSignal(saves, metrics, evals, clock, position))
+
+
+def train(state: dict, batches, trainer: Trainer, last_step: int, run_hooks: hooks.Hooks) -> dict:
+    """Steps from `state` to `last_step`, early stopping or the end of the time budget; returns
+    the state after the last step.
+
+    After each step the step's metrics are kept (`StepMetrics`), then each periodic hook that is
+    due reads the state (the train row, the progress line, the eval, the save: `Hooks.periodic`),
+    after the non-finite check of the steps not yet checked (`NonFiniteLoss` at the first whose
+    loss or gradient norm is not finite: no such state is logged, evaluated or saved); an eval or
+    a save restarts the progress line's rate. Last, the stop signal's check: at a SIGTERM/SIGINT
+    the step is saved and `preemption.Preempted` raised (its line on stderr at once:
+    `StopOnSignal.notice`). The time budget is checked before each step: once spent, the state is
+    evaluated (unless this step's eval already ran) and saved, and the loop ends.
+    """
+    position, budget, metrics = run_hooks.position, run_hooks.budget, run_hooks.metrics
+    evals, saves, stop = run_hooks.evals, run_hooks.saves, run_hooks.stop
+    step = int(jax.device_get(state["step"]))
+    position.step = step + 1
+    budget.start()
+    with stop:  # SIGTERM/SIGINT from here to the loop's end: finish the step, save it, exit 75
+        while step < last_step and not evals.early.stopped:
+            position.step = step + 1
+            if budget.spent():
+                log("time budget of %g min reached at step %d: final evaluation", budget.seconds / 60, step)
+                position.step = step
+                metrics.verify(step)
+                if not evals.due(step):  # not evaluated at this step yet
+                    evals.evaluate(step, state)
+                saves(step, state)
+                break
+            state, step_metrics = trainer.train(state, next(batches))
+            step += 1
+            position.done = step
+            metrics.add(step_metrics)
+            paused = False  # an eval or a save ran: the progress line's rate leaves it out
+            for hook in run_hooks.periodic:
+                if hook.due(step):
+                    metrics.verify(step)
+                    hook(step, state)
+                    paused = paused or hook.pauses
+            if paused:
+                run_hooks.progress.restart(step)
+            stop(step, state)  # the watch stays: a second signal says the save is under way
+    return state
+
+
+def final_evaluation(inv: Invocation, run: Run, state: dict) -> dict:
+    """The best checkpoint (by `train.select_by`, else `state`) decoded as `bapjax.predict`
+    decodes a run (`run_eval.run_decode_settings`), after choosing its STOP rule and sampling on
+    val (`Evaluator.choose`, kept in decode.json); the reports go to final_eval.json,
+    the predictions to predictions/<source>_<split>.jsonl."""
+    ec, workdir, ckpts = inv.config.eval, inv.workdir, run.ckpts
+    params = checkpoints.evaluation_params(state)
+    if ckpts.best.latest_step() is not None:
+        params = checkpoints.evaluation_params(ckpts.restore(ckpts.best, checkpoints.abstract_like(state, inv.mesh))[0])
+    results = {}
+    if jax.process_index() != 0:
+        return results
+    stop_val_items = stop_rule_val_items(ec, run.data)
+    if len(ec.stop_thresholds) and stop_val_items:
+        choice = run.evaluator.choose(params, stop_val_items, ec, log_fn=log,
+                                      chosen_on=f"{ec.stop_rule_val}:val" if ec.stop_rule_val else "val")
+        run_eval.write_decode_choice(workdir, choice)
+    else:  # nothing to choose on: the choice of an earlier final evaluation of this run, if any
+        choice = run_eval.read_decode_choice(workdir)
+    settings = run.settings.chosen(choice)
+    for key in ec.final_splits:
+        source_name, _, split = key.partition(":")
+        items = run.data.sources.get(source_name, {}).get(split)
+        if not items:
+            continue
+        report = run.evaluator.split(params, items, settings,
+                                     predictions_path=workdir / "predictions" / f"{source_name}_{split}.jsonl")
+        results[f"{source_name}_{split}"] = report
+        run.writer.write(int(jax.device_get(state["step"])), "test", report_scalars(f"{source_name}_{split}", report))
+    (workdir / "final_eval.json").write_text(json.dumps(results, indent=1))
+    if run.writer.jsonl.exists():
+        plot_learning_curves(run.writer.jsonl, workdir / "learning_curves.png")
+    return results
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike, wait: bool = False) -> dict:
@@ -683,27 +596,28 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.Path
     `NonFiniteLoss`, a lost peer process `PeerLost`. Every exit closes the checkpoint managers
     and the metric writer first. The run claims `workdir` before writing to it (`workdir_claim`:
     another run's claim refuses this one, or with `wait` waits)."""
-    run = TrainingRun(run_checks.with_defaults(config), workdir_path(workdir))
-    with collectives_named(run), workdir_claim.claimed(run.workdir, wait=wait):  # the claim's agreement is a collective too
-        run.resuming = run_checks.check_resume_config(run.config, run.workdir)  # again: as the claim found it
+    inv = Invocation(run_checks.with_defaults(config), workdir_path(workdir))
+    # the claim's agreement is a collective too
+    with collectives_named(inv.last_save), workdir_claim.claimed(inv.workdir, wait=wait):
+        inv.resuming = run_checks.check_resume_config(inv.config, inv.workdir)  # again: as the claim found it
         try:
-            run.peers.start()
-            with collectives_named(run):
-                run.setup()
-                run.train()
-                results = run.final_evaluation()
+            inv.peers.start()
+            with collectives_named(inv.last_save):
+                run, state = setup(inv)
+                state = train(state, run.data.batches, run.trainer, run.clock.steps_total, make_hooks(inv, run))
+                results = final_evaluation(inv, run, state)
         except PeerLost:
             raise  # the job's collectives are broken: nothing more can be saved or closed collectively
         except (preemption.Preempted, RunFailure):
-            run.close(finished=False)
-            run.peers.stop()
+            inv.close(finished=False)
+            inv.peers.stop()
             raise
         except BaseException:
-            run.release()
-            run.peers.stop()
+            inv.release()
+            inv.peers.stop()
             raise
-        run.close(finished=True)
-        run.peers.stop()
+        inv.close(finished=True)
+        inv.peers.stop()
     return results
 
 
@@ -712,7 +626,7 @@ PEER_SIGNS = ("connection closed by peer", "connection reset", "gloo", "coordina
 
 
 @contextlib.contextmanager
-def collectives_named(run: "TrainingRun"):
+def collectives_named(last_save: hooks.LastSave):
     """In a multi-process job, a runtime error of a collective whose peer died becomes `PeerLost`:
     one line naming the process count, the failed operation and the checkpoint to resume from."""
     try:
@@ -724,4 +638,4 @@ def collectives_named(run: "TrainingRun"):
         op = re.search(r"\b(All[A-Z][A-Za-z]*|ReduceScatter|Broadcast|Barrier|CollectivePermute)\b", text)
         raise PeerLost(f"process {jax.process_index()} of {jax.process_count()}: a collective "
                        f"({op.group(1) if op else 'a cross-process step'}) failed because a peer process was lost "
-                       f"({text.strip().splitlines()[0][:160]}); {run.resume_hint()}") from None
+                       f"({text.strip().splitlines()[0][:160]}); {last_save.resume_hint()}") from None

@@ -138,7 +138,7 @@ def validate_config(config: ml_collections.ConfigDict, mesh) -> None:
 
 def select_by_source(config: ml_collections.ConfigDict) -> str | None:
     """The data source whose decoded val F1 `train.select_by` names ("<source>_val_<REPORT_F1 name>_f1",
-    as `TrainingRun.evaluate` writes it), None for "loss"; ConfigError when it names no such F1."""
+    as `hooks.Validation` writes it), None for "loss"; ConfigError when it names no such F1."""
     select_by = config.train.select_by
     if select_by == "loss":
         return None

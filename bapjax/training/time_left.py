@@ -57,7 +57,7 @@ class FinalPasses:
 
     @classmethod
     def of(cls, eval_config, choice_val_items: int, test_items: int, length_head: bool = False) -> "FinalPasses":
-        """What `loop.TrainingRun.final_evaluation` decodes under `eval_config` (config.eval):
+        """What `loop.final_evaluation` decodes under `eval_config` (config.eval):
         `on_val.choose_decoding` on `choice_val_items` items (one greedy pass per STOP rule
         tried, each temperature's greedy pass and draws, the vote's greedy pass and draws; nothing
         when there is no STOP threshold or no val item), then the `test_items` of the final splits
