@@ -18,7 +18,7 @@ VARIANTS = ("mc", "agg", "cl", "cl_la", "cl_mc", "bs", "ss", "r", "kd_la", "kd_m
 CURRICULA = {"cl": "D", "cl_mc": "D", "cl_la": "L_A", "kd_la": "L_A", "kd_mix": "L_A"}  # each variant's metric (10 buckets)
 # kd_*: the MDC training targets of the pair decoded together (pretrained, i.e. cl_la seed 11, and cl_la seed 12;
 # python -m bapjax.distil --runs pretrained,runs/exp/cl_la-frame-s12 --out runs/teacher/mc-train-pair)
-TEACHER = "runs/teacher/mc-train-pair"
+TEACHER = "results/teacher/mc-train-pair"  # written by the command above (at c5dc094, 59.1 min), kept here
 TEACHER_MODES = {"kd_la": "replace", "kd_mix": "mix"}  # kd_mix: each MDC item twice, the teacher's copy at weight 1
 SINGLE_SETS = ("bs", "ss", "r")  # Table 4's M_bs, M_ss, M_r: one simulated set alone, chosen on its own val
 MODELS = {"frame": common.cpu_frame_model, "once": common.cpu_once_model, "film": common.cpu_film_model,

@@ -253,3 +253,20 @@ def test_training_takes_the_teachers_targets(made, mdc_path, tmp_path, monkeypat
                           timeout=300, env={**os.environ, "BAPJAX_CACHE": str(tmp_path / "cache")})
     assert (done.returncode, done.stderr) == (
         2, "error: --config.data.sources.mc.teacher.mode='blend': expected replace or mix\n"), done.stderr[-2000:]
+
+
+def test_the_kept_teacher_is_whole_and_the_kd_configs_read_it():
+    """results/teacher/mc-train-pair (what configs/cpu_experiment.py:kd_la and kd_mix train on): every
+    item of its source once, in whole chunks, and its record names the pair and the decoding."""
+    from configs import cpu_experiment
+
+    folder = Path(__file__).resolve().parents[1] / cpu_experiment.TEACHER
+    record = teacher.read_record(folder, "TEACHER")
+    chunks = teacher.read_chunks(folder / "predictions.jsonl.gz")
+    assert chunks.damaged_bytes == 0
+    assert len(chunks.records) == record["defines"]["source"]["items"] == 14836
+    assert [m["seed"] for m in record["members"]] == [11, 12]
+    assert record["defines"]["decoding"]["samples"] == 128
+    for variant, mode in cpu_experiment.TEACHER_MODES.items():
+        block = cpu_experiment.get_config(variant).data.sources.mc.teacher
+        assert (block.path, block.mode) == (cpu_experiment.TEACHER, mode)
