@@ -71,9 +71,11 @@ def gflop(fn, args) -> float:
     return float((analysis[0] if isinstance(analysis, (list, tuple)) else analysis)["flops"]) / 1e9
 
 
-def part_functions(model, batch: dict, num_packed: int) -> dict:
-    """{part: (function of (params, inputs) -> a scalar, inputs)} for `model` on `batch`: each part's
-    forward pass, its outputs summed against fixed random weights, so its gradient is the backward pass."""
+def part_functions(model, batch: dict, num_packed: int) -> tuple[dict, dict]:
+    """({part: its forward pass, a function of (module, inputs)}, the batch's data the parts read: tokens,
+    the packed steps' worlds and start worlds, the pack and its item and step indices) for `model` on
+    `batch`; `measure` sums each part's outputs against fixed random weights, so its gradient is the
+    backward pass."""
     from bapjax.models import builder, world_changes, world_input
 
     batch = {k: jnp.asarray(v) for k, v in batch.items()}
@@ -107,10 +109,9 @@ def part_functions(model, batch: dict, num_packed: int) -> dict:
     def heads(m, feats, dec):
         return m.in_chunks(lambda module, f, d: module.action_logits(f, d), (feats, dec), m.world.step_chunk)
 
-    return {"text": (text, ()), "decoder": (decoder, ("token_states", "summary")), "world CNN": (cnn, ("summary",)),
-            "changes": (changes, ()), "heads": (heads, ("feats", "dec")),
-            "_data": {"tokens": batch[model.text_key], "packed_worlds": packed_worlds,
-                      "packed_starts": packed_starts, "pack": {**pack, "targets": actions[b, t]}, "b": b, "t": t}}
+    data = {"tokens": batch[model.text_key], "packed_worlds": packed_worlds, "packed_starts": packed_starts,
+            "pack": {**pack, "targets": actions[b, t]}, "b": b, "t": t}
+    return {"text": text, "decoder": decoder, "world CNN": cnn, "changes": changes, "heads": heads}, data
 
 
 def part_inputs(model, params, fns: dict, data: dict) -> tuple[dict, jax.Array]:
@@ -120,15 +121,15 @@ def part_inputs(model, params, fns: dict, data: dict) -> tuple[dict, jax.Array]:
     def apply(method, *args):
         return model.apply({"params": params}, *args, method=method)
 
-    token_states, summary = apply(fns["text"][0], data["tokens"])
-    dec_out = apply(fns["decoder"][0], token_states, summary)
-    encoded = apply(fns["world CNN"][0], summary)
-    delta = apply(fns["changes"][0], data["packed_worlds"], data["packed_starts"])
+    token_states, summary = apply(fns["text"], data["tokens"])
+    dec_out = apply(fns["decoder"], token_states, summary)
+    encoded = apply(fns["world CNN"], summary)
+    delta = apply(fns["changes"], data["packed_worlds"], data["packed_starts"])
     feats = encoded[data["b"]] + delta
     dec = dec_out[data["b"], data["t"]]
     inputs = {"text": (data["tokens"],), "decoder": (token_states, summary), "world CNN": (summary,),
               "changes": (data["packed_worlds"], data["packed_starts"]), "heads": (feats, dec)}
-    return inputs, apply(fns["heads"][0], feats, dec)
+    return inputs, apply(fns["heads"], feats, dec)
 
 
 def measure(config_spec: str, repeats: int, corpus: str) -> dict:
@@ -148,8 +149,7 @@ def measure(config_spec: str, repeats: int, corpus: str) -> dict:
     host_batch = jax.tree_util.tree_map(np.asarray, batch)
     model, params = setup.model, setup.state["params"]
     whole = model.unchunked()
-    fns = part_functions(model, host_batch, k)
-    data = fns.pop("_data")
+    fns, data = part_functions(model, host_batch, k)
 
     inputs, logits = part_inputs(model, params, fns, data)
     float_args = {"decoder": (0, 1), "world CNN": (0,), "heads": (0, 1)}
@@ -167,7 +167,7 @@ def measure(config_spec: str, repeats: int, corpus: str) -> dict:
                                  "gap": round(ms / floor, 1) if floor else None}
         print(f"{name:10s} {g:8.3f} GFLOP {ms:9.2f} ms  floor {floor:7.2f} ms  gap {ms / floor:6.1f}x", flush=True)
 
-    for name, (fn, _) in fns.items():
+    for name, fn in fns.items():
         outs = jax.eval_shape(lambda *a, f=fn: model.apply({"params": params}, *a, method=f), *inputs[name])
         cots = jax.tree_util.tree_map(lambda s: jnp.asarray(rng.normal(size=s.shape), s.dtype), outs)
         wrt = (0,) + tuple(1 + i for i in float_args.get(name, ()))

@@ -13,8 +13,7 @@ def test_the_parts_compose_to_the_models_logits():
     batch = random_batch(np.random.default_rng(0), batch=3, steps=6)
     params = builder.init_params(model, jax.random.PRNGKey(0))
     k = 8
-    fns = profile_parts.part_functions(model, batch, k)
-    data = fns.pop("_data")
+    fns, data = profile_parts.part_functions(model, batch, k)
     inputs, logits = profile_parts.part_inputs(model, params, fns, data)
     expected, pack = model.apply({"params": params}, batch, k)
     np.testing.assert_allclose(np.asarray(logits), np.asarray(expected), rtol=1e-5, atol=1e-5)
